@@ -1,0 +1,1 @@
+"""Scheduling: the pure core, the simulator and the live scheduling loop."""
