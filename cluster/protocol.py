@@ -16,7 +16,15 @@ is harmless.
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 NODE_QUEUE_PREFIX = "node."
+# Reports go to Celery's default queue; agents never consume it.
+REPORT_QUEUE = "celery"
 
 # Commands, server -> agent.
 AGENT_LAUNCH = "agent.launch"  # kwargs: LaunchCommand fields
@@ -25,11 +33,25 @@ AGENT_KILL = "agent.kill"  # kwargs: job_id, attempt, grace_period, reason (canc
 AGENT_RECONCILE = "agent.reconcile"  # kwargs: keep=[[job_id, attempt], ...]; kill everything else
 
 # Reports, agent -> server.
-REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token
+REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version
 REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token
 REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, token
-REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token
+REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason
 REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], token
+# Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
+# seconds as floats. exit_code is None when the process died from a signal;
+# signal is None when it exited by itself. token is the node's shared secret
+# ("" when none is configured). agent_version and reason were added after the
+# first version of this contract, so a receiver must tolerate their absence.
+
+# REPORT_EXITED ``reason``: why the attempt ended. None: the job exited without
+# any signal from the agent. Otherwise the agent had signalled it because of:
+EXIT_PREEMPT = "preempt"  # AGENT_PREEMPT
+EXIT_CANCEL = "cancel"  # AGENT_KILL reason=cancel
+EXIT_TIMEOUT = "timeout"  # the launch's time_limit ran out (enforced by the agent)
+EXIT_STALE = "stale"  # AGENT_RECONCILE without this attempt in keep, or AGENT_KILL reason=stale
+EXIT_LOST = "lost"  # the agent could not observe how the attempt ended (see docs/agent.md)
+EXIT_AGENT_STOP = "agent-stop"  # the agent was stopped with --kill-jobs-on-exit
 
 # Environment given to every job process.
 ENV_JOB_ID = "GPUSCHED_JOB_ID"
@@ -40,6 +62,148 @@ ENV_GRACE_PERIOD = "GRACE_PERIOD"
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # A job may create this file in CHECKPOINT_DIR to say "my checkpoint is complete".
 CHECKPOINT_MARKER = ".checkpoint-complete"
+# The agent's shared secret, read by the agent and never passed on to jobs.
+ENV_AGENT_TOKEN = "GPUSCHED_AGENT_TOKEN"
+
+# Job ids double as directory names on the node, hence the restricted alphabet.
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ProtocolError(ValueError):
+    """A message field is missing or malformed; ``field`` names it."""
+
+    def __init__(self, field_name: str, problem: str) -> None:
+        super().__init__(f"{field_name}: {problem}")
+        self.field = field_name
+
+
+def check_job_id(value: Any, field_name: str = "job_id") -> str | int:
+    """Return ``value`` if it is a valid job id (a non-negative int or a safe name)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ProtocolError(field_name, f"must be a string or an integer, got {type(value).__name__}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ProtocolError(field_name, "must not be negative")
+        return value
+    if not _JOB_ID_RE.match(value):
+        raise ProtocolError(field_name, f"{value!r} must be 1-128 characters of A-Z a-z 0-9 . _ - (not starting with . _ -)")
+    return value
+
+
+def check_attempt(value: Any, field_name: str = "attempt") -> int:
+    """Return ``value`` if it is a valid attempt number (an int >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProtocolError(field_name, f"must be an integer >= 0, got {value!r}")
+    return value
+
+
+def check_seconds(value: Any, field_name: str, *, allow_none: bool = False, positive: bool = False) -> float | None:
+    """Return ``value`` as float seconds (>= 0, or > 0 when ``positive``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProtocolError(field_name, f"must be a finite number of seconds, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ProtocolError(field_name, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
+    return float(value)
+
+
+def check_keep(value: Any) -> set[tuple[str | int, int]]:
+    """Parse AGENT_RECONCILE's ``keep=[[job_id, attempt], ...]``."""
+    if not isinstance(value, (list, tuple)):
+        raise ProtocolError("keep", f"must be a list of [job_id, attempt], got {type(value).__name__}")
+    keep: set[tuple[str | int, int]] = set()
+    for i, item in enumerate(value):
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ProtocolError(f"keep[{i}]", f"must be [job_id, attempt], got {item!r}")
+        keep.add((check_job_id(item[0], f"keep[{i}][0]"), check_attempt(item[1], f"keep[{i}][1]")))
+    return keep
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """AGENT_LAUNCH kwargs: run ``command`` as attempt ``attempt`` of ``job_id``.
+
+    ``gpu_indices`` are the node-local GPU indices given to the job as
+    CUDA_VISIBLE_DEVICES; ``grace_period`` is the seconds between SIGTERM and
+    SIGKILL when the attempt is stopped; ``time_limit`` (None: none) is the
+    seconds this attempt may run before the agent stops it (reason "timeout");
+    ``env`` holds extra environment variables (the agent's own variables above
+    override them); ``resume`` sets RESUME=1. Unknown keys in a received message
+    are ignored so the server can add fields before every agent knows them.
+    """
+
+    job_id: str | int
+    attempt: int
+    command: str
+    gpu_indices: tuple[int, ...] = ()
+    grace_period: float = 0.0
+    time_limit: float | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    resume: bool = False
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The JSON-ready kwargs for ``send_task(AGENT_LAUNCH, kwargs=...)``."""
+        return {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "command": self.command,
+            "gpu_indices": list(self.gpu_indices),
+            "grace_period": self.grace_period,
+            "time_limit": self.time_limit,
+            "env": dict(self.env),
+            "resume": self.resume,
+        }
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> "LaunchCommand":
+        """Validate received kwargs; raise ProtocolError naming the bad field."""
+        for name in ("job_id", "attempt", "command"):
+            if name not in kwargs:
+                raise ProtocolError(name, "is required")
+        command = kwargs["command"]
+        if not isinstance(command, str) or not command.strip():
+            raise ProtocolError("command", "must be a non-empty string")
+        if "\x00" in command:
+            raise ProtocolError("command", "must not contain NUL characters")
+        resume = kwargs.get("resume", False)
+        if not isinstance(resume, bool):
+            raise ProtocolError("resume", f"must be true or false, got {resume!r}")
+        return cls(
+            job_id=check_job_id(kwargs["job_id"]),
+            attempt=check_attempt(kwargs["attempt"]),
+            command=command,
+            gpu_indices=_check_gpu_indices(kwargs.get("gpu_indices", [])),
+            grace_period=check_seconds(kwargs.get("grace_period", 0.0), "grace_period"),
+            time_limit=check_seconds(kwargs.get("time_limit"), "time_limit", allow_none=True, positive=True),
+            env=_check_env(kwargs.get("env") or {}),
+            resume=resume,
+        )
+
+
+def _check_gpu_indices(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ProtocolError("gpu_indices", f"must be a list of integers, got {type(value).__name__}")
+    for i, idx in enumerate(value):
+        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+            raise ProtocolError(f"gpu_indices[{i}]", f"must be an integer >= 0, got {idx!r}")
+    if len(set(value)) != len(value):
+        raise ProtocolError("gpu_indices", f"must not repeat an index, got {list(value)!r}")
+    return tuple(value)
+
+
+def _check_env(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ProtocolError("env", f"must be an object of string values, got {type(value).__name__}")
+    env: dict[str, str] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
+            raise ProtocolError("env", f"{key!r} is not a valid environment variable name")
+        if not isinstance(val, str) or "\x00" in val:
+            raise ProtocolError(f"env[{key}]", f"must be a string without NUL, got {val!r}")
+        env[key] = val
+    return env
 
 
 def node_queue(node_name: str) -> str:
