@@ -1,0 +1,69 @@
+"""GPU nodes and their GPUs.
+
+Nodes are registered by their agents (``cluster.register``) and kept fresh by
+heartbeats. ``Gpu.allocated_to`` is maintained by the scheduling loop: it is
+set, with a conditional update, when an attempt starts on the GPU and cleared
+when the attempt has vacated it. A GPU is free exactly when it is NULL.
+"""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+NODE_NAME_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+    "Node names are 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+)
+
+
+class NodeState(models.TextChoices):
+    UP = "UP"  # schedulable
+    DRAINING = "DRAINING"  # running jobs finish; nothing new starts
+    DOWN = "DOWN"  # taken out by an admin or shut down cleanly
+    NODE_LOST = "NODE_LOST"  # agent silent for too long
+
+
+class Node(models.Model):
+    """A machine with GPUs run by one node agent.
+
+    ``gpus`` is the GPU count the agent declared; the GPUs themselves are
+    ``node.devices``.
+    """
+
+    name = models.CharField(max_length=63, unique=True, validators=[NODE_NAME_VALIDATOR])
+    gpus = models.PositiveIntegerField(default=0)
+    cpus = models.FloatField(default=0.0)
+    mem_gb = models.FloatField(default=0.0)
+    state = models.CharField(max_length=10, choices=NodeState.choices, default=NodeState.UP)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=64, blank=True, default="")
+    registered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.CheckConstraint(condition=Q(state__in=NodeState.values), name="node_state_valid")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state}, {self.gpus} GPUs)"
+
+
+class Gpu(models.Model):
+    """One GPU of a node, and the job holding it (NULL: free)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="devices")
+    index = models.PositiveIntegerField(help_text="Index on the node, as in CUDA_VISIBLE_DEVICES.")
+    model_name = models.CharField(max_length=100, blank=True, default="")
+    memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    allocated_to = models.ForeignKey(
+        "scheduler.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="gpus"
+    )
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_node_index_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}:{self.index}"

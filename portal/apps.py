@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class PortalConfig(AppConfig):
+    """The web face: API tokens, pages and the REST API."""
+
+    name = "portal"
+    verbose_name = "Portal"

@@ -1,0 +1,28 @@
+"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+The WebSocket routes live in ``portal.routing.websocket_urlpatterns`` (empty
+until the live views add consumers); they are wrapped in session
+authentication and an allowed-hosts origin check.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+# Django must be set up before anything imports models.
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from portal.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

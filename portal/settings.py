@@ -1,0 +1,216 @@
+"""Django settings, read from the environment.
+
+Variables (all optional unless noted):
+
+* ``DEBUG``: 1/0/true/false; default false. Any other value is an error.
+* ``SECRET_KEY``: required unless DEBUG is true.
+* ``ALLOWED_HOSTS``: comma-separated; default ``localhost,127.0.0.1,[::1]``.
+* ``CSRF_TRUSTED_ORIGINS``: comma-separated origins (scheme://host[:port]).
+* ``DATABASE_URL``: any URL dj-database-url understands; default SQLite at
+  ``var/db.sqlite3``.
+* ``REDIS_URL``: default ``redis://127.0.0.1:6379/0``; used by Celery (broker)
+  and the Channels layer unless ``CELERY_BROKER_URL`` / ``CHANNEL_LAYER_URL``
+  say otherwise.
+* ``SCHEDULER_POLICY``: the scheduling policy's registered name; default
+  ``fitgpp`` (checked against the registry by ``manage.py check``).
+* ``SCHEDULER_AUTORUN``: whether a submission or cancellation enqueues a
+  scheduling cycle; default true.
+* ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
+
+A bad value raises ``ImproperlyConfigured`` naming the variable.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_int, env_list, env_str, env_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", default=False)
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is false")
+    # A fixed key is acceptable only for a local debug run.
+    SECRET_KEY = "insecure-debug-only-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not re.match(r"^https?://[^/\s]+$", _origin):
+        raise ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS item {_origin!r} must look like https://host[:port]"
+        )
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "portal",
+    "scheduler",
+    "cluster",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "portal.middleware.ApiBodyLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------
+_DEFAULT_SQLITE = BASE_DIR / "var" / "db.sqlite3"
+_database_url = env_str("DATABASE_URL")
+if _database_url is None:
+    _DEFAULT_SQLITE.parent.mkdir(exist_ok=True)
+    _database_url = f"sqlite:///{_DEFAULT_SQLITE}"
+try:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+except Exception as exc:  # dj-database-url raises several types for bad URLs
+    raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not usable: {exc}") from None
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Wait for a concurrent writer instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "job-list"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- Static files (served by WhiteNoise; nothing from a CDN) --------------
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve from the app/static directories directly when collectstatic has not run.
+WHITENOISE_USE_FINDERS = True
+
+# --- Redis, Celery, Channels ---------------------------------------------
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", ("redis", "rediss", "unix"))
+
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, ("redis", "rediss", "unix", "memory"))
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE: dict = {}
+
+CHANNEL_LAYER_URL = env_url("CHANNEL_LAYER_URL", REDIS_URL, ("redis", "rediss", "unix"))
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [CHANNEL_LAYER_URL]},
+    }
+}
+
+# --- Scheduler ------------------------------------------------------------
+SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fitgpp") or "fitgpp"
+if not re.fullmatch(r"[a-z][a-z0-9_\-]*", SCHEDULER_POLICY):
+    raise ImproperlyConfigured(f"SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy name")
+SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
+
+# --- REST API -------------------------------------------------------------
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
+# Forms are small too; a larger body is refused before it is parsed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, 256 * 1024)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.JobPagination",
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU scheduler portal API",
+    "DESCRIPTION": "Submit, list, inspect and cancel GPU jobs; read quotas and nodes.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a logging level")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    CSRF_COOKIE_HTTPONLY = False  # the API docs page reads it for session-authenticated calls
+    SECURE_CONTENT_TYPE_NOSNIFF = True

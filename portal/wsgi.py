@@ -1,0 +1,9 @@
+"""WSGI entry point (the ASGI app in ``portal.asgi`` is the main one)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+application = get_wsgi_application()

@@ -1,0 +1,302 @@
+"""Jobs, attempts, the state timeline and quotas.
+
+State names follow Slurm. A job moves::
+
+    PENDING -> STARTING -> RUNNING -> COMPLETED | FAILED | TIMEOUT
+                 RUNNING -> PREEMPTING -> PENDING (next attempt)
+                 RUNNING -> NODE_LOST -> PENDING (next attempt)
+    any live state -> CANCELLING -> CANCELLED  (PENDING goes straight to CANCELLED)
+
+Every transition writes one ``JobEvent``; every run on GPUs is one
+``Attempt``. Writers that may race (the scheduling loop, agent reports,
+cancellation) change ``Job.state`` with conditional updates
+(``filter(pk=..., state=old).update(state=new)``) and act only when one row
+changed; the helpers in ``scheduler.services`` do this.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+# Hard bounds on a request, whatever the quotas say.
+MAX_GPUS_PER_JOB = 64
+MAX_CPUS_PER_JOB = 4096
+MAX_MEM_GB_PER_JOB = 65536
+MAX_GRACE_PERIOD_S = 24 * 3600
+MAX_TIME_LIMIT_S = 365 * 24 * 3600
+PRIORITY_RANGE = (-1000, 1000)
+MAX_NAME_LENGTH = 200
+MAX_COMMAND_LENGTH = 16 * 1024
+DEFAULT_GRACE_PERIOD_S = 30
+
+
+class JobClass(models.TextChoices):
+    """Trial-and-error (interactive, starts fast) or best-effort (preemptible)."""
+
+    TE = "TE", "trial-and-error"
+    BE = "BE", "best-effort"
+
+
+class JobState(models.TextChoices):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    PREEMPTING = "PREEMPTING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_LOST = "NODE_LOST"
+
+
+#: States in which a job holds GPUs (its current attempt has not vacated).
+ACTIVE_STATES = frozenset(
+    {JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING}
+)
+#: States a job never leaves.
+TERMINAL_STATES = frozenset(
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
+)
+#: States a job may still leave (waiting, holding GPUs, or lost and awaiting requeue).
+LIVE_STATES = frozenset(set(JobState) - TERMINAL_STATES)
+
+
+class PendingReason(models.TextChoices):
+    """Why a PENDING job waits; the core's ``Reason`` codes use the same strings."""
+
+    NONE = "", "-"
+    RESOURCES = "Resources"
+    PRIORITY = "Priority"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    RESERVATION = "Reservation"
+    RECONFIGURED = "Reconfigured"
+    PREEMPTED = "Preempted"
+    NODE_LOST = "NodeLost"
+
+
+class Job(models.Model):
+    """A user's request to run a command on GPUs, and where it stands."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=MAX_NAME_LENGTH)
+    command = models.TextField()
+    job_class = models.CharField(max_length=2, choices=JobClass.choices, default=JobClass.BE)
+    num_gpus = models.PositiveIntegerField()
+    num_cpus = models.FloatField(default=0.0)
+    mem_gb = models.FloatField(default=0.0)
+    grace_period = models.PositiveIntegerField(
+        default=DEFAULT_GRACE_PERIOD_S, help_text="Seconds between the preemption notice (SIGTERM) and SIGKILL."
+    )
+    time_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds of run time per attempt; empty: no limit."
+    )
+    priority = models.IntegerField(default=0)
+
+    state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.PENDING)
+    pending_reason = models.CharField(max_length=32, blank=True, default="")
+    pending_message = models.CharField(max_length=500, blank=True, default="")
+
+    submitted_at = models.DateTimeField(default=timezone.now)
+    first_started_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="Start of the current attempt.")
+    ended_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    attempt_count = models.PositiveIntegerField(default=0)
+    preemption_count = models.PositiveIntegerField(default=0)
+    progress_seconds = models.FloatField(
+        default=0.0, help_text="Seconds of useful (kept) work across attempts, for the scheduler."
+    )
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
+            models.Index(fields=["owner", "state"], name="job_owner_state"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(num_gpus__gte=1, num_gpus__lte=MAX_GPUS_PER_JOB), name="job_num_gpus_range"
+            ),
+            models.CheckConstraint(condition=Q(num_cpus__gte=0), name="job_num_cpus_nonneg"),
+            models.CheckConstraint(condition=Q(mem_gb__gte=0), name="job_mem_gb_nonneg"),
+            models.CheckConstraint(
+                condition=Q(time_limit__isnull=True) | Q(time_limit__gt=0), name="job_time_limit_positive"
+            ),
+            models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
+            models.CheckConstraint(condition=Q(job_class__in=JobClass.values), name="job_class_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def holds_gpus(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def current_attempt(self) -> "Attempt | None":
+        """The latest attempt, or None before the first start."""
+        return self.attempts.order_by("-number").first()
+
+
+class AttemptState(models.TextChoices):
+    """Where one run of a job stands; every value except STARTING/RUNNING is final."""
+
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    PREEMPTED = "PREEMPTED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_LOST = "NODE_LOST"
+
+
+#: Attempt states in which the attempt still holds its GPUs.
+OPEN_ATTEMPT_STATES = frozenset({AttemptState.STARTING, AttemptState.RUNNING})
+
+
+class Attempt(models.Model):
+    """One run of a job on GPUs, with its preemption ledger.
+
+    ``gpu_allocation`` maps node name to the GPU indices used there, e.g.
+    ``{"node-a": [0, 1], "node-b": [3]}``. The ledger fields are filled when
+    the attempt is preempted: ``notice_at`` (SIGTERM sent), ``vacated_at``
+    (process gone), ``checkpointed`` (None: unknown / not preempted) and
+    ``lost_gpu_seconds`` (GPU-seconds of work not kept by a checkpoint).
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField(help_text="1 for the first run, then 2, 3, ...")
+    gpu_allocation = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=12, choices=AttemptState.choices, default=AttemptState.STARTING)
+
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    signal = models.IntegerField(null=True, blank=True, help_text="Signal that ended the process, if any.")
+    pid = models.IntegerField(null=True, blank=True)
+    log_path = models.CharField(max_length=500, blank=True, default="", help_text="Log file on the node.")
+
+    notice_at = models.DateTimeField(null=True, blank=True)
+    vacated_at = models.DateTimeField(null=True, blank=True)
+    checkpointed = models.BooleanField(null=True, blank=True)
+    lost_gpu_seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="attempt_job_number_unique"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="attempt_number_positive"),
+        ]
+        indexes = [models.Index(fields=["state"], name="attempt_state")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.number} ({self.state})"
+
+    @property
+    def node_names(self) -> list[str]:
+        return sorted(self.gpu_allocation or {})
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(v) for v in (self.gpu_allocation or {}).values())
+
+
+class AttemptLog(models.Model):
+    """A batch of log lines received from the node for one attempt (append-only)."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_chunks")
+    received_at = models.DateTimeField(default=timezone.now)
+    text = models.TextField(help_text="Lines joined by newlines, without a trailing newline.")
+
+    class Meta:
+        ordering = ["attempt_id", "id"]
+
+    def __str__(self) -> str:
+        return f"log of {self.attempt}"
+
+
+class JobEvent(models.Model):
+    """One state transition of a job: the job's timeline."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now)
+    from_state = models.CharField(max_length=12, blank=True, default="", help_text="Empty for submission.")
+    to_state = models.CharField(max_length=12, choices=JobState.choices)
+    reason = models.CharField(max_length=32, blank=True, default="")
+    message = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["job_id", "at", "id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.from_state or 'submitted'} -> {self.to_state}"
+
+
+class Quota(models.Model):
+    """Limits for one user or one group; an empty limit means "no limit".
+
+    Exactly one of ``user`` and ``group`` is set. A user is bound by their own
+    quota and by the quota of every group they belong to (group usage is the sum
+    over its members): the effective limit is the tightest. See
+    ``scheduler.quotas`` for how each limit is checked.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="quota"
+    )
+    group = models.OneToOneField(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="quota")
+
+    max_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="Concurrent GPUs, all jobs.")
+    max_te_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="Concurrent GPUs of TE jobs.")
+    max_te_job_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="GPUs of the largest TE job.")
+    max_te_runtime = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Longest TE time limit in seconds; a TE job without a time limit gets this one.",
+    )
+    gpu_hours_budget = models.FloatField(
+        null=True, blank=True, help_text="GPU-hours allowed over the rolling period."
+    )
+    budget_period_days = models.PositiveIntegerField(default=7, help_text="Length of the rolling period.")
+    max_pending_jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Jobs waiting at once.")
+
+    note = models.CharField(max_length=200, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["group__name", "user__username"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(user__isnull=False) & Q(group__isnull=True))
+                | (Q(user__isnull=True) & Q(group__isnull=False)),
+                name="quota_exactly_one_scope",
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_hours_budget__isnull=True) | Q(gpu_hours_budget__gte=0),
+                name="quota_budget_nonneg",
+            ),
+            models.CheckConstraint(condition=Q(budget_period_days__gte=1), name="quota_period_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"quota of {self.scope_label}"
+
+    @property
+    def scope_label(self) -> str:
+        if self.user_id is not None:
+            return f"user {self.user.username}"
+        return f"group {self.group.name}"
