@@ -1,0 +1,323 @@
+"""The ``gpusched`` subcommands: each takes the parsed arguments, calls the API
+through :class:`ApiClient`, writes its result to ``out`` and returns the exit
+status. API failures propagate as :class:`ApiError` (the caller prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from portal.cli.client import ApiClient
+from portal.cli.output import (
+    Column,
+    dump_json,
+    key_values,
+    local_time,
+    render_table,
+    seconds,
+    truncate,
+)
+
+# States after which a job never runs again (see docs/architecture.md).
+FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_LAUNCHERS = frozenset({"python", "python3", "bash", "sh", "torchrun", "accelerate", "deepspeed"})
+_SCRIPT_SUFFIXES = (".py", ".sh", ".bash")
+
+Handler = Callable[[ApiClient, argparse.Namespace, TextIO], int]
+
+JOB_COLUMNS: list[Column] = [
+    ("ID", lambda j: j.get("id")),
+    ("NAME", lambda j: truncate(j.get("name"))),
+    ("OWNER", lambda j: j.get("owner")),
+    ("CLASS", lambda j: j.get("job_class")),
+    ("GPUS", lambda j: j.get("num_gpus")),
+    ("PRIO", lambda j: j.get("priority")),
+    ("STATE", lambda j: j.get("state")),
+    ("REASON", lambda j: j.get("pending_reason")),
+    ("SUBMITTED", lambda j: local_time(j.get("submitted_at"))),
+]
+
+ATTEMPT_COLUMNS: list[Column] = [
+    ("#", lambda a: a.get("number")),
+    ("NODES", lambda a: a.get("node_names")),
+    ("GPUS", lambda a: a.get("gpu_indices")),
+    ("STARTED", lambda a: local_time(a.get("started_at"))),
+    ("ENDED", lambda a: local_time(a.get("ended_at"))),
+    ("OUTCOME", lambda a: a.get("outcome")),
+    ("EXIT", lambda a: a.get("exit_code")),
+    ("SIGNAL", lambda a: a.get("signal")),
+    ("CHECKPOINTED", lambda a: a.get("checkpointed")),
+    ("LOST_GPU_S", lambda a: a.get("lost_gpu_seconds")),
+]
+
+EVENT_COLUMNS: list[Column] = [
+    ("AT", lambda e: local_time(e.get("at"))),
+    ("STATE", lambda e: e.get("state")),
+    ("REASON", lambda e: e.get("reason")),
+    ("MESSAGE", lambda e: e.get("message")),
+]
+
+
+# -- submit -------------------------------------------------------------------
+
+def build_submission(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /jobs/ body for ``gpusched submit``; only given options are sent,
+    so the portal's defaults apply to the rest.
+    """
+    command = args.command_text if args.command_text is not None else shlex.join(args.command_words)
+    payload: dict[str, Any] = {"name": args.name or default_job_name(command), "command": command}
+    optional = {
+        "job_class": args.job_class,
+        "num_gpus": args.gpus,
+        "num_cpus": args.cpus,
+        "mem_gb": args.mem,
+        "grace_period": args.grace,
+        "time_limit": args.time_limit,
+        "priority": args.priority,
+    }
+    payload.update({k: v for k, v in optional.items() if v is not None})
+    return payload
+
+
+def default_job_name(command: str) -> str:
+    """Like sbatch: the script's base name for interpreters and launchers
+    (``python train.py`` -> ``train.py``, ``python -m pkg.train`` -> ``pkg.train``),
+    otherwise the program's base name; ``job`` when nothing fits.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: the portal will judge the command
+        words = command.split()
+    while words and _ASSIGNMENT.fullmatch(words[0]):  # leading VAR=value settings
+        words.pop(0)
+    if not words:
+        return "job"
+    program = os.path.basename(words[0])
+    if program.rstrip("0123456789.") in _LAUNCHERS:
+        args = words[1:]
+        if "-m" in args[:-1]:
+            return args[args.index("-m") + 1][:100]
+        script = next((w for w in args if w.endswith(_SCRIPT_SUFFIXES)), None)
+        if script:
+            return os.path.basename(script)[:100]
+    return program[:100] or "job"
+
+
+def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.submit_job(build_submission(args))
+    if args.json:
+        dump_json(job, out)
+    elif args.quiet:
+        out.write(f"{job.get('id')}\n")
+    else:
+        out.write(f"Submitted job {job.get('id')} ({job.get('name')}): {job.get('state')}\n")
+    return 0
+
+
+# -- list ---------------------------------------------------------------------
+
+def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    filters = {"state": args.state, "job_class": args.job_class}
+    if args.all_pages:
+        jobs: list[dict[str, Any]] = []
+        count = 0
+        for body in client.iter_jobs(start_page=args.page, **filters):
+            jobs.extend(body.get("results", []))
+            count = body.get("count", len(jobs))
+        body = {"count": count, "next": None, "previous": None, "results": jobs}
+    else:
+        body = client.list_jobs(page=args.page, **filters)
+    if args.json:
+        dump_json(body, out)
+        return 0
+    jobs = body.get("results", [])
+    out.write(render_table(JOB_COLUMNS, jobs) + "\n")
+    if body.get("next"):
+        out.write(f"(page {args.page}: {len(jobs)} of {body.get('count')} jobs; "
+                  f"--page {args.page + 1} or --all-pages for more)\n")
+    return 0
+
+
+# -- show ---------------------------------------------------------------------
+
+def cmd_show(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.get_job(args.job_id)
+    if args.json:
+        dump_json(job, out)
+        return 0
+    out.write(format_job(job) + "\n")
+    return 0
+
+
+def format_job(job: Mapping[str, Any]) -> str:
+    """The human view of one job: fields, then attempts and the state timeline."""
+    reason = job.get("pending_reason")
+    if reason and job.get("pending_message"):
+        reason = f"{reason}: {job['pending_message']}"
+    fields = [
+        ("Job", job.get("id")),
+        ("Name", job.get("name")),
+        ("Owner", job.get("owner")),
+        ("State", job.get("state")),
+        ("Reason", reason),
+        ("Class", job.get("job_class")),
+        ("GPUs", job.get("num_gpus")),
+        ("CPUs", job.get("num_cpus")),
+        ("Memory (GB)", job.get("mem_gb")),
+        ("Grace period", seconds(job.get("grace_period"))),
+        ("Time limit", seconds(job.get("time_limit"))),
+        ("Priority", job.get("priority")),
+        ("Command", job.get("command")),
+        ("Submitted", local_time(job.get("submitted_at"))),
+        ("Started", local_time(job.get("started_at"))),
+        ("Ended", local_time(job.get("ended_at"))),
+        ("Exit code", job.get("exit_code")),
+        ("Attempts", job.get("attempt_count")),
+    ]
+    sections = [key_values(fields)]
+    if job.get("attempts"):
+        sections.append("Attempts:\n" + render_table(ATTEMPT_COLUMNS, job["attempts"]))
+    if job.get("events"):
+        sections.append("Events:\n" + render_table(EVENT_COLUMNS, job["events"]))
+    return "\n\n".join(sections)
+
+
+# -- cancel -------------------------------------------------------------------
+
+def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.cancel_job(args.job_id)
+    if args.json:
+        dump_json(job, out)
+    else:
+        out.write(f"Job {job.get('id', args.job_id)}: {job.get('state')}\n")
+    return 0
+
+
+# -- logs ---------------------------------------------------------------------
+
+def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    """Print an attempt's log; with ``--follow`` keep polling and print new
+    lines until the job reaches a final state (or, with ``--attempt``, until a
+    later attempt starts). The job's state is read *before* each log fetch, so
+    the fetch that follows a final state sees the complete log.
+    """
+    follower = _LogFollower(out, as_json=args.json)
+    while True:
+        done = False
+        if args.follow:
+            job = client.get_job(args.job_id)
+            done = job.get("state") in FINAL_STATES or (
+                args.attempt is not None and (job.get("attempt_count") or 0) > args.attempt
+            )
+        follower.show(client.job_logs(args.job_id, args.attempt))
+        if not args.follow or done:
+            return 0
+        time.sleep(args.interval)
+
+
+class _LogFollower:
+    """Prints the lines of successive log bodies that were not printed yet."""
+
+    def __init__(self, out: TextIO, *, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.attempt: Any = None
+        self.shown = 0
+
+    def show(self, body: Mapping[str, Any]) -> None:
+        attempt, lines = body.get("attempt"), list(body.get("lines") or [])
+        if attempt != self.attempt:
+            if self.attempt is not None and not self.as_json:
+                self.out.write(f"--- attempt {attempt} ---\n")
+            self.attempt, self.shown = attempt, 0
+        if len(lines) < self.shown:  # the stored log was replaced: start over
+            self.shown = 0
+        new = lines[self.shown:]
+        self.shown = len(lines)
+        if self.as_json:
+            if new or attempt is not None:
+                self.out.write(json.dumps({"attempt": attempt, "lines": new}) + "\n")
+        else:
+            self.out.writelines(f"{line}\n" for line in new)
+        self.out.flush()
+
+
+# -- quota & nodes ------------------------------------------------------------
+
+def cmd_quota(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    body = client.quota()
+    if args.json:
+        dump_json(body, out)
+        return 0
+    out.write(format_quota(body) + "\n")
+    return 0
+
+
+def format_quota(body: Mapping[str, Any]) -> str:
+    """One row per limit with the caller's current usage beside it; a null limit
+    is shown as ``unlimited``. Usage figures without a limit get their own rows.
+    """
+    limits: Mapping[str, Any] = body.get("limits") or {}
+    usage: Mapping[str, Any] = body.get("usage") or {}
+    rows = [{"name": k, "limit": "unlimited" if v is None else v, "usage": usage.get(k)}
+            for k, v in limits.items()]
+    rows += [{"name": k, "limit": "unlimited", "usage": v} for k, v in usage.items() if k not in limits]
+    columns: list[Column] = [
+        ("LIMIT", lambda r: r["name"]),
+        ("VALUE", lambda r: r["limit"]),
+        ("USAGE", lambda r: r["usage"]),
+    ]
+    return render_table(columns, rows)
+
+
+def cmd_nodes(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    body = client.nodes()
+    nodes = body.get("results", []) if isinstance(body, dict) else body
+    if args.json:
+        dump_json(nodes, out)
+        return 0
+    out.write(render_table(NODE_COLUMNS, nodes) + "\n")
+    return 0
+
+
+def _gpu_total(node: Mapping[str, Any]) -> Any:
+    gpus = node.get("gpus")
+    return len(gpus) if isinstance(gpus, list) else gpus
+
+
+def _gpu_free(node: Mapping[str, Any]) -> Any:
+    gpus = node.get("gpus")
+    if isinstance(gpus, list) and all(isinstance(g, dict) and "allocated_to" in g for g in gpus):
+        return sum(1 for g in gpus if g["allocated_to"] is None)
+    return node.get("free_gpus")
+
+
+NODE_COLUMNS: list[Column] = [
+    ("NAME", lambda n: n.get("name")),
+    ("STATE", lambda n: n.get("state")),
+    ("GPUS", _gpu_total),
+    ("FREE", _gpu_free),
+    ("CPUS", lambda n: n.get("cpus")),
+    ("MEM_GB", lambda n: n.get("mem_gb")),
+    ("LAST_HEARTBEAT", lambda n: local_time(n.get("last_heartbeat"))),
+]
+
+HANDLERS: dict[str, Handler] = {
+    "submit": cmd_submit,
+    "list": cmd_list,
+    "show": cmd_show,
+    "cancel": cmd_cancel,
+    "logs": cmd_logs,
+    "quota": cmd_quota,
+    "nodes": cmd_nodes,
+}
+

@@ -1,0 +1,98 @@
+"""Rendering API objects for people (aligned tables) and scripts (JSON).
+
+Tables are plain text with two spaces between columns, a header row and no
+borders, like ``squeue``. Missing or null values show as ``-``. Timestamps
+from the API (ISO 8601) are shown in the local time zone to the second.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from portal.cli.units import format_duration
+
+Getter = Callable[[Mapping[str, Any]], Any]
+Column = tuple[str, Getter]
+
+NAME_WIDTH = 32
+
+
+def dump_json(value: Any, out: TextIO) -> None:
+    """Write ``value`` as indented JSON followed by a newline."""
+    json.dump(value, out, indent=2, sort_keys=False)
+    out.write("\n")
+
+
+def render_table(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> str:
+    """Aligned text table; numbers are right-aligned, everything else left."""
+    header = [title for title, _ in columns]
+    cells = [[cell(getter(row)) for _, getter in columns] for row in rows]
+    numeric = [
+        all(_is_number(getter(row)) for row in rows) and bool(rows) for _, getter in columns
+    ]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    lines = [_join(header, widths, numeric), *(_join(r, widths, numeric) for r in cells)]
+    return "\n".join(lines)
+
+
+def _join(values: Sequence[str], widths: Sequence[int], numeric: Sequence[bool]) -> str:
+    parts = [v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True)]
+    return "  ".join(parts).rstrip()
+
+
+def _is_number(value: Any) -> bool:
+    """Numbers (and missing values, shown as ``-``) are right-aligned."""
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def cell(value: Any) -> str:
+    """Text for one table cell."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ",".join(cell(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{cell(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def truncate(text: Any, width: int = NAME_WIDTH) -> str | None:
+    """Shorten long text to ``width`` characters with a trailing ``...``."""
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def local_time(value: str | None) -> str | None:
+    """``"2025-01-02T03:04:05.123Z"`` -> ``"2025-01-02 04:04:05"`` (local zone).
+
+    Unparseable text is returned unchanged so nothing the API says is hidden.
+    """
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def seconds(value: Any) -> str | None:
+    """A duration field (seconds) as ``H:MM:SS``; ``None`` stays ``None``."""
+    return None if value is None else format_duration(float(value))
+
+
+def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
+    """``Key: value`` lines with the values aligned."""
+    width = max((len(k) for k, _ in pairs), default=0)
+    return "\n".join(f"{(k + ':').ljust(width + 1)} {cell(v)}" for k, v in pairs)

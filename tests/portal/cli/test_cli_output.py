@@ -1,0 +1,97 @@
+"""Rendering: tables, timestamps, the job view and the quota view."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from portal.cli.commands import format_job, format_quota
+from portal.cli.output import cell, key_values, local_time, render_table, truncate
+
+
+def test_table_aligns_columns_and_right_aligns_numbers() -> None:
+    rows = [{"id": 7, "name": "a"}, {"id": 1234, "name": "longer-name"}]
+    table = render_table([("ID", lambda r: r["id"]), ("NAME", lambda r: r["name"])], rows)
+    assert table.splitlines() == [
+        "  ID  NAME",
+        "   7  a",
+        "1234  longer-name",
+    ]
+
+
+def test_empty_table_is_just_the_header() -> None:
+    assert render_table([("ID", lambda r: r["id"]), ("STATE", lambda r: r["s"])], []) == "ID  STATE"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(None, "-"), ("", "-"), (True, "yes"), (False, "no"), (2.50, "2.5"), ([0, 1], "0,1"),
+     ([], "-"), ({"n1": [0, 1]}, "n1:0,1"), ("x", "x")],
+)
+def test_cell_text(value: object, text: str) -> None:
+    assert cell(value) == text
+
+
+def test_truncate_long_names() -> None:
+    assert truncate("a" * 40, 10) == "aaaaaaa..."
+    assert truncate("short", 10) == "short"
+    assert truncate(None) is None
+
+
+def test_local_time_converts_utc_to_the_local_zone() -> None:
+    stamp = "2025-01-02T03:04:05.678Z"
+    expected = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc).astimezone()
+    assert local_time(stamp) == expected.strftime("%Y-%m-%d %H:%M:%S")
+    assert local_time("not a time") == "not a time"
+    assert local_time(None) is None
+
+
+def test_key_values_align() -> None:
+    assert key_values([("Job", 1), ("Exit code", None)]) == "Job:       1\nExit code: -"
+
+
+def job(**overrides: object) -> dict[str, object]:
+    base = {
+        "id": 42, "name": "train", "owner": "alice", "command": "python train.py", "job_class": "TE",
+        "num_gpus": 2, "num_cpus": 4.0, "mem_gb": 16.0, "grace_period": 30, "time_limit": 3600,
+        "priority": 0, "state": "PENDING", "pending_reason": "QuotaExceeded",
+        "pending_message": "TE GPUs 4 of 4 in use", "submitted_at": None, "started_at": None,
+        "ended_at": None, "exit_code": None, "attempt_count": 1,
+        "attempts": [{"number": 1, "node_names": ["n1"], "gpu_indices": {"n1": [0, 1]},
+                      "started_at": None, "ended_at": None, "exit_code": None, "signal": 15,
+                      "outcome": "PREEMPTED", "notice_at": None, "vacated_at": None,
+                      "checkpointed": True, "lost_gpu_seconds": 0.0}],
+        "events": [{"at": None, "state": "PENDING", "reason": "Submitted", "message": "by alice"}],
+    }
+    base.update(overrides)
+    return base
+
+
+def test_format_job_shows_reason_attempts_and_events() -> None:
+    text = format_job(job())
+    assert "Reason:       QuotaExceeded: TE GPUs 4 of 4 in use" in text
+    assert "Time limit:   1:00:00" in text
+    assert "Grace period: 0:00:30" in text
+    attempts = text.split("Attempts:\n")[1].split("\n\n")[0].splitlines()
+    assert attempts[0].split() == ["#", "NODES", "GPUS", "STARTED", "ENDED", "OUTCOME", "EXIT",
+                                   "SIGNAL", "CHECKPOINTED", "LOST_GPU_S"]
+    assert attempts[1].split() == ["1", "n1", "n1:0,1", "-", "-", "PREEMPTED", "-", "15", "yes", "0"]
+    assert text.split("Events:\n")[1].splitlines()[1].split() == [
+        "-", "PENDING", "Submitted", "by", "alice"]
+
+
+def test_format_job_without_attempts_has_no_attempt_table() -> None:
+    text = format_job(job(attempts=[], events=[], pending_message=""))
+    assert "Attempts:\n" not in text and "Events:" not in text
+    assert "Reason:       QuotaExceeded\n" in text
+
+
+def test_format_quota_pairs_limits_with_usage() -> None:
+    body = {"limits": {"max_gpus": 8, "max_te_gpus": None}, "usage": {"max_gpus": 3, "gpu_hours": 1.5}}
+    assert format_quota(body).splitlines() == [
+        "LIMIT        VALUE      USAGE",
+        "max_gpus     8              3",
+        "max_te_gpus  unlimited      -",
+        "gpu_hours    unlimited    1.5",
+    ]
