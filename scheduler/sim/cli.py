@@ -1,0 +1,200 @@
+"""``python -m scheduler.sim``: run policies side by side on one workload.
+
+Contract (issue 2, item 6)::
+
+    python -m scheduler.sim --policy NAME [--policy NAME ...]
+        (--workload synthetic [--seed N] [--load X] [--te-share X]
+         | --trace FILE [--trace-format canonical|philly])
+        [--cluster NODESxGPUS] [--json FILE] [--report FILE.html]
+
+A bad argument (negative load, unknown policy, cluster smaller than the
+largest job, malformed trace row, ...) prints one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+
+from scheduler.core.policy import policy_names
+from scheduler.sim.cluster import make_nodes, parse_cluster
+from scheduler.sim.engine import SimConfig, SimulationError
+from scheduler.sim.progress import ProgressBar
+from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
+from scheduler.sim.table import change_table, results_table
+from scheduler.sim.workloads.canonical import TraceError, load_canonical
+from scheduler.sim.workloads.philly import PhillyRule, load_philly
+from scheduler.sim.workloads.synthetic import SyntheticConfig, generate
+from scheduler.sim.workloads.types import Workload
+
+PROG = "python -m scheduler.sim"
+DEFAULT_CLUSTER = "16x8"
+
+
+class UsageError(Exception):
+    """A bad argument: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, status 2 (argparse prints usage too)
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Trace-driven scheduling simulator: policies side by side.")
+    p.add_argument("--policy", action="append", required=True, metavar="NAME[:K=V,...]",
+                   help="policy to run (repeatable); optional constructor parameters after a colon, "
+                        "e.g. fitgpp:max_preemptions=2")
+    p.add_argument("--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
+                   help="constructor parameter for every run of POLICY (repeatable)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", choices=["synthetic"], help="generate a synthetic workload")
+    src.add_argument("--trace", metavar="FILE", help="replay a trace file")
+    p.add_argument("--trace-format", choices=["canonical", "philly"], default=None,
+                   help="trace file format (default canonical)")
+    p.add_argument("--seed", type=int, default=None, help="synthetic workload / Philly grace seed (default 0)")
+    p.add_argument("--load", type=float, default=None, help="synthetic offered load (default 1.0)")
+    p.add_argument("--te-share", type=float, default=None, help="synthetic fraction of TE jobs (default 0.3)")
+    p.add_argument("--jobs", type=int, default=None, help="synthetic number of jobs (default 4000)")
+    p.add_argument("--window", default=None, metavar="START:END",
+                   help="Philly: only jobs submitted in [START, END) from the trace start, e.g. 14d:28d "
+                        "(units s, m, h, d; none = seconds)")
+    p.add_argument("--te-max-gpus", type=int, default=None, help="Philly rule: TE jobs use at most this many GPUs (2)")
+    p.add_argument("--te-max-duration", type=float, default=None,
+                   help="Philly rule: TE jobs run at most this many seconds (900)")
+    p.add_argument("--cluster", default=None, metavar="NODESxGPUS", help=f"cluster shape (default {DEFAULT_CLUSTER})")
+    p.add_argument("--node-cpus", type=float, default=0.0, help="CPUs per node (0: CPUs do not limit jobs)")
+    p.add_argument("--node-mem-gb", type=float, default=0.0, help="memory per node (0: memory does not limit jobs)")
+    p.add_argument("--resume-overhead", type=float, default=SimConfig().resume_overhead,
+                   help="seconds a preempted job spends restoring when it restarts (default %(default)s)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON (one object per policy)")
+    p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
+    p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        specs = _policy_specs(args)
+        workload = _workload(args)
+        nodes_n, gpus = parse_cluster(args.cluster or DEFAULT_CLUSTER)
+        _check(args.node_cpus >= 0 and args.node_mem_gb >= 0, "--node-cpus/--node-mem-gb must be >= 0")
+        nodes = make_nodes(nodes_n, gpus, args.node_cpus, args.node_mem_gb)
+        config = SimConfig(resume_overhead=args.resume_overhead)
+        progress = None if args.no_progress else (lambda label: ProgressBar(label))
+        runs = run_all(specs, workload, nodes, config, progress)
+    except UsageError as e:
+        return _fail(str(e), 2)
+    except TraceError as e:
+        return _fail(f"malformed trace: {e}", 2)
+    except KeyError as e:
+        return _fail(str(e.args[0]) if e.args else "unknown name", 2)
+    except (ValueError, TypeError) as e:
+        return _fail(str(e), 2)
+    except SimulationError as e:
+        return _fail(f"simulation failed (policy bug): {e}", 1)
+    print(render(runs, nodes_n, gpus, config))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump([r.to_json() for r in runs], f, indent=2, allow_nan=False)
+            f.write("\n")
+    if args.report:
+        from scheduler.sim.report import write_report  # plotting only when asked
+
+        write_report(args.report, runs, command=f"{PROG} {shlex.join(argv)}")
+    return 0
+
+
+def render(runs: list[RunResult], nodes: int, gpus: int, config: SimConfig) -> str:
+    """The text printed after a run: workload, cluster, table, changes vs FIFO."""
+    first = runs[0]
+    lines = [f"workload: {first.workload.name}"]
+    lines += [f"  {note}" for note in first.workload.notes]
+    lines.append(f"cluster: {nodes}x{gpus} ({nodes * gpus} GPUs); resume overhead {config.resume_overhead:g} s")
+    baseline = next((r for r in runs if r.policy == "fifo"), first)
+    fifo_p95 = baseline.classes["TE"].slowdown["p95"]
+    if baseline.policy == "fifo" and fifo_p95 is not None:
+        lines.append(f"FIFO TE p95 slowdown: {fifo_p95:.1f}")
+    lines += ["", results_table(runs)]
+    if len(runs) > 1:
+        lines += ["", change_table(runs, baseline)]
+    return "\n".join(lines)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return status
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise UsageError(message)
+
+
+def _policy_specs(args: argparse.Namespace) -> list[PolicySpec]:
+    known = policy_names()
+    specs = []
+    for text in args.policy:
+        try:
+            spec = parse_policy_spec(text)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        _check(spec.name in known, f"unknown policy {spec.name!r}; known: {', '.join(known)}")
+        specs.append(spec)
+    for text in args.param:
+        target, eq, value = text.partition("=")
+        name, dot, key = target.rpartition(".")
+        _check(bool(eq and dot and name and key), f"--param must be POLICY.KEY=VALUE, got {text!r}")
+        _check(any(s.name == name for s in specs), f"--param {text!r} names no --policy given")
+        specs = [
+            PolicySpec(s.name, {**s.params, key: parse_value(value)}) if s.name == name and key not in s.params else s
+            for s in specs
+        ]
+    return specs
+
+
+def _workload(args: argparse.Namespace) -> Workload:
+    if args.workload == "synthetic":
+        for flag in ("trace_format", "window", "te_max_gpus", "te_max_duration"):
+            _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace")
+        nodes, gpus = parse_cluster(args.cluster or DEFAULT_CLUSTER)
+        values = {"seed": args.seed, "load": args.load, "te_share": args.te_share, "jobs": args.jobs}
+        config = SyntheticConfig(nodes=nodes, gpus_per_node=gpus, **{k: v for k, v in values.items() if v is not None})
+        return generate(config)
+    for flag in ("load", "te_share", "jobs"):
+        _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --workload synthetic")
+    if (args.trace_format or "canonical") == "canonical":
+        for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
+            _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
+        return load_canonical(args.trace)
+    defaults = PhillyRule()
+    rule = PhillyRule(
+        te_max_gpus=defaults.te_max_gpus if args.te_max_gpus is None else args.te_max_gpus,
+        te_max_duration=defaults.te_max_duration if args.te_max_duration is None else args.te_max_duration,
+        seed=args.seed or 0,
+    )
+    return load_philly(args.trace, rule, parse_window(args.window) if args.window else None)
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SPAN = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smhd]?)\s*$")
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``"14d:28d"`` -> seconds ``(1209600.0, 2419200.0)``."""
+    start, colon, end = text.partition(":")
+    _check(bool(colon), f"--window must be START:END, got {text!r}")
+    bounds = []
+    for part in (start, end):
+        m = _SPAN.match(part)
+        _check(m is not None, f"--window bound {part!r} is not a time like 14d, 36h, 90m or 3600")
+        bounds.append(float(m.group(1)) * _UNITS[m.group(2)])
+    _check(math.isfinite(bounds[1]) and bounds[0] < bounds[1], f"--window start must be before end, got {text!r}")
+    return bounds[0], bounds[1]

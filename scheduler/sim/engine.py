@@ -1,0 +1,465 @@
+"""Discrete-event simulator: the real policies on a virtual clock.
+
+Events are arrivals, completions and vacates (a preempted job releasing its
+resources when its grace period ends). Events at the same timestamp are
+applied together, then the policy's ``decide(snapshot, now)`` is called once for
+the batch, and its decisions are validated and applied. ``decide`` is skipped
+when nothing is pending: without a pending job a policy has nothing to start
+and no TE job to preempt for.
+
+Job mechanics:
+
+* ``Start``: the job holds its placement's GPUs (CPUs and memory charged per
+  node in proportion to GPUs) until it completes or vacates. An attempt after a
+  preemption first spends ``resume_overhead`` seconds restoring its checkpoint
+  (no progress), then runs its remaining work.
+* ``Preempt``: from the notice the job makes no more progress and keeps its
+  resources for its grace period (checkpointing); then it returns to the
+  pending queue with the progress it had at the notice. A TE job preempted
+  past the TE time limit follows the same mechanics.
+* Lost GPU-seconds: GPUs x (time held after a notice + resume overhead spent),
+  so that allocated GPU-seconds = useful GPU-seconds + lost GPU-seconds.
+
+The snapshot is maintained incrementally: one ``Snapshot`` whose ``running`` and
+``pending`` lists are updated in place between calls (``pending`` kept in
+arrival order by binary search). ``RunningJob.progress`` of a running job is
+computed when read, from the virtual clock, so it is always the work done at
+``now`` without touching every running job at every event.
+
+Decisions are validated: starting a job that is not pending, a placement with
+the wrong GPU count, an unknown or over-full node, preempting a job that is not
+running (or already preempting) raise ``SimulationError``: a policy bug.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.core.decisions import Pend, Preempt, Start
+from scheduler.core.metrics import JobOutcome
+from scheduler.core.model import JobClass, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.policy import Policy
+from scheduler.sim.workloads.types import SimJob
+
+_EPS = 1e-9
+
+# Job states.
+_FUTURE, _PENDING, _RUNNING, _PREEMPTING, _DONE = range(5)
+# Event kinds (their order breaks ties between events at one timestamp; any
+# order would do since decide() runs only after the whole batch).
+_COMPLETE, _VACATE = 0, 1
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class SimulationError(RuntimeError):
+    """A policy returned an infeasible or inconsistent decision, or stalled."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Simulator parameters.
+
+    ``resume_overhead``: seconds a job spends restoring its checkpoint when it
+    restarts after a preemption. ``record_attempts``: keep a log of every
+    attempt (for tests and analysis; costs memory linear in attempts).
+    """
+
+    resume_overhead: float = 60.0
+    record_attempts: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.resume_overhead >= 0:
+            raise ValueError(f"resume_overhead must be >= 0, got {self.resume_overhead}")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One run of a job: ``end`` is completion or vacate; ``notice`` the
+    preemption notice (None for an attempt that completed)."""
+
+    job_id: str
+    job_class: JobClass
+    placement: Placement
+    start: float
+    end: float
+    notice: float | None
+    preempted_for: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRecord:
+    """A preemption notice: when, whom, for whom, and how long the attempt had run."""
+
+    time: float
+    job_id: str
+    job_class: JobClass
+    for_job: str | None
+    attempt_runtime: float
+    count: int  # the job's preemptions including this one
+
+
+@dataclass
+class SimResult:
+    """Everything a run produced; metrics are derived from it."""
+
+    outcomes: list[JobOutcome]
+    total_gpus: int
+    allocated_gpu_seconds: float
+    lost_gpu_seconds: float
+    preemptions: list[PreemptionRecord]
+    decide_calls: int
+    # Allocated GPUs as a step function: util_gpus[i] from util_times[i] on.
+    util_times: array = field(default_factory=lambda: array("d"))
+    util_gpus: array = field(default_factory=lambda: array("l"))
+    attempts: list[Attempt] | None = None
+
+
+class _Clock:
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+
+class _LiveRunningJob(RunningJob):
+    """A ``RunningJob`` whose ``progress`` is derived from the virtual clock.
+
+    Work accrues from ``_work_from`` (attempt start plus any resume overhead)
+    until the preemption notice, on top of ``_base`` (progress at attempt start).
+    """
+
+    __slots__ = ("_base", "_work_from", "_clock", "_index")
+
+    @property
+    def progress(self) -> float:  # type: ignore[override]
+        t = self._clock.now if self.notice_time is None else self.notice_time
+        done = t - self._work_from
+        return self._base + done if done > 0 else self._base
+
+    @progress.setter
+    def progress(self, value: float) -> None:
+        self._base = value
+
+
+class _Job:
+    """The simulator's private state of one job."""
+
+    __slots__ = (
+        "spec", "duration", "state", "attempt", "progress", "preemptions",
+        "first_start", "completion", "pending", "running", "overhead",
+    )
+
+    def __init__(self, sim_job: SimJob) -> None:
+        self.spec = sim_job.spec
+        self.duration = sim_job.duration
+        self.state = _FUTURE
+        self.attempt = 0
+        self.progress = 0.0
+        self.preemptions = 0
+        self.first_start: float | None = None
+        self.completion: float | None = None
+        self.pending: PendingJob | None = None
+        self.running: _LiveRunningJob | None = None
+        self.overhead = 0.0
+
+
+def _pending_key(p: PendingJob) -> tuple[float, str]:
+    return (p.spec.submit_time, p.spec.id)
+
+
+class Simulator:
+    """One run of one policy over one workload on one cluster."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        nodes: Sequence[Node],
+        jobs: Sequence[SimJob],
+        config: SimConfig = SimConfig(),
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.policy = policy
+        self.config = config
+        self.nodes = list(nodes)
+        self._node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        if len(self._node_index) != len(self.nodes):
+            raise ValueError("node names must be unique")
+        self._free_gpus = [n.gpus for n in self.nodes]
+        self._free_cpus = [n.cpus for n in self.nodes]
+        self._free_mem = [n.mem_gb for n in self.nodes]
+        self.total_gpus = sum(n.gpus for n in self.nodes)
+        ordered = sorted(jobs, key=lambda j: (j.spec.submit_time, j.spec.id))
+        self._jobs = [_Job(j) for j in ordered]
+        self._by_id = {j.spec.id: j for j in self._jobs}
+        if len(self._by_id) != len(self._jobs):
+            raise ValueError("job ids must be unique")
+        self._progress_cb = progress
+        self._clock = _Clock()
+        self._events: list[tuple[float, int, int, _Job, int]] = []
+        self._seq = 0
+        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[])
+        self._allocated = 0
+        self._allocated_gpu_seconds = 0.0
+        self._lost_gpu_seconds = 0.0
+        self._preemptions: list[PreemptionRecord] = []
+        self._attempts: list[Attempt] | None = [] if config.record_attempts else None
+        self._util_times = array("d")
+        self._util_gpus = array("l")
+        self._done = 0
+        self._decide_calls = 0
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> SimResult:
+        """Simulate until every job has completed; return the result."""
+        jobs, n = self._jobs, len(self._jobs)
+        events = self._events
+        arrival = 0
+        batches = 0
+        pending = self.snapshot.pending
+        while arrival < n or events:
+            t = events[0][0] if events else jobs[arrival].spec.submit_time
+            if arrival < n and jobs[arrival].spec.submit_time < t:
+                t = jobs[arrival].spec.submit_time
+            self._clock.now = t
+            before = self._allocated
+            while events and events[0][0] == t:
+                _, _, kind, job, attempt = heapq.heappop(events)
+                if job.attempt != attempt:
+                    continue  # stale: that attempt was preempted
+                if kind == _COMPLETE:
+                    self._complete(job, t)
+                else:
+                    self._vacate(job, t)
+            while arrival < n and jobs[arrival].spec.submit_time == t:
+                self._arrive(jobs[arrival])
+                arrival += 1
+            if pending:
+                self._decide(t)
+            if self._allocated != before:
+                self._util_times.append(t)
+                self._util_gpus.append(self._allocated)
+            batches += 1
+            if self._progress_cb is not None and batches % 1024 == 0:
+                self._progress_cb(self._done, n)
+            if not events and arrival >= n and pending:
+                raise SimulationError(
+                    f"stalled at t={t:g}: {len(pending)} job(s) pending, nothing running, no arrivals left "
+                    f"(first: {pending[0].spec.id}, {pending[0].spec.num_gpus} GPUs)"
+                )
+        if self._progress_cb is not None:
+            self._progress_cb(self._done, n)
+        return self._result()
+
+    # --------------------------------------------------------------- events
+
+    def _arrive(self, job: _Job) -> None:
+        job.state = _PENDING
+        job.pending = PendingJob(spec=job.spec)
+        pending = self.snapshot.pending
+        if pending and _pending_key(pending[-1]) > _pending_key(job.pending):
+            pending.insert(bisect_left(pending, _pending_key(job.pending), key=_pending_key), job.pending)
+        else:
+            pending.append(job.pending)
+
+    def _complete(self, job: _Job, t: float) -> None:
+        r = job.running
+        self._release(job, t)
+        self._lost_gpu_seconds += job.spec.num_gpus * job.overhead
+        job.state = _DONE
+        job.progress = job.duration
+        job.completion = t
+        job.running = None
+        self._done += 1
+        self._log_attempt(job, r, t)
+
+    def _vacate(self, job: _Job, t: float) -> None:
+        r = job.running
+        self._release(job, t)
+        gpus = job.spec.num_gpus
+        notice = r.notice_time
+        # Time held after the notice, plus the part of the resume overhead the
+        # attempt got through before its notice.
+        self._lost_gpu_seconds += gpus * ((t - notice) + min(job.overhead, notice - r.attempt_start))
+        job.progress = r.progress
+        job.state = _PENDING
+        job.running = None
+        job.pending = PendingJob(
+            spec=job.spec, progress=job.progress, preemptions=job.preemptions, first_start=job.first_start
+        )
+        pending = self.snapshot.pending
+        key = _pending_key(job.pending)
+        pending.insert(bisect_left(pending, key, key=_pending_key), job.pending)
+        self._log_attempt(job, r, t)
+
+    def _release(self, job: _Job, t: float) -> None:
+        r = job.running
+        spec = job.spec
+        for name, g in r.placement.parts:
+            i = self._node_index[name]
+            self._free_gpus[i] += g
+            cpus, mem = self._charges(spec, g)
+            self._free_cpus[i] += cpus
+            self._free_mem[i] += mem
+        self._allocated -= spec.num_gpus
+        self._allocated_gpu_seconds += spec.num_gpus * (t - r.attempt_start)
+        running = self.snapshot.running
+        last = running.pop()
+        if last is not r:
+            running[r._index] = last
+            last._index = r._index
+
+    def _log_attempt(self, job: _Job, r: _LiveRunningJob, t: float) -> None:
+        if self._attempts is not None:
+            self._attempts.append(
+                Attempt(job.spec.id, job.spec.job_class, r.placement, r.attempt_start, t, r.notice_time,
+                        r.preempted_for)
+            )
+
+    # ------------------------------------------------------------ decisions
+
+    def _decide(self, t: float) -> None:
+        self._decide_calls += 1
+        decisions = self.policy.decide(self.snapshot, t)
+        started: list[_Job] = []
+        by_id = self._by_id
+        for d in decisions:
+            cls = d.__class__
+            if cls is Pend:
+                job = by_id.get(d.job_id)
+                if job is None or job.state != _PENDING:
+                    raise SimulationError(f"t={t:g}: Pend for {d.job_id!r}, which is not pending")
+            elif cls is Start:
+                started.append(self._start(d, t))
+            elif cls is Preempt:
+                self._preempt(d, t)
+            else:
+                raise SimulationError(f"t={t:g}: unknown decision {d!r}")
+        if started:
+            self._remove_pending(started)
+
+    def _start(self, d: Start, t: float) -> _Job:
+        job = self._by_id.get(d.job_id)
+        if job is None or job.state != _PENDING:
+            raise SimulationError(f"t={t:g}: Start for {d.job_id!r}, which is not pending")
+        spec = job.spec
+        placement = d.placement
+        if placement.num_gpus != spec.num_gpus:
+            raise SimulationError(
+                f"t={t:g}: Start {spec.id} with {placement.num_gpus} GPUs, the job needs {spec.num_gpus}"
+            )
+        for name, g in placement.parts:
+            i = self._node_index.get(name)
+            if i is None:
+                raise SimulationError(f"t={t:g}: Start {spec.id} on unknown node {name!r}")
+            cpus, mem = self._charges(spec, g)
+            node = self.nodes[i]
+            if (
+                g > self._free_gpus[i]
+                or (node.cpus > 0 and cpus > self._free_cpus[i] + _EPS)
+                or (node.mem_gb > 0 and mem > self._free_mem[i] + _EPS)
+            ):
+                raise SimulationError(
+                    f"t={t:g}: Start {spec.id} over-allocates node {name}: asks {g} GPUs/{cpus:g} CPUs/"
+                    f"{mem:g} GB, free {self._free_gpus[i]}/{self._free_cpus[i]:g}/{self._free_mem[i]:g}"
+                )
+            self._free_gpus[i] -= g
+            self._free_cpus[i] -= cpus
+            self._free_mem[i] -= mem
+        if job.first_start is None:
+            job.first_start = t
+        job.overhead = self.config.resume_overhead if job.preemptions else 0.0
+        r = _LiveRunningJob(
+            spec=spec, placement=placement, attempt_start=t, first_start=job.first_start,
+            progress=job.progress, preemptions=job.preemptions,
+        )
+        r._work_from = t + job.overhead
+        r._clock = self._clock
+        running = self.snapshot.running
+        r._index = len(running)
+        running.append(r)
+        job.running = r
+        job.state = _RUNNING
+        job.attempt += 1
+        self._allocated += spec.num_gpus
+        self._push(r._work_from + (job.duration - job.progress), _COMPLETE, job)
+        return job
+
+    def _preempt(self, d: Preempt, t: float) -> None:
+        job = self._by_id.get(d.job_id)
+        if job is None or job.state != _RUNNING:
+            raise SimulationError(f"t={t:g}: Preempt for {d.job_id!r}, which is not running (or already preempting)")
+        r = job.running
+        r.notice_time = t  # freezes progress at the notice
+        r.preempting = True
+        r.preempted_for = d.for_job
+        job.preemptions += 1
+        r.preemptions = job.preemptions
+        job.state = _PREEMPTING
+        job.attempt += 1  # the pending completion event is now stale
+        self._preemptions.append(
+            PreemptionRecord(t, job.spec.id, job.spec.job_class, d.for_job, t - r.attempt_start, job.preemptions)
+        )
+        self._push(t + job.spec.grace_period, _VACATE, job)
+
+    def _remove_pending(self, started: list[_Job]) -> None:
+        pending = self.snapshot.pending
+        if len(started) > 8:
+            gone = {id(j.pending) for j in started}
+            pending[:] = [p for p in pending if id(p) not in gone]
+        else:
+            for job in started:
+                del pending[bisect_left(pending, _pending_key(job.pending), key=_pending_key)]
+        for job in started:
+            job.pending = None
+
+    # -------------------------------------------------------------- helpers
+
+    def _push(self, when: float, kind: int, job: _Job) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (when, self._seq, kind, job, job.attempt))
+
+    @staticmethod
+    def _charges(spec, gpus_here: int) -> tuple[float, float]:
+        """CPUs and memory charged on a node holding ``gpus_here`` of the job's GPUs."""
+        if spec.num_gpus <= 0:
+            return 0.0, 0.0
+        share = gpus_here / spec.num_gpus
+        return spec.num_cpus * share, spec.mem_gb * share
+
+    def _result(self) -> SimResult:
+        outcomes = [
+            JobOutcome(
+                job_id=j.spec.id, job_class=j.spec.job_class, num_gpus=j.spec.num_gpus,
+                submit_time=j.spec.submit_time, duration=j.duration, first_start=j.first_start,
+                completion=j.completion, preemptions=j.preemptions,
+            )
+            for j in self._jobs
+        ]
+        return SimResult(
+            outcomes=outcomes,
+            total_gpus=self.total_gpus,
+            allocated_gpu_seconds=self._allocated_gpu_seconds,
+            lost_gpu_seconds=self._lost_gpu_seconds,
+            preemptions=self._preemptions,
+            decide_calls=self._decide_calls,
+            util_times=self._util_times,
+            util_gpus=self._util_gpus,
+            attempts=self._attempts,
+        )
+
+
+def simulate(
+    policy: Policy,
+    nodes: Sequence[Node],
+    jobs: Sequence[SimJob],
+    config: SimConfig = SimConfig(),
+    progress: ProgressCallback | None = None,
+) -> SimResult:
+    """Run ``policy`` over ``jobs`` on ``nodes``; see :class:`Simulator`."""
+    return Simulator(policy, nodes, jobs, config, progress).run()
