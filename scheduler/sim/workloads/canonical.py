@@ -100,16 +100,17 @@ def _parse_row(row: list[str], columns: dict[str, int], where: _Where) -> SimJob
     job_id = cell("job_id")
     if not job_id:
         raise where.error("job_id", "empty id")
-    klass = cell("job_class")
-    try:
-        job_class = JobClass(klass)
-    except ValueError:
-        raise where.error("job_class", f"unknown class {klass!r} (expected TE or BE)") from None
+    # Checked in column order, so the first bad cell of a row is the one named.
     submit = _number(cell("submit_time"), "submit_time", where, minimum=0.0)
     duration = _number(cell("duration"), "duration", where, minimum=0.0)
     if duration <= 0:
         raise where.error("duration", f"duration must be > 0, got {cell('duration')!r}")
     gpus = _integer(cell("num_gpus"), "num_gpus", where, minimum=0)
+    klass = cell("job_class")
+    try:
+        job_class = JobClass(klass)
+    except ValueError:
+        raise where.error("job_class", f"unknown class {klass!r} (expected TE or BE)") from None
     spec = JobSpec(
         id=job_id,
         job_class=job_class,
