@@ -1,4 +1,27 @@
-from django.contrib import admin
-from django.urls import path
+"""URLs: browser pages, the REST API under /api/v1/, its schema and docs, the admin."""
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/", views.job_list, name="job-list"),
+    path("jobs/new/", views.job_new, name="job-new"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
+    path("account/tokens/", views.tokens, name="tokens"),
+    path("account/tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
+    path("api/v1/", include("portal.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "portal.views.not_found"
+handler500 = "portal.views.server_error"

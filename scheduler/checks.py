@@ -15,6 +15,8 @@ def check_policy_setting(app_configs, **kwargs):  # noqa: ANN001 - Django's chec
         names = policy_names()
     except ImportError as exc:
         return [Warning(f"scheduling policies cannot be loaded ({exc}); SCHEDULER_POLICY not checked", id="scheduler.W001")]
+    if not names:  # the policy modules are not written or not importable yet
+        return [Warning("no scheduling policy is registered; SCHEDULER_POLICY not checked", id="scheduler.W002")]
     if settings.SCHEDULER_POLICY not in names:
         return [
             Error(

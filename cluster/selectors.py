@@ -1,0 +1,55 @@
+"""Reads of cluster state for the portal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Prefetch
+
+from cluster.models import Gpu, Node
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    index: int
+    model_name: str
+    memory_mb: int | None
+    allocated: bool
+    allocated_to: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    state: str
+    gpus_declared: int
+    gpu_views: list[GpuView]
+    free_gpus: int
+    cpus: float
+    mem_gb: float
+    last_heartbeat: datetime | None
+    agent_version: str
+
+
+def nodes_for(user) -> list[NodeView]:  # noqa: ANN001 - a user model instance
+    """Every node with its GPUs, in two queries.
+
+    Which job holds a GPU is shown only to staff and to that job's owner; other
+    users see only that the GPU is taken, so job ids of others never leak.
+    """
+    gpus = Gpu.objects.select_related("allocated_to").order_by("index")
+    nodes = Node.objects.prefetch_related(Prefetch("devices", queryset=gpus)).order_by("name")
+    views = []
+    for node in nodes:
+        gpu_views = []
+        for gpu in node.devices.all():
+            job = gpu.allocated_to
+            visible = job is not None and (user.is_staff or job.owner_id == user.pk)
+            gpu_views.append(GpuView(gpu.index, gpu.model_name, gpu.memory_mb, job is not None,
+                                     job.pk if visible else None))
+        views.append(
+            NodeView(node.name, node.state, node.gpus, gpu_views, sum(not g.allocated for g in gpu_views),
+                     node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version)
+        )
+    return views

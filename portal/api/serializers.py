@@ -1,0 +1,204 @@
+"""Request parsing and response shapes of the REST API.
+
+Input fields are strict about JSON types (a number is not accepted as a string
+or the other way round, booleans are not numbers) and unknown fields are
+refused by name. The rules beyond types live in
+``scheduler.services.validate_request``, shared with the browser form.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rest_framework import serializers
+
+from scheduler.models import (
+    DEFAULT_GRACE_PERIOD_S,
+    MAX_COMMAND_LENGTH,
+    MAX_CPUS_PER_JOB,
+    MAX_GPUS_PER_JOB,
+    MAX_GRACE_PERIOD_S,
+    MAX_MEM_GB_PER_JOB,
+    MAX_NAME_LENGTH,
+    MAX_TIME_LIMIT_S,
+    PRIORITY_RANGE,
+    Attempt,
+    Job,
+    JobClass,
+    JobEvent,
+)
+from scheduler.services import JobRequest
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer; strings, booleans and fractions are refused."""
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number (integer or fraction); strings and booleans are refused."""
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if isinstance(data, float) and not math.isfinite(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string; numbers and other types are refused."""
+
+    default_error_messages = {"invalid": "Not a valid string."}
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    """The body of POST /api/v1/jobs/."""
+
+    name = StrictCharField(max_length=MAX_NAME_LENGTH)
+    command = StrictCharField(max_length=MAX_COMMAND_LENGTH, trim_whitespace=False)
+    job_class = serializers.ChoiceField(choices=JobClass.values, default=JobClass.BE)
+    num_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, default=1)
+    num_cpus = StrictFloatField(min_value=0, max_value=MAX_CPUS_PER_JOB, default=0.0)
+    mem_gb = StrictFloatField(min_value=0, max_value=MAX_MEM_GB_PER_JOB, default=0.0)
+    grace_period = StrictIntegerField(min_value=0, max_value=MAX_GRACE_PERIOD_S, default=DEFAULT_GRACE_PERIOD_S)
+    time_limit = StrictIntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, allow_null=True,
+                                    default=None)
+    priority = StrictIntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], default=0)
+
+    def validate_command(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return value
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        """Parse the known fields; unknown ones are errors reported with all the others."""
+        unknown = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))} if isinstance(
+            data, dict) else {}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from None
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+    def to_request(self) -> JobRequest:
+        return JobRequest(**self.validated_data)
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    node_names = serializers.ListField(child=serializers.CharField(), read_only=True)
+    gpu_indices = serializers.DictField(
+        source="gpu_allocation", child=serializers.ListField(child=serializers.IntegerField()), read_only=True,
+        help_text="GPU indices per node name.",
+    )
+    outcome = serializers.CharField(source="state", read_only=True)
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "number", "node_names", "gpu_indices", "started_at", "ended_at", "exit_code", "signal", "outcome",
+            "notice_at", "vacated_at", "checkpointed", "lost_gpu_seconds",
+        ]
+        read_only_fields = fields
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    state = serializers.CharField(source="to_state", read_only=True)
+
+    class Meta:
+        model = JobEvent
+        fields = ["at", "from_state", "state", "reason", "message"]
+        read_only_fields = fields
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """The job object of every response."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    attempts = AttemptSerializer(many=True, read_only=True)
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "name", "owner", "command", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
+            "time_limit", "priority", "state", "pending_reason", "pending_message", "submitted_at",
+            "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
+            "attempts", "events",
+        ]
+        read_only_fields = fields
+
+
+class QuotaExceededSerializer(serializers.Serializer):
+    """The 403 body of a refused submission."""
+
+    detail = serializers.CharField()
+    limit = serializers.CharField()
+    limit_value = serializers.FloatField()
+    current_usage = serializers.FloatField()
+    requested = serializers.FloatField(allow_null=True)
+    scope = serializers.CharField()
+
+
+class ErrorsSerializer(serializers.Serializer):
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class LogSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField(allow_null=True)
+    offset = serializers.IntegerField()
+    lines = serializers.ListField(child=serializers.CharField())
+
+
+class QuotaScopeSerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["user", "group"])
+    name = serializers.CharField()
+    limits = serializers.DictField()
+    usage = serializers.DictField()
+
+
+class QuotaReportSerializer(serializers.Serializer):
+    limits = serializers.DictField(help_text="Effective (tightest) limit of each kind; null: unlimited.")
+    usage = serializers.DictField(help_text="Usage measured against each limit, keyed by the limit's name.")
+    own_usage = serializers.DictField(help_text="The caller's own GPUs held, TE GPUs held, GPU-hours, pending jobs.")
+    scopes = QuotaScopeSerializer(many=True)
+
+
+class GpuSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    model_name = serializers.CharField()
+    memory_mb = serializers.IntegerField(allow_null=True)
+    allocated = serializers.BooleanField()
+    allocated_to = serializers.IntegerField(
+        allow_null=True, help_text="The job holding the GPU when the caller may see it (own job, or staff)."
+    )
+
+
+class NodeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    state = serializers.CharField()
+    gpus = GpuSerializer(many=True, source="gpu_views")
+    gpu_count = serializers.IntegerField(source="gpus_declared")
+    free_gpus = serializers.IntegerField()
+    cpus = serializers.FloatField()
+    mem_gb = serializers.FloatField()
+    last_heartbeat = serializers.DateTimeField(allow_null=True)
+    agent_version = serializers.CharField()
+

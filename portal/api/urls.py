@@ -1,0 +1,13 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from portal.api import views
+
+router = SimpleRouter()
+router.register("jobs", views.JobViewSet, basename="api-job")
+
+urlpatterns = [
+    path("quota/", views.QuotaView.as_view(), name="api-quota"),
+    path("nodes/", views.NodeListView.as_view(), name="api-nodes"),
+    *router.urls,
+]

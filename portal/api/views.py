@@ -1,0 +1,162 @@
+"""REST API views: parse, call one service or selector, render. No rules here."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cluster.selectors import nodes_for
+from portal.api.errors import validation_error
+from portal.api.serializers import (
+    DetailSerializer,
+    ErrorsSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    LogSerializer,
+    NodeSerializer,
+    QuotaExceededSerializer,
+    QuotaReportSerializer,
+)
+from scheduler import selectors, services
+from scheduler.models import Attempt, Job, JobClass, JobState
+
+_LIST_PARAMS = [
+    OpenApiParameter("state", str, enum=JobState.values, description="Only jobs in this state."),
+    OpenApiParameter("job_class", str, enum=JobClass.values, description="Only TE or only BE jobs."),
+    OpenApiParameter("owner", str, description="Staff only: only this user's jobs."),
+]
+
+
+class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Jobs of the caller (staff: of everyone). Another user's job id answers 404."""
+
+    serializer_class = JobSerializer
+    lookup_value_regex = r"[0-9]+"
+
+    def get_queryset(self):  # noqa: ANN201
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return Job.objects.none()
+        return selectors.visible_jobs(self.request.user).prefetch_related("attempts", "events")
+
+    def _visible_job(self, pk: str):  # noqa: ANN202
+        try:
+            job_id = int(pk)
+        except (TypeError, ValueError):
+            raise Http404 from None
+        job = selectors.job_with_history(self.request.user, job_id)
+        if job is None:
+            raise Http404
+        return job
+
+    @extend_schema(parameters=_LIST_PARAMS, responses={200: JobSerializer(many=True), 400: ErrorsSerializer})
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        filters = {}
+        errors = {}
+        for name in ("state", "job_class"):
+            value = request.query_params.get(name)
+            if value:
+                if value not in selectors.JOB_FILTERS[name]:
+                    errors[name] = [f'"{value}" is not one of {", ".join(sorted(selectors.JOB_FILTERS[name]))}.']
+                filters[name] = value
+        owner = request.query_params.get("owner")
+        if owner and request.user.is_staff:
+            filters["owner"] = owner
+        if errors:
+            return validation_error(errors)
+        jobs = selectors.filter_jobs(self.get_queryset(), **filters)
+        page = self.paginate_queryset(jobs)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(responses={200: JobSerializer, 404: DetailSerializer})
+    def retrieve(self, request: Request, pk: str | None = None) -> Response:
+        return Response(JobSerializer(self._visible_job(pk)).data)
+
+    @extend_schema(
+        request=JobSubmitSerializer,
+        responses={
+            201: JobSerializer,
+            400: ErrorsSerializer,
+            403: OpenApiResponse(QuotaExceededSerializer, description="A quota refuses the job."),
+            413: DetailSerializer,
+        },
+    )
+    def create(self, request: Request) -> Response:
+        serializer = JobSubmitSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            job = services.submit_job(request.user, serializer.to_request())
+        except services.JobRequestInvalid as exc:
+            return validation_error(exc.errors)
+        except services.QuotaExceeded as exc:
+            v = exc.violation
+            body = {"detail": v.message, "limit": v.limit, "limit_value": v.limit_value,
+                    "current_usage": v.current_usage, "requested": v.requested, "scope": v.scope}
+            return Response(body, status=status.HTTP_403_FORBIDDEN)
+        return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,
+                        status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={202: JobSerializer, 404: DetailSerializer, 409: DetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        job = self._visible_job(pk)
+        try:
+            services.cancel_job(job, request.user)
+        except services.JobNotCancellable as exc:
+            return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,
+                        status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("attempt", OpenApiTypes.INT, description="Attempt number; default the latest."),
+            OpenApiParameter("offset", OpenApiTypes.INT, description="Skip this many lines (for polling)."),
+        ],
+        responses={200: LogSerializer, 400: ErrorsSerializer, 404: DetailSerializer},
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        job = self._visible_job(pk)
+        errors = {}
+        numbers = {}
+        for name in ("attempt", "offset"):
+            raw = request.query_params.get(name)
+            if raw is None or raw == "":
+                continue
+            if not raw.isdigit() or (name == "attempt" and int(raw) < 1):
+                errors[name] = ["Must be a positive integer." if name == "attempt" else "Must be an integer >= 0."]
+            else:
+                numbers[name] = int(raw)
+        if errors:
+            return validation_error(errors)
+        attempts = Attempt.objects.filter(job=job)
+        if "attempt" in numbers:
+            attempt = attempts.filter(number=numbers["attempt"]).first()
+            if attempt is None:
+                raise Http404
+        else:
+            attempt = attempts.order_by("-number").first()
+        offset = numbers.get("offset", 0)
+        lines = selectors.attempt_log_lines(attempt, offset) if attempt else []
+        return Response({"attempt": attempt.number if attempt else None, "offset": offset, "lines": lines})
+
+
+class QuotaView(APIView):
+    """The caller's effective limits and current usage."""
+
+    @extend_schema(responses={200: QuotaReportSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(selectors.quota_report(request.user))
+
+
+class NodeListView(APIView):
+    """Every node with its GPUs and state (read-only)."""
+
+    @extend_schema(responses={200: NodeSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(NodeSerializer(nodes_for(request.user), many=True).data)

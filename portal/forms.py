@@ -1,0 +1,85 @@
+"""Browser forms. Types and bounds are parsed here; the rules are the services' (shared with the API)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from scheduler.models import (
+    DEFAULT_GRACE_PERIOD_S,
+    MAX_COMMAND_LENGTH,
+    MAX_CPUS_PER_JOB,
+    MAX_GPUS_PER_JOB,
+    MAX_GRACE_PERIOD_S,
+    MAX_MEM_GB_PER_JOB,
+    MAX_NAME_LENGTH,
+    MAX_TIME_LIMIT_S,
+    PRIORITY_RANGE,
+    JobClass,
+    JobState,
+)
+from scheduler.services import JobRequest
+
+#: Which form field shows a quota refusal for each limit (others show above the form).
+QUOTA_LIMIT_FIELD = {
+    "max_gpus": "num_gpus",
+    "max_te_gpus": "num_gpus",
+    "max_te_job_gpus": "num_gpus",
+    "max_te_runtime": "time_limit",
+}
+
+
+class JobForm(forms.Form):
+    name = forms.CharField(max_length=MAX_NAME_LENGTH)
+    command = forms.CharField(
+        max_length=MAX_COMMAND_LENGTH, strip=False, widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"})
+    )
+    job_class = forms.ChoiceField(
+        choices=JobClass.choices, initial=JobClass.BE, label="Class",
+        help_text="TE jobs start fast and are not preempted; BE jobs may be preempted and resumed.",
+    )
+    num_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, initial=1, label="GPUs")
+    num_cpus = forms.FloatField(min_value=0, max_value=MAX_CPUS_PER_JOB, initial=0, required=False, label="CPUs")
+    mem_gb = forms.FloatField(min_value=0, max_value=MAX_MEM_GB_PER_JOB, initial=0, required=False,
+                              label="Memory (GB)")
+    grace_period = forms.IntegerField(
+        min_value=0, max_value=MAX_GRACE_PERIOD_S, initial=DEFAULT_GRACE_PERIOD_S, required=False,
+        label="Grace period (s)", help_text="Time to checkpoint between the preemption notice and the kill.",
+    )
+    time_limit = forms.IntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False,
+                                    label="Time limit (s)", help_text="Empty: no limit (TE jobs get the quota's).")
+    priority = forms.IntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], initial=0,
+                                  required=False)
+
+    def clean_command(self) -> str:
+        command = self.cleaned_data["command"]
+        if not command.strip():
+            raise forms.ValidationError("This field may not be blank.")
+        return command
+
+    def to_request(self) -> JobRequest:
+        data = self.cleaned_data
+
+        def given(name: str, default):  # noqa: ANN001, ANN202
+            return default if data.get(name) is None else data[name]
+
+        return JobRequest(
+            name=data["name"],
+            command=data["command"],
+            job_class=data["job_class"],
+            num_gpus=data["num_gpus"],
+            num_cpus=given("num_cpus", 0.0),
+            mem_gb=given("mem_gb", 0.0),
+            grace_period=given("grace_period", DEFAULT_GRACE_PERIOD_S),
+            time_limit=data.get("time_limit"),
+            priority=given("priority", 0),
+        )
+
+
+class JobFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", "any state"), *JobState.choices], required=False)
+    job_class = forms.ChoiceField(choices=[("", "any class"), *JobClass.choices], required=False, label="Class")
+    owner = forms.CharField(required=False, max_length=150, help_text="Staff: a username.")
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="Where you will use it, e.g. 'laptop CLI'.")

@@ -1,0 +1,127 @@
+"""Browser pages: parse, call one service or selector, render."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from portal.api.errors import json_not_found
+from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
+from portal.models import ApiToken
+from scheduler import selectors, services
+from scheduler.models import TERMINAL_STATES
+
+JOBS_PER_PAGE = 25
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    form = JobFilterForm(request.GET or None)
+    filters = {}
+    if form.is_bound and form.is_valid():
+        filters = {k: v for k, v in form.cleaned_data.items() if v}
+        if not request.user.is_staff:
+            filters.pop("owner", None)
+    jobs = selectors.filter_jobs(selectors.visible_jobs(request.user), **filters)
+    page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "portal/job_list.html",
+                  {"form": form, "page": page, "query": query.urlencode(), "show_owner": request.user.is_staff})
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    form = JobForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = services.submit_job(request.user, form.to_request())
+        except services.JobRequestInvalid as exc:
+            for name, errors in exc.errors.items():
+                for error in errors:
+                    form.add_error(name if name in form.fields else None, error)
+        except services.QuotaExceeded as exc:
+            v = exc.violation
+            form.add_error(QUOTA_LIMIT_FIELD.get(v.limit),
+                           f"Quota: {v.message} (limit {v.limit} = {v.limit_value:g}, current usage {v.current_usage:g}).")
+        else:
+            messages.success(request, f"Job {job.pk} submitted.")
+            return redirect("job-detail", job_id=job.pk)
+    return render(request, "portal/job_form.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = selectors.job_with_history(request.user, job_id)
+    if job is None:
+        raise Http404("No such job.")
+    attempts = list(job.attempts.all())
+    latest = attempts[-1] if attempts else None
+    log_lines = selectors.attempt_log_lines(latest)[-200:] if latest else []
+    return render(request, "portal/job_detail.html", {
+        "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
+        "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
+    })
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = selectors.visible_jobs(request.user).filter(pk=job_id).first()
+    if job is None:
+        raise Http404("No such job.")
+    try:
+        job = services.cancel_job(job, request.user)
+    except services.JobNotCancellable as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.pk} is {job.state}.")
+    return redirect("job-detail", job_id=job.pk)
+
+
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """List the caller's tokens; POST creates one and shows its key once."""
+    form = TokenForm(request.POST or None)
+    new_key = None
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            token, new_key = ApiToken.issue(request.user, form.cleaned_data["name"])
+            form = TokenForm()
+        else:
+            status = 400
+    listing = ApiToken.objects.filter(user=request.user)
+    return render(request, "portal/tokens.html", {"form": form, "tokens": listing, "new_key": new_key}, status=status)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
+    if token.revoked is None:
+        ApiToken.objects.filter(pk=token.pk, revoked__isnull=True).update(revoked=timezone.now())
+        messages.success(request, f"Token '{token.name}' revoked.")
+    return redirect("tokens")
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("job-list" if request.user.is_authenticated else "login")
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """JSON under /api/, the HTML page elsewhere."""
+    if request.path.startswith("/api/"):
+        return json_not_found(request, exception)
+    return render(request, "404.html", status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Server error."}, status=500)
+    return render(request, "500.html", status=500)

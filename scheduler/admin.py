@@ -1,0 +1,158 @@
+"""Admin: every job (read-only, with a cancel action) and quotas with usage beside each limit.
+
+Any active staff member may view jobs and manage quotas; jobs change state
+only through the services, never by editing a row here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from scheduler import selectors, services
+from scheduler.models import Attempt, Job, JobEvent, Quota
+from scheduler.quotas import Scope, Usage
+
+
+class StaffMayManage:
+    """Grant active staff full rights on this model (no per-model permission needed)."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest, *args) -> bool:
+        return self.has_module_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return self.has_module_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return self.has_module_permission(request)
+
+
+class StaffMayView(StaffMayManage):
+    """Active staff may look; nobody edits, adds or deletes here."""
+
+    def has_add_permission(self, request: HttpRequest, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return False
+
+
+class AttemptInline(StaffMayView, admin.TabularInline):
+    model = Attempt
+    extra = 0
+    fields = ["number", "state", "gpu_allocation", "started_at", "ended_at", "exit_code", "signal", "notice_at",
+              "vacated_at", "checkpointed", "lost_gpu_seconds"]
+    readonly_fields = fields
+
+
+class JobEventInline(StaffMayView, admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    fields = ["at", "from_state", "to_state", "reason", "message"]
+    readonly_fields = fields
+
+
+@admin.register(Job)
+class JobAdmin(StaffMayView, admin.ModelAdmin):
+    list_display = ["id", "name", "owner", "job_class", "num_gpus", "state", "pending_reason", "submitted_at"]
+    list_filter = ["state", "job_class", "pending_reason"]
+    search_fields = ["name", "owner__username", "command"]
+    list_select_related = ["owner"]
+    date_hierarchy = "submitted_at"
+    inlines = [AttemptInline, JobEventInline]
+    actions = ["cancel_jobs"]
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel_jobs(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+        done, finished = 0, 0
+        for job in queryset:
+            try:
+                services.cancel_job(job, request.user)
+                done += 1
+            except services.JobNotCancellable:
+                finished += 1
+        self.message_user(request, f"{done} job(s) cancelled or cancelling; {finished} had already finished.",
+                          messages.SUCCESS if not finished else messages.WARNING)
+
+
+class ScopeKindFilter(admin.SimpleListFilter):
+    title = "scope"
+    parameter_name = "scope"
+
+    def lookups(self, request, model_admin):  # noqa: ANN001, ANN201
+        return [("user", "user"), ("group", "group")]
+
+    def queryset(self, request, queryset):  # noqa: ANN001, ANN201
+        if self.value() == "user":
+            return queryset.filter(user__isnull=False)
+        if self.value() == "group":
+            return queryset.filter(group__isnull=False)
+        return queryset
+
+
+#: Limits shown with usage: (limit field, usage attribute, column title).
+_USAGE_COLUMNS = [
+    ("max_gpus", "gpus", "GPUs held / max"),
+    ("max_te_gpus", "te_gpus", "TE GPUs held / max"),
+    ("gpu_hours_budget", "gpu_hours", "GPU-hours used / budget"),
+    ("max_pending_jobs", "pending_jobs", "pending / max"),
+]
+
+
+def _used_of(usage: Usage, attr: str, limit) -> str:  # noqa: ANN001
+    used = getattr(usage, attr)
+    shown = f"{used:.1f}" if isinstance(used, float) else str(used)
+    return f"{shown} / {'∞' if limit is None else limit}"
+
+
+@admin.register(Quota)
+class QuotaAdmin(StaffMayManage, admin.ModelAdmin):
+    search_fields = ["user__username", "group__name", "note"]
+    list_filter = [ScopeKindFilter, "group", "budget_period_days"]
+    list_select_related = ["user", "group"]
+    readonly_fields = ["current_usage"]
+    fieldsets = [
+        ("Scope (exactly one)", {"fields": ["user", "group", "note"]}),
+        ("Limits (empty: no limit)", {"fields": ["max_gpus", "max_te_gpus", "max_te_job_gpus", "max_te_runtime",
+                                                  "gpu_hours_budget", "budget_period_days", "max_pending_jobs"]}),
+        ("Usage now", {"fields": ["current_usage"]}),
+    ]
+
+    def get_list_display(self, request: HttpRequest) -> list:
+        snapshot = selectors.quota_usage()  # one snapshot per page, in a few queries
+        columns: list = ["__str__"]
+        for limit, attr, title in _USAGE_COLUMNS:
+            columns.append(self._usage_column(snapshot.by_quota, limit, attr, title))
+        return [*columns, "max_te_job_gpus", "max_te_runtime", "budget_period_days"]
+
+    @staticmethod
+    def _usage_column(by_quota: dict[int, Scope], limit: str, attr: str, title: str) -> Callable:
+        def column(quota: Quota) -> str:
+            scope = by_quota.get(quota.pk)
+            return _used_of(scope.usage if scope else Usage(), attr, getattr(quota, limit))
+
+        column.short_description = title
+        return column
+
+    @admin.display(description="Current usage")
+    def current_usage(self, quota: Quota) -> str:
+        if quota.pk is None:
+            return "-"
+        scope = selectors.quota_usage().by_quota.get(quota.pk)
+        usage = scope.usage if scope else Usage()
+        rows = [(title, _used_of(usage, attr, getattr(quota, limit))) for limit, attr, title in _USAGE_COLUMNS]
+        body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
+        return format_html("<table>{}</table><p>GPU-hours over the last {} days; a group counts all its members.</p>",
+                           body, quota.budget_period_days)

@@ -1,0 +1,271 @@
+"""Quota semantics: what each limit means and when it blocks a job.
+
+This module is pure: it reads plain objects and never touches the database.
+``scheduler.selectors.quota_usage`` builds a ``UsageSnapshot`` (in a few
+queries, once per scheduling cycle or request); the checks here then answer
+for any number of jobs.
+
+Scopes. A user is bound by their own quota (if any) and by the quota of every
+group they belong to (if any). A group's usage is the sum of its members'
+usage. A job passes only if it passes every scope, so the effective limit is
+the tightest one. An empty (None) limit means "no limit".
+
+Limits, and when they are checked:
+
+=================  ===================================================  ===========  ==========
+limit              meaning                                              submission   scheduling
+=================  ===================================================  ===========  ==========
+max_gpus           GPUs held at once by running jobs (all classes)      job > limit  held + job > limit
+max_te_gpus        GPUs held at once by running TE jobs                 job > limit  held + job > limit
+max_te_job_gpus    GPUs of one TE job                                   job > limit  job > limit
+max_te_runtime     time limit of one TE job (s); a TE job without one   tl > limit   tl > limit
+                   gets this value at submission
+gpu_hours_budget   GPU-hours used over the last ``budget_period_days``  used >= b    used >= b
+max_pending_jobs   jobs PENDING at once                                 pending >= l (not checked)
+=================  ===================================================  ===========  ==========
+
+At submission a job is refused only when it could never start under the
+limit as it stands (or would exceed the pending count); a job that merely has
+to wait for the user's other jobs is accepted and stays PENDING with reason
+``QuotaExceeded`` until it fits. "Held" GPUs are those of jobs in STARTING,
+RUNNING, PREEMPTING or CANCELLING. GPU-hours count every attempt's GPUs times
+the part of its run (start to end, or to now if still running) that lies in
+the rolling period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+QUOTA_EXCEEDED = "QuotaExceeded"
+DEFAULT_BUDGET_PERIOD_DAYS = 7
+
+#: The limits of a quota, in the order they are checked.
+LIMIT_NAMES = (
+    "max_te_job_gpus",
+    "max_te_runtime",
+    "max_gpus",
+    "max_te_gpus",
+    "max_pending_jobs",
+    "gpu_hours_budget",
+)
+
+
+class JobLike(Protocol):
+    """What the checks read from a job (a ``Job`` row or any similar object)."""
+
+    owner_id: int
+    job_class: str
+    num_gpus: int
+    time_limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_gpus: int | None = None
+    max_te_gpus: int | None = None
+    max_te_job_gpus: int | None = None
+    max_te_runtime: int | None = None
+    gpu_hours_budget: float | None = None
+    budget_period_days: int = DEFAULT_BUDGET_PERIOD_DAYS
+    max_pending_jobs: int | None = None
+
+    @classmethod
+    def of(cls, quota: object) -> "Limits":
+        """Read the limits off a ``Quota`` row (or anything with the same attributes)."""
+        return cls(
+            max_gpus=quota.max_gpus,
+            max_te_gpus=quota.max_te_gpus,
+            max_te_job_gpus=quota.max_te_job_gpus,
+            max_te_runtime=quota.max_te_runtime,
+            gpu_hours_budget=quota.gpu_hours_budget,
+            budget_period_days=quota.budget_period_days,
+            max_pending_jobs=quota.max_pending_jobs,
+        )
+
+    def as_dict(self) -> dict[str, int | float | None]:
+        return {
+            "max_gpus": self.max_gpus,
+            "max_te_gpus": self.max_te_gpus,
+            "max_te_job_gpus": self.max_te_job_gpus,
+            "max_te_runtime": self.max_te_runtime,
+            "gpu_hours_budget": self.gpu_hours_budget,
+            "budget_period_days": self.budget_period_days,
+            "max_pending_jobs": self.max_pending_jobs,
+        }
+
+
+@dataclass(slots=True)
+class Usage:
+    """What a user or a group holds now; ``gpu_hours`` is over the scope's period."""
+
+    gpus: int = 0
+    te_gpus: int = 0
+    gpu_hours: float = 0.0
+    pending_jobs: int = 0
+
+    def as_dict(self) -> dict[str, int | float]:
+        return {
+            "gpus": self.gpus,
+            "te_gpus": self.te_gpus,
+            "gpu_hours": round(self.gpu_hours, 3),
+            "pending_jobs": self.pending_jobs,
+        }
+
+
+@dataclass(slots=True, eq=False)
+class Scope:
+    """One quota and the usage counted against it. Group scopes are shared by all members."""
+
+    kind: str  # "user" or "group"
+    name: str
+    limits: Limits
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A limit a job does not fit; the fields of the API's 403 body."""
+
+    limit: str
+    limit_value: int | float
+    current_usage: int | float
+    requested: int | float | None
+    scope: str
+    message: str
+    reason: str = QUOTA_EXCEEDED
+
+
+@dataclass(slots=True)
+class UsageSnapshot:
+    """The scopes binding each user, with usage, at one moment.
+
+    ``own`` is each known user's own usage (also for users without any quota);
+    ``scopes`` lists the scopes binding a user (empty: no limits);
+    ``by_quota`` maps a quota's id to its scope.
+    """
+
+    scopes: dict[int, list[Scope]] = field(default_factory=dict)
+    own: dict[int, Usage] = field(default_factory=dict)
+    by_quota: dict[int, Scope] = field(default_factory=dict)
+
+    def scopes_for(self, user_id: int) -> list[Scope]:
+        return self.scopes.get(user_id, [])
+
+    def charge(self, job: JobLike) -> None:
+        """Count ``job`` as holding its GPUs from now on (the loop started it this cycle)."""
+        te = job.job_class == "TE"
+        usages = [s.usage for s in self.scopes_for(job.owner_id)]
+        if job.owner_id in self.own:
+            usages.append(self.own[job.owner_id])
+        for usage in usages:
+            usage.gpus += job.num_gpus
+            if te:
+                usage.te_gpus += job.num_gpus
+            usage.pending_jobs = max(0, usage.pending_jobs - 1)
+
+
+def effective_te_runtime(scopes: list[Scope]) -> int | None:
+    """The longest TE time limit allowed by all scopes (None: unlimited)."""
+    values = [s.limits.max_te_runtime for s in scopes if s.limits.max_te_runtime is not None]
+    return min(values) if values else None
+
+
+def _per_job_violation(job: JobLike, scope: Scope) -> Violation | None:
+    """Limits on one TE job's size and runtime, whatever else runs."""
+    limits = scope.limits
+    if job.job_class != "TE":
+        return None
+    if limits.max_te_job_gpus is not None and job.num_gpus > limits.max_te_job_gpus:
+        return Violation(
+            "max_te_job_gpus", limits.max_te_job_gpus, job.num_gpus, job.num_gpus, scope.label,
+            f"a TE job may use at most {limits.max_te_job_gpus} GPUs ({scope.label}); this one asks for {job.num_gpus}",
+        )
+    if limits.max_te_runtime is not None and job.time_limit is not None and job.time_limit > limits.max_te_runtime:
+        return Violation(
+            "max_te_runtime", limits.max_te_runtime, job.time_limit, job.time_limit, scope.label,
+            f"a TE job may run at most {limits.max_te_runtime} s ({scope.label}); this one asks for {job.time_limit} s",
+        )
+    return None
+
+
+def _budget_violation(scope: Scope) -> Violation | None:
+    limits, usage = scope.limits, scope.usage
+    if limits.gpu_hours_budget is not None and usage.gpu_hours >= limits.gpu_hours_budget:
+        return Violation(
+            "gpu_hours_budget", limits.gpu_hours_budget, round(usage.gpu_hours, 3), None, scope.label,
+            f"GPU-hour budget of {limits.gpu_hours_budget:g} over {limits.budget_period_days} days is used up "
+            f"({usage.gpu_hours:.2f} used, {scope.label})",
+        )
+    return None
+
+
+def check_submission(job: JobLike, scopes: list[Scope]) -> Violation | None:
+    """The first limit that refuses ``job`` at submission, or None.
+
+    ``job.time_limit`` must already carry the TE default (``effective_te_runtime``).
+    """
+    for scope in scopes:
+        limits, usage = scope.limits, scope.usage
+        found = _per_job_violation(job, scope)
+        if found:
+            return found
+        if limits.max_gpus is not None and job.num_gpus > limits.max_gpus:
+            return Violation(
+                "max_gpus", limits.max_gpus, usage.gpus, job.num_gpus, scope.label,
+                f"at most {limits.max_gpus} GPUs at once ({scope.label}); this job alone asks for {job.num_gpus}",
+            )
+        if job.job_class == "TE" and limits.max_te_gpus is not None and job.num_gpus > limits.max_te_gpus:
+            return Violation(
+                "max_te_gpus", limits.max_te_gpus, usage.te_gpus, job.num_gpus, scope.label,
+                f"at most {limits.max_te_gpus} GPUs at once for TE jobs ({scope.label}); "
+                f"this job alone asks for {job.num_gpus}",
+            )
+        if limits.max_pending_jobs is not None and usage.pending_jobs >= limits.max_pending_jobs:
+            return Violation(
+                "max_pending_jobs", limits.max_pending_jobs, usage.pending_jobs, 1, scope.label,
+                f"at most {limits.max_pending_jobs} pending jobs ({scope.label}); {usage.pending_jobs} are pending",
+            )
+        found = _budget_violation(scope)
+        if found:
+            return found
+    return None
+
+
+def scheduling_violation(job: JobLike, usage: UsageSnapshot) -> Violation | None:
+    """The first limit that keeps pending ``job`` from starting now, or None."""
+    for scope in usage.scopes_for(job.owner_id):
+        limits, held = scope.limits, scope.usage
+        found = _per_job_violation(job, scope)
+        if found:
+            return found
+        if limits.max_gpus is not None and held.gpus + job.num_gpus > limits.max_gpus:
+            return Violation(
+                "max_gpus", limits.max_gpus, held.gpus, job.num_gpus, scope.label,
+                f"{scope.label} holds {held.gpus} of {limits.max_gpus} GPUs; this job needs {job.num_gpus} more",
+            )
+        if job.job_class == "TE" and limits.max_te_gpus is not None and held.te_gpus + job.num_gpus > limits.max_te_gpus:
+            return Violation(
+                "max_te_gpus", limits.max_te_gpus, held.te_gpus, job.num_gpus, scope.label,
+                f"{scope.label} holds {held.te_gpus} of {limits.max_te_gpus} TE GPUs; this job needs {job.num_gpus} more",
+            )
+        found = _budget_violation(scope)
+        if found:
+            return found
+    return None
+
+
+def blocking_reason(job: JobLike, usage: UsageSnapshot) -> tuple[str, str] | None:
+    """``("QuotaExceeded", message)`` if a quota keeps ``job`` pending now, else None.
+
+    The scheduling loop calls this for each pending job with the snapshot from
+    ``scheduler.selectors.quota_usage()`` and calls ``usage.charge(job)`` for
+    every job it starts in the same cycle, so later jobs see those GPUs.
+    """
+    found = scheduling_violation(job, usage)
+    return (found.reason, found.message) if found else None

@@ -1,0 +1,233 @@
+"""Writes to scheduler data: submission, cancellation and state transitions.
+
+Every state change goes through ``transition``, which is a conditional update
+plus one ``JobEvent``: it succeeds only if the job is still in one of the
+expected states, so concurrent writers (the loop, agent reports, a user
+cancelling) never overwrite each other's transitions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler import quotas
+from scheduler.models import (
+    ACTIVE_STATES,
+    DEFAULT_GRACE_PERIOD_S,
+    MAX_COMMAND_LENGTH,
+    MAX_CPUS_PER_JOB,
+    MAX_GPUS_PER_JOB,
+    MAX_GRACE_PERIOD_S,
+    MAX_MEM_GB_PER_JOB,
+    MAX_NAME_LENGTH,
+    MAX_TIME_LIMIT_S,
+    PRIORITY_RANGE,
+    TERMINAL_STATES,
+    Job,
+    JobClass,
+    JobEvent,
+    JobState,
+)
+from scheduler.selectors import Capacity, cluster_capacity, quota_usage
+from scheduler.triggers import request_scheduling
+
+
+class JobRequestInvalid(Exception):
+    """The request breaks a rule; ``errors`` maps field name to messages."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        self.errors = errors
+
+
+class QuotaExceeded(Exception):
+    """A quota refuses the job; ``violation`` says which limit, its value and the usage."""
+
+    def __init__(self, violation: quotas.Violation) -> None:
+        super().__init__(violation.message)
+        self.violation = violation
+
+
+class JobNotCancellable(Exception):
+    """The job has already finished."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"job {job.pk} has already finished ({job.state})")
+        self.job = job
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """A submission after type parsing (by a form or a serializer), before the rules."""
+
+    name: str
+    command: str
+    job_class: str = JobClass.BE
+    num_gpus: int = 1
+    num_cpus: float = 0.0
+    mem_gb: float = 0.0
+    grace_period: int = DEFAULT_GRACE_PERIOD_S
+    time_limit: int | None = None
+    priority: int = 0
+
+
+def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
+    """Every rule broken by ``req``, by field name (empty: valid).
+
+    GPU counts: 1 to 64 always; when nodes are registered, a TE job must fit on
+    the largest node (TE jobs run on one node) and a BE job on all registered
+    GPUs together (BE jobs may span nodes, all or nothing).
+    """
+    errors: dict[str, list[str]] = {}
+
+    def add(name: str, message: str) -> None:
+        errors.setdefault(name, []).append(message)
+
+    if not req.name.strip():
+        add("name", "This field may not be blank.")
+    elif len(req.name) > MAX_NAME_LENGTH:
+        add("name", f"At most {MAX_NAME_LENGTH} characters.")
+    if not req.command.strip():
+        add("command", "This field may not be blank.")
+    elif len(req.command) > MAX_COMMAND_LENGTH:
+        add("command", f"At most {MAX_COMMAND_LENGTH} characters.")
+    if req.job_class not in JobClass.values:
+        add("job_class", f'"{req.job_class}" is not a job class; use TE or BE.')
+    if req.num_gpus < 1:
+        add("num_gpus", "Must be at least 1.")
+    elif req.num_gpus > MAX_GPUS_PER_JOB:
+        add("num_gpus", f"At most {MAX_GPUS_PER_JOB} GPUs per job.")
+    elif capacity.nodes and req.job_class == JobClass.TE and req.num_gpus > capacity.largest_node_gpus:
+        add("num_gpus", f"A TE job runs on one node; the largest node has {capacity.largest_node_gpus} GPUs.")
+    elif capacity.nodes and req.num_gpus > capacity.total_gpus:
+        add("num_gpus", f"The cluster has {capacity.total_gpus} GPUs in all.")
+    for name, value, top in (("num_cpus", req.num_cpus, MAX_CPUS_PER_JOB), ("mem_gb", req.mem_gb, MAX_MEM_GB_PER_JOB)):
+        if not math.isfinite(value):
+            add(name, "Must be a finite number.")
+        elif value < 0:
+            add(name, "Must be at least 0.")
+        elif value > top:
+            add(name, f"At most {top}.")
+    if not 0 <= req.grace_period <= MAX_GRACE_PERIOD_S:
+        add("grace_period", f"Must be between 0 and {MAX_GRACE_PERIOD_S} seconds.")
+    if req.time_limit is not None and not 1 <= req.time_limit <= MAX_TIME_LIMIT_S:
+        add("time_limit", f"Must be between 1 and {MAX_TIME_LIMIT_S} seconds.")
+    low, high = PRIORITY_RANGE
+    if not low <= req.priority <= high:
+        add("priority", f"Must be between {low} and {high}.")
+    return errors
+
+
+def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model instance
+    """Validate, apply quotas and create a PENDING job; one scheduling cycle follows the commit.
+
+    Raises ``JobRequestInvalid`` or ``QuotaExceeded``; nothing is written then.
+    A TE job without a time limit gets the tightest ``max_te_runtime`` of its
+    owner's quotas. Submissions of one user (and of the members of a group,
+    for group quotas) are serialized by row locks so that the pending-job
+    count cannot be overrun by concurrent requests.
+    """
+    errors = validate_request(req, cluster_capacity())
+    if errors:
+        raise JobRequestInvalid(errors)
+    with transaction.atomic():
+        _lock_quota_subjects(owner)
+        scopes = quota_usage(user_ids=[owner.pk]).scopes_for(owner.pk)
+        if req.job_class == JobClass.TE and req.time_limit is None:
+            req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
+        job = Job(owner=owner, **_fields(req))
+        violation = quotas.check_submission(job, scopes)
+        if violation:
+            raise QuotaExceeded(violation)
+        job.save()
+        JobEvent.objects.create(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted")
+        transaction.on_commit(lambda: request_scheduling())
+    return job
+
+
+def _fields(req: JobRequest) -> dict:
+    return {
+        "name": req.name.strip(),
+        "command": req.command,
+        "job_class": req.job_class,
+        "num_gpus": req.num_gpus,
+        "num_cpus": float(req.num_cpus),
+        "mem_gb": float(req.mem_gb),
+        "grace_period": req.grace_period,
+        "time_limit": req.time_limit,
+        "priority": req.priority,
+    }
+
+
+def _lock_quota_subjects(owner) -> None:  # noqa: ANN001
+    """Lock the owner's row and their groups' rows (in id order, so no deadlock)."""
+    type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+    list(Group.objects.select_for_update().filter(user=owner).order_by("pk").values_list("pk", flat=True))
+
+
+def transition(
+    job_id: int,
+    *,
+    expect: Iterable[str],
+    to: str,
+    reason: str = "",
+    message: str = "",
+    at: datetime | None = None,
+    **fields: object,
+) -> bool:
+    """Move job ``job_id`` to state ``to`` if it is in one of ``expect``; record the event.
+
+    ``fields`` are further columns to set in the same conditional update.
+    Returns False, changing nothing, when the job is missing or in another
+    state. Runs in the caller's transaction if there is one.
+    """
+    expected = set(expect)
+    at = at or timezone.now()
+    with transaction.atomic():
+        for _ in range(3):  # the state may change between the read and the update
+            current = Job.objects.filter(pk=job_id).values_list("state", flat=True).first()
+            if current is None or current not in expected:
+                return False
+            if Job.objects.filter(pk=job_id, state=current).update(state=to, **fields) == 1:
+                JobEvent.objects.create(
+                    job_id=job_id, at=at, from_state=current, to_state=to, reason=reason, message=message[:500]
+                )
+                return True
+    return False
+
+
+def cancel_job(job: Job, by) -> Job:  # noqa: ANN001 - a user model instance
+    """Cancel ``job``: a waiting job is CANCELLED at once, a running one becomes CANCELLING.
+
+    The scheduling loop then stops the process (SIGTERM, grace, SIGKILL) and
+    moves it to CANCELLED. Cancelling a CANCELLING job changes nothing. Raises
+    ``JobNotCancellable`` if the job has finished. Returns the job as stored.
+    """
+    who = f"cancelled by {by.get_username()}"
+    now = timezone.now()
+    with transaction.atomic():
+        for _ in range(3):
+            job.refresh_from_db(fields=["state"])
+            if job.state in TERMINAL_STATES:
+                raise JobNotCancellable(job)
+            if job.state == JobState.CANCELLING:
+                break
+            if job.state in ACTIVE_STATES:
+                done = transition(job.pk, expect=ACTIVE_STATES, to=JobState.CANCELLING, reason="Cancelled", message=who, at=now)
+            else:  # PENDING or NODE_LOST: no process of ours runs
+                done = transition(
+                    job.pk, expect={JobState.PENDING, JobState.NODE_LOST}, to=JobState.CANCELLED,
+                    reason="Cancelled", message=who, at=now, ended_at=now, pending_reason="", pending_message="",
+                )
+            if done:
+                transaction.on_commit(lambda: request_scheduling())
+                break
+    job.refresh_from_db()
+    return job
