@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run ONE component of the system in the foreground. The run command
+# (scripts/up.sh), the Dockerfile and docker-compose.yml all start components
+# through this script, so they run the very same commands.
+#
+#   scripts/serve.sh migrate            apply database migrations
+#   scripts/serve.sh demo-users         create/refresh the demo admin and user, print credentials
+#   scripts/serve.sh web                the portal (daphne, HTTP and websockets) on $HOST:$PORT
+#   scripts/serve.sh worker             Celery worker on the default queue only (never node.*)
+#   scripts/serve.sh beat               Celery beat (periodic tasks)
+#   scripts/serve.sh agent NAME [GPUS]  a node agent with GPUS virtual GPUs (default 4)
+#
+# Configuration comes from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY,
+# DEBUG, ...; see portal/settings.py). HOST defaults to 127.0.0.1, PORT to 8000.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+[ -x "$VENV/bin/python" ] || die "no virtual environment at $VENV: run scripts/setup.sh first"
+export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-portal.settings}"
+mkdir -p var
+
+component="${1:-}"
+[ $# -gt 0 ] && shift
+case "$component" in
+    migrate)
+        exec "$VENV/bin/python" manage.py migrate --noinput ;;
+    demo-users)
+        exec "$VENV/bin/python" manage.py demo_users \
+            --url "${GPUSCHED_PUBLIC_URL:-http://${HOST:-127.0.0.1}:${PORT:-8000}}" "$@" ;;
+    web)
+        exec "$VENV/bin/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" portal.asgi:application ;;
+    worker)
+        exec "$VENV/bin/celery" -A portal worker --loglevel "${CELERY_LOG_LEVEL:-info}" \
+            --queues "${WORKER_QUEUES:-celery}" --concurrency "${WORKER_CONCURRENCY:-2}" \
+            --hostname "worker@%h" ;;
+    beat)
+        exec "$VENV/bin/celery" -A portal beat --loglevel "${CELERY_LOG_LEVEL:-info}" \
+            --schedule "${BEAT_SCHEDULE_FILE:-var/celerybeat-schedule}" ;;
+    agent)
+        [ $# -ge 1 ] || die "usage: scripts/serve.sh agent NAME [GPUS]"
+        [ -f cluster/agent/__main__.py ] || die "this checkout has no node agent (cluster/agent)"
+        name="$1"
+        gpus="${2:-4}"
+        exec "$VENV/bin/python" -m cluster.agent --name "$name" --gpus "$gpus" \
+            --workdir "${AGENT_WORKDIR:-var/agents}/$name" ;;
+    *)
+        die "usage: scripts/serve.sh {migrate|demo-users|web|worker|beat|agent NAME [GPUS]}" ;;
+esac

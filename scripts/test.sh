@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The README's test command: run the whole test suite on this machine.
+#
+# Makes sure of everything the tests need, installing or starting what is
+# missing (installing needs root and apt-get, as on a fresh Debian machine):
+#   .venv with the project      scripts/setup.sh
+#   PostgreSQL on 127.0.0.1:5432, user postgres without password (trust)
+#   Redis on 127.0.0.1:6379
+#   Chromium at /usr/bin/chromium for the browser tests
+# then runs pytest with DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)
+# and passes its arguments on: scripts/test.sh tests/core -q
+#
+# Exit status: pytest's, except that "no tests collected" (5) counts as success.
+# SKIP_SERVICES=1 skips the service checks (e.g. for tests that need none).
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
+
+can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+apt_install() {
+    can_install || die "$* missing: install it (Debian/Ubuntu: sudo apt-get install -y $*)"
+    say "Installing $* with apt-get"
+    if [ -z "${APT_UPDATED:-}" ]; then
+        apt-get update -qq
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_postgres() {
+    postgres_ok "$DATABASE_URL" && return 0
+    # pytest-django creates its own test database, so the server is what matters:
+    # try the maintenance database too before starting anything.
+    local server_url="${DATABASE_URL%/*}/postgres"
+    postgres_ok "$server_url" && return 0
+    case "$DATABASE_URL" in
+        *@127.0.0.1:*|*@localhost:*|*@127.0.0.1/*|*@localhost/*) ;;
+        *) die "PostgreSQL at $DATABASE_URL is unreachable (not a local server: not starting one)" ;;
+    esac
+    command -v pg_ctlcluster >/dev/null 2>&1 || apt_install postgresql
+    local version
+    # shellcheck disable=SC2012  # cluster versions are plain numbers
+    version="$(ls /etc/postgresql | sort -V | tail -n1)"
+    [ -n "$version" ] || die "no PostgreSQL cluster under /etc/postgresql"
+    say "Starting PostgreSQL $version"
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+    pg_isready -q -h 127.0.0.1 -p 5432 || die "PostgreSQL did not start (pg_ctlcluster $version main)"
+    postgres_ok "$server_url" && return 0
+    allow_local_trust "$version"
+    postgres_ok "$server_url" || die "PostgreSQL does not accept $server_url (see pg_hba.conf)"
+}
+
+# A fresh Debian cluster asks for a password on TCP. On a throwaway CI machine
+# (CI=true, root) let local TCP connections in without one, as the tests expect.
+allow_local_trust() {
+    local hba="/etc/postgresql/$1/main/pg_hba.conf"
+    [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ] && [ -w "$hba" ] || return 0
+    grep -q '^host all all 127.0.0.1/32 trust' "$hba" && return 0
+    say "CI: allowing trust authentication for 127.0.0.1 and ::1 in $hba"
+    sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    pg_ctlcluster --skip-systemctl-redirect "$1" main reload
+    sleep 1
+}
+
+ensure_redis() {
+    redis_ok "$REDIS_URL" && return 0
+    case "$REDIS_URL" in
+        redis://127.0.0.1:6379*|redis://localhost:6379*) ;;
+        *) die "Redis at $REDIS_URL is unreachable (not the local default: not starting one)" ;;
+    esac
+    command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+    say "Starting redis-server on 127.0.0.1:6379"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+        --dir /var/lib/redis --logfile /var/log/redis/ci.log
+    for _ in $(seq 1 30); do redis_ok "$REDIS_URL" && return 0; sleep 0.5; done
+    die "redis-server did not start (see /var/log/redis/ci.log)"
+}
+
+ensure_chromium() {
+    [ -x /usr/bin/chromium ] && return 0
+    if can_install; then
+        apt_install chromium
+    else
+        say "warning: /usr/bin/chromium is missing; browser tests will not run (apt-get install chromium)"
+    fi
+}
+
+"$ROOT/scripts/setup.sh"
+if [ "${SKIP_SERVICES:-0}" != 1 ]; then
+    ensure_postgres
+    ensure_redis
+    ensure_chromium
+fi
+
+say "Running pytest (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL)"
+set +e
+"$VENV/bin/python" -m pytest "$@"
+status=$?
+set -e
+if [ "$status" = 5 ]; then
+    say "pytest collected no tests; treating that as success."
+    status=0
+fi
+exit "$status"

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The README's run command: set everything up and run the whole system on this
+# machine, in the foreground. Ctrl-C stops everything it started.
+#
+#   1. .venv and the project installed in it             (scripts/setup.sh)
+#   2. Redis: $REDIS_URL, else one on 127.0.0.1:6379, else a private
+#      redis-server started here, else instructions and exit
+#   3. database: $DATABASE_URL if set, else SQLite at var/db.sqlite3; migrate
+#   4. demo admin and demo user (credentials printed)
+#   5. web server, Celery worker and beat, and local node agents with virtual
+#      GPUs (when the agent is part of the checkout)
+#
+# Environment: HOST/PORT of the web server (127.0.0.1:8000), GPUSCHED_LOCAL_AGENTS
+# (number of agents, default 2; 0 for none), GPUSCHED_AGENT_GPUS (virtual GPUs
+# per agent, default 4), GPUSCHED_REDIS_PORT (private Redis port, default 6390),
+# SECRET_KEY (default: generated once into var/secret_key).
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+"$ROOT/scripts/setup.sh"
+mkdir -p var
+
+PIDS=()
+NAMES=()
+stopping=0
+
+stop_all() {
+    [ "$stopping" = 1 ] && return
+    stopping=1
+    [ "${#PIDS[@]}" -gt 0 ] || return 0
+    say "Stopping: ${NAMES[*]}"
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for _ in $(seq 1 50); do  # up to 10 s for a clean shutdown
+        local alive=0
+        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.2
+    done
+    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap 'stop_all; exit 130' INT
+trap 'stop_all; exit 143' TERM
+trap 'stop_all' EXIT
+
+# start NAME CMD...: run CMD in the background with its output prefixed by NAME.
+start() {
+    local name="$1"
+    shift
+    "$@" > >(sed -u "s/^/[$name] /") 2>&1 &
+    PIDS+=("$!")
+    NAMES+=("$name")
+}
+
+# --- Redis ----------------------------------------------------------------
+if [ -n "${REDIS_URL:-}" ]; then
+    redis_ok "$REDIS_URL" || die "REDIS_URL=$REDIS_URL does not answer PING"
+    say "Redis: $REDIS_URL (from REDIS_URL)"
+elif redis_ok "redis://127.0.0.1:6379/0"; then
+    export REDIS_URL="redis://127.0.0.1:6379/0"
+    say "Redis: $REDIS_URL (already running on this machine)"
+elif command -v redis-server >/dev/null 2>&1; then
+    port="${GPUSCHED_REDIS_PORT:-6390}"
+    mkdir -p var/redis
+    start redis redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+        --dir "$ROOT/var/redis"
+    export REDIS_URL="redis://127.0.0.1:$port/0"
+    for _ in $(seq 1 50); do redis_ok "$REDIS_URL" && break; sleep 0.2; done
+    redis_ok "$REDIS_URL" || die "the private redis-server on port $port did not start"
+    say "Redis: $REDIS_URL (private redis-server started here)"
+else
+    say "Redis is needed and none was found. Any one of these works:"
+    say "  Debian/Ubuntu:  sudo apt-get install redis-server   (then run this again)"
+    say "  macOS:          brew install redis && brew services start redis"
+    say "  Docker:         docker run -d -p 6379:6379 redis:7"
+    say "  elsewhere:      export REDIS_URL=redis://HOST:6379/0"
+    exit 1
+fi
+
+# --- Settings -------------------------------------------------------------
+if [ -z "${SECRET_KEY:-}" ]; then
+    if [ ! -s var/secret_key ]; then
+        (umask 077 && "$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(50))' >var/secret_key)
+    fi
+    SECRET_KEY="$(cat var/secret_key)"
+    export SECRET_KEY
+fi
+export HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
+say "Database: ${DATABASE_URL:-SQLite at var/db.sqlite3 (set DATABASE_URL for PostgreSQL)}"
+
+# --- Database and demo accounts -------------------------------------------
+"$ROOT/scripts/serve.sh" migrate
+"$ROOT/scripts/serve.sh" demo-users
+
+# --- Services -------------------------------------------------------------
+start web "$ROOT/scripts/serve.sh" web
+start worker "$ROOT/scripts/serve.sh" worker
+start beat "$ROOT/scripts/serve.sh" beat
+
+# Local node agents with virtual GPUs, once the agent is part of the checkout.
+agents="${GPUSCHED_LOCAL_AGENTS:-2}"
+if [ -f cluster/agent/__main__.py ]; then
+    for i in $(seq 1 "$agents"); do
+        start "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}"
+    done
+else
+    say "No node agent in this checkout (cluster/agent): jobs will stay PENDING."
+fi
+
+say ""
+say "Portal:   http://$HOST:$PORT/   (API docs: http://$HOST:$PORT/api/docs/)"
+say "Running:  ${NAMES[*]}. Press Ctrl-C to stop everything."
+
+# Stop everything as soon as any component exits on its own.
+set +e
+wait -n "${PIDS[@]}"
+status=$?
+set -e
+if [ "$stopping" = 0 ]; then
+    say "A component exited (status $status); stopping the rest."
+    stop_all
+    exit 1
+fi
