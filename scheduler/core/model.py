@@ -128,3 +128,10 @@ class Snapshot:
     nodes: list[Node]
     running: list[RunningJob] = field(default_factory=list)
     pending: list[PendingJob] = field(default_factory=list)
+    free: dict[str, tuple[int, float, float]] | None = None
+    """Optional: per node name, the ``(gpus, cpus, mem_gb)`` not held by any
+    running or preempting job, with ``math.inf`` for a CPU or memory capacity
+    the node does not track (0). A caller that tracks allocations incrementally
+    (the simulator, with ``scheduler.core.placement.FreeLedger``) passes it to
+    spare every policy an O(running) pass per cycle; it must agree with
+    ``running``. None: policies derive it from ``running``."""
