@@ -1,0 +1,290 @@
+"""The queue discipline every policy shares, and the per-call working state.
+
+BE queue discipline (all policies except ``fifo-strict``):
+
+* Jobs are considered in arrival order (submit time, then job id), which the
+  snapshot already guarantees; nothing is re-sorted.
+* A job that does not fit does not block the jobs behind it.
+* A job with a ``hold_reason`` (e.g. QuotaExceeded) stays pending with that
+  reason and blocks nobody.
+* Anti-starvation (``starvation_threshold``): when the oldest eligible job of
+  the queue has waited longer than the threshold and does not fit, it gets a
+  reservation (see ``scheduler.core.reservation``) and the jobs behind it may
+  not start on the reserved nodes; they get ``Reservation`` when that is what
+  stops them.
+
+Every pending job that is not started gets exactly one ``Pend`` with a reason
+and a message, unless the policy is built with ``explain=False``: then no
+``Pend`` is emitted at all (only ``Start`` and ``Preempt``), and once no GPU is
+free the rest of the queue is not even looked at. The simulator uses that; the
+live loop keeps the default.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from scheduler.core.decisions import Decision, Pend, Reason, Start
+from scheduler.core.model import PendingJob, Placement, Snapshot
+from scheduler.core.placement import FreeCapacity, per_unit
+from scheduler.core.reservation import Reservation, capacity_units, reserve
+
+DEFAULT_STARVATION_THRESHOLD = 6 * 3600.0
+"""Seconds the oldest BE job may wait before it gets a reservation. Six hours:
+far beyond the typical wait of a job that fits (minutes), short next to the
+multi-day waits large jobs suffer without it on a busy cluster."""
+
+NO_NODES: frozenset[str] = frozenset()
+
+_REASONS = {r.value: r for r in Reason} | {r.name: r for r in Reason}
+
+
+def hold_reason(job: PendingJob) -> Reason:
+    """The snapshot's ``hold_reason`` as a Reason; raises ``ValueError`` naming
+    the job and the field when it is not one."""
+    raw = job.hold_reason
+    if isinstance(raw, Reason):
+        return raw
+    try:
+        return _REASONS[raw]  # type: ignore[index]
+    except KeyError:
+        raise ValueError(
+            f"pending job {job.spec.id}: hold_reason {raw!r} is not a known reason ({', '.join(r.value for r in Reason)})"
+        ) from None
+
+
+def describe_placement(placement: Placement) -> str:
+    return ", ".join(f"{n} ({g} GPU{'s' if g != 1 else ''})" for n, g in placement.parts)
+
+
+def gpus_text(n: int) -> str:
+    return f"{n} GPU{'s' if n != 1 else ''}"
+
+
+def duration_text(seconds: float) -> str:
+    if seconds == math.inf:
+        return "an unknown time"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def check_non_negative(name: str, value: float | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+
+
+class Cycle:
+    """Working state of one ``decide`` call: the free-capacity copy, the
+    decisions so far and a few caches. Never outlives the call."""
+
+    __slots__ = (
+        "snapshot", "now", "cap", "out", "explain", "te_queue", "planner", "no_plan", "claimants",
+        "_msg", "_msg_version", "_capacity",
+    )
+
+    def __init__(self, snapshot: Snapshot, now: float, explain: bool) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.cap = FreeCapacity.of(snapshot.nodes, snapshot.running, snapshot.free)
+        self.out: list[Decision] = []
+        self.explain = explain
+        # Preemption planning state, built only when a TE job needs it.
+        self.te_queue: Sequence[PendingJob] = ()
+        self.planner: object | None = None
+        self.no_plan: set[tuple[int, float, float]] = set()
+        self.claimants: set[str | None] = set()
+        self._msg: dict[tuple[int, float, float], str] = {}
+        self._msg_version = -1
+        self._capacity: dict[tuple[float, float], int] = {}
+
+    def start(self, job: PendingJob, placement: Placement) -> None:
+        self.cap.take(job.spec, placement)
+        self.out.append(Start(job.spec.id, placement, Reason.SCHEDULED, f"started on {describe_placement(placement)}"))
+
+    def pend(self, job: PendingJob, reason: Reason, message: str) -> None:
+        self.out.append(Pend(job.spec.id, reason, message))
+
+    def pend_hold(self, job: PendingJob) -> None:
+        reason = hold_reason(job)
+        self.out.append(Pend(job.spec.id, reason, job.hold_message or f"held by the scheduler: {reason.value}"))
+
+    def cluster_units(self, job: PendingJob) -> int:
+        """Units of the job's shape the whole (empty) cluster holds."""
+        shape = per_unit(job.spec)
+        units = self._capacity.get(shape)
+        if units is None:
+            units = sum(capacity_units(n, *shape) for n in self.snapshot.nodes)
+            self._capacity[shape] = units
+        return units
+
+    def can_ever_fit(self, job: PendingJob) -> bool:
+        return job.spec.num_gpus <= self.cluster_units(job)
+
+    def resources_message(self, job: PendingJob) -> str:
+        """Why a job does not fit, in words; cached per job shape while the
+        free capacity is unchanged (long queues repeat few shapes)."""
+        spec = job.spec
+        if self._msg_version != self.cap.version:
+            self._msg.clear()
+            self._msg_version = self.cap.version
+        key = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
+        msg = self._msg.get(key)
+        if msg is None:
+            msg = self._resources_message(job)
+            self._msg[key] = msg
+        return msg
+
+    def _resources_message(self, job: PendingJob) -> str:
+        spec = job.spec
+        want = gpus_text(spec.num_gpus)
+        extra = []
+        if spec.num_cpus:
+            extra.append(f"{spec.num_cpus:g} CPUs")
+        if spec.mem_gb:
+            extra.append(f"{spec.mem_gb:g} GB memory")
+        if extra:
+            want += " with " + " and ".join(extra)
+        if not self.can_ever_fit(job):
+            return f"needs {want}: more than the whole cluster can hold"
+        cap = self.cap
+        if cap.total_gpus <= 0:
+            return f"needs {want}; no GPU is free"
+        return f"needs {want}; {gpus_text(cap.total_gpus)} free in the cluster, at most {cap.max_gpus} on one node"
+
+
+class QueuePolicy:
+    """Base of every policy: the shared BE queue discipline over one queue of
+    all pending jobs (``fifo``), or TE first then BE (subclasses).
+
+    Parameters (keyword only):
+
+    ``starvation_threshold``: seconds (default 6 h) after which the oldest
+    eligible pending job gets a reservation; ``None`` disables the rule.
+    ``explain``: emit a ``Pend`` for every job not started (default True).
+    """
+
+    name = "fifo"
+    te_first = False
+
+    def __init__(self, *, starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD, explain: bool = True) -> None:
+        check_non_negative("starvation_threshold", starvation_threshold, allow_none=True)
+        self.starvation_threshold = starvation_threshold
+        self.explain = bool(explain)
+
+    # --- the one entry point ------------------------------------------------
+
+    def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
+        cyc = Cycle(snapshot, now, self.explain)
+        te, be = self.queues(snapshot.pending)
+        reservation = self.reservation(cyc, be)
+        cyc.te_queue = te
+        if te:
+            self.te_pass(cyc, te, reservation)
+        self.be_pass(cyc, be, reservation)
+        return cyc.out
+
+    def queues(self, pending: list[PendingJob]) -> tuple[Sequence[PendingJob], Sequence[PendingJob]]:
+        """(TE queue, BE queue); one mixed queue here: fifo ignores job class."""
+        return (), pending
+
+    # --- anti-starvation ------------------------------------------------------
+
+    def reservation(self, cyc: Cycle, queue: Sequence[PendingJob]) -> Reservation | None:
+        """The reservation for the oldest eligible job of ``queue``, if it has
+        starved and does not fit now."""
+        if self.starvation_threshold is None:
+            return None
+        for job in queue:
+            if job.hold_reason is not None:
+                continue
+            if cyc.now - job.spec.submit_time <= self.starvation_threshold:
+                return None
+            if cyc.cap.place(job.spec) is not None:
+                return None
+            return reserve(job, cyc.snapshot.nodes, cyc.cap, cyc.snapshot.running, cyc.now)
+        return None
+
+    # --- TE queue (subclasses) -----------------------------------------------
+
+    def te_pass(self, cyc: Cycle, queue: Sequence[PendingJob], reservation: Reservation | None) -> None:
+        """TE jobs in arrival order, non-blocking, ahead of every BE job. They
+        may use free GPUs on reserved nodes: TE jobs are short and
+        time-limited, and their latency is the point of the product."""
+        cap = cyc.cap
+        for job in queue:
+            if job.hold_reason is not None:
+                if cyc.explain:
+                    cyc.pend_hold(job)
+                continue
+            placement = cap.place(job.spec)
+            if placement is not None:
+                cyc.start(job, placement)
+            else:
+                self.te_no_fit(cyc, job, reservation)
+
+    def te_no_fit(self, cyc: Cycle, job: PendingJob, reservation: Reservation | None) -> None:
+        if cyc.explain:
+            cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+
+    # --- BE queue ------------------------------------------------------------
+
+    def be_pass(self, cyc: Cycle, queue: Sequence[PendingJob], reservation: Reservation | None) -> None:
+        cap = cyc.cap
+        explain = cyc.explain
+        blocked = NO_NODES
+        for i, job in enumerate(queue):
+            if job.hold_reason is not None:
+                if explain:
+                    cyc.pend_hold(job)
+                continue
+            spec = job.spec
+            if reservation is not None and spec.id == reservation.job_id:
+                placement = cap.place(spec)
+                if placement is not None:
+                    cyc.start(job, placement)
+                    reservation = None
+                    continue
+                blocked = reservation.nodes
+                if explain:
+                    cyc.pend(job, Reason.RESOURCES, self._reserved_for_message(job, reservation))
+                continue
+            placement = cap.place(spec, blocked)
+            if placement is not None:
+                cyc.start(job, placement)
+                continue
+            if cap.total_gpus <= 0:
+                # Nothing can start any more in this cycle.
+                if explain:
+                    cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+                    self._pend_rest(cyc, queue, i + 1)
+                return
+            if explain:
+                if blocked and reservation is not None and cap.place(spec) is not None:
+                    cyc.pend(job, Reason.RESERVED, self._blocked_message(reservation))
+                else:
+                    cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+
+    def _pend_rest(self, cyc: Cycle, queue: Sequence[PendingJob], first: int) -> None:
+        for job in queue[first:]:
+            if job.hold_reason is not None:
+                cyc.pend_hold(job)
+            else:
+                cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+
+    def _reserved_for_message(self, job: PendingJob, r: Reservation) -> str:
+        nodes = ", ".join(sorted(r.nodes))
+        return (
+            f"waited {duration_text(r.waited)}, over the {duration_text(self.starvation_threshold or 0.0)} "
+            f"starvation threshold: {nodes} reserved for it; no other job of its queue starts there until it does"
+        )
+
+    @staticmethod
+    def _blocked_message(r: Reservation) -> str:
+        nodes = ", ".join(sorted(r.nodes))
+        return f"would fit only on {nodes}, reserved for job {r.job_id} which has waited {duration_text(r.waited)}"

@@ -1,0 +1,189 @@
+"""TE priority plus preemption of BE jobs: the shared machinery and the two
+baseline victim choices (``preempt-random``, ``preempt-newest``)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from scheduler.core.decisions import Preempt, Reason
+from scheduler.core.model import JobClass, PendingJob
+from scheduler.core.placement import per_unit
+from scheduler.core.policies.base import (
+    DEFAULT_STARVATION_THRESHOLD,
+    Cycle,
+    check_non_negative,
+    duration_text,
+    gpus_text,
+)
+from scheduler.core.policies.te_priority import TePriority
+from scheduler.core.policy import register
+from scheduler.core.reservation import Reservation
+from scheduler.core.victims import (
+    Candidate,
+    NewestChooser,
+    Plan,
+    Planner,
+    RandomChooser,
+    RunningIndex,
+    VictimChooser,
+    pending_is_demoted_te,
+)
+
+DEFAULT_TE_TIME_LIMIT = 3600.0
+"""Seconds a TE job keeps its privilege in one attempt (or in total work).
+TE jobs are short trial-and-error runs (minutes); an hour covers them with a
+wide margin while stopping a long job submitted as TE from holding GPUs that
+BE jobs cannot reclaim."""
+
+DEFAULT_MAX_PREEMPTIONS = 3
+"""How often one job may be preempted. A job's slowdown grows with every
+requeue; three bounds it while leaving the victim choice room to work."""
+
+
+class PreemptivePolicy(TePriority):
+    """``te-priority`` plus preemption: a TE job that does not fit preempts BE
+    victims chosen by ``self.chooser`` and waits for them to vacate.
+
+    Parameters (keyword only), besides ``starvation_threshold`` and ``explain``:
+    ``te_time_limit`` (s, default 3600): a TE job running longer than this in
+    its current attempt, or with more work than this in total, is treated as
+    BE from then on (it can be a victim; pending, it queues as BE).
+    ``max_preemptions`` (default 3): a job preempted this often is never
+    preempted again.
+
+    Reserved nodes (anti-starvation) are avoided for victims as long as the TE
+    job can be served elsewhere: preempting there would hand the reserved
+    GPUs to a TE job and delay the starving job further.
+    """
+
+    name = "preemptive"
+
+    def __init__(
+        self,
+        *,
+        te_time_limit: float = DEFAULT_TE_TIME_LIMIT,
+        max_preemptions: int = DEFAULT_MAX_PREEMPTIONS,
+        starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
+        explain: bool = True,
+    ) -> None:
+        super().__init__(starvation_threshold=starvation_threshold, explain=explain)
+        check_non_negative("te_time_limit", te_time_limit)
+        if not isinstance(max_preemptions, int) or isinstance(max_preemptions, bool) or max_preemptions < 0:
+            raise ValueError(f"max_preemptions must be an integer >= 0, got {max_preemptions!r}")
+        self.te_time_limit = float(te_time_limit)
+        self.max_preemptions = max_preemptions
+
+    def make_chooser(self) -> VictimChooser:
+        raise NotImplementedError
+
+    # --- queues: TE jobs past their time limit queue as BE --------------------
+
+    def queues(self, pending: list[PendingJob]) -> tuple[Sequence[PendingJob], Sequence[PendingJob]]:
+        te_class = JobClass.TE
+        limit = self.te_time_limit
+        te = []
+        be = []
+        for p in pending:
+            if p.spec.job_class == te_class and not pending_is_demoted_te(p, limit):
+                te.append(p)
+            else:
+                be.append(p)
+        return te, be
+
+    # --- TE jobs that do not fit ----------------------------------------------
+
+    def _get_planner(self, cyc: Cycle) -> Planner:
+        if cyc.planner is None:
+            snap = cyc.snapshot
+            index = RunningIndex(snap.running, cyc.now, self.te_time_limit, self.max_preemptions)
+            waiting = {p.spec.id for p in cyc.te_queue if p.hold_reason is None}
+            cyc.planner = Planner(cyc.cap, index, waiting, self.make_chooser())
+            cyc.claimants = {w.claimed_by for w in index.vacating}
+        return cyc.planner  # type: ignore[return-value]
+
+    def te_no_fit(self, cyc: Cycle, job: PendingJob, reservation: Reservation | None) -> None:
+        if not cyc.can_ever_fit(job):
+            if cyc.explain:
+                cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+            return
+        planner = self._get_planner(cyc)
+        spec = job.spec
+        shape = (spec.num_gpus, *per_unit(spec))
+        # Capacity only shrinks within a cycle, so a shape that found no plan
+        # finds none later, unless the job has resources vacating for it.
+        if shape in cyc.no_plan and spec.id not in cyc.claimants:
+            plan = None
+        else:
+            avoid = reservation.nodes if reservation is not None else frozenset()
+            plan = planner.plan(job, cyc.now, avoid)
+        if plan is None:
+            if spec.id not in cyc.claimants:
+                cyc.no_plan.add(shape)
+            if cyc.explain:
+                cyc.pend(
+                    job,
+                    Reason.RESOURCES,
+                    f"{cyc.resources_message(job)}; no preemption can make room (TE jobs are not preempted, "
+                    f"nor jobs already preempted {self.max_preemptions} times)",
+                )
+            return
+        planner.commit(job, plan)
+        for v in plan.victims:
+            cyc.out.append(Preempt(v.id, spec.id, Reason.PREEMPTED_FOR_TE, self.victim_message(spec.id, v, plan)))
+        if cyc.explain:
+            cyc.pend(job, Reason.WAITING_FOR_PREEMPTION, self.waiting_message(cyc, plan))
+
+    # --- messages -------------------------------------------------------------
+
+    def victim_message(self, te_id: str, v: Candidate, plan: Plan) -> str:
+        here = [f"{gpus_text(v.parts[n][0])} on {n}" for n in sorted(v.parts)]
+        msg = f"preempted for TE job {te_id}: grace {v.grace:g} s, {', '.join(here)}"
+        if v.demoted_te:
+            msg += f" (TE job past its {self.te_time_limit:g} s TE time limit, treated as BE)"
+        if plan.score is not None:
+            msg += f"; victim score {plan.score:.1f}"
+        return msg
+
+    @staticmethod
+    def waiting_message(cyc: Cycle, plan: Plan) -> str:
+        ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
+        where = ", ".join(sorted(plan.parts))
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        return (
+            f"waiting for preempted job{'s' if len(ids) != 1 else ''} {shown} to vacate {where}; "
+            f"expected within {duration_text(max(0.0, plan.until - cyc.now))}"
+        )
+
+
+@register("preempt-random")
+class PreemptRandom(PreemptivePolicy):
+    """Victims chosen at random among eligible BE jobs (node at random among
+    those that can host the TE job, then victims in random order until it
+    fits). ``seed`` (default 0) makes it reproducible; the generator is
+    re-seeded per decision from (seed, time, TE job id), so the same snapshot
+    and time always give the same victims."""
+
+    name = "preempt-random"
+
+    def __init__(self, *, seed: int = 0, **params: object) -> None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        super().__init__(**params)  # type: ignore[arg-type]
+        self.seed = seed
+        self._chooser = RandomChooser(seed)
+
+    def make_chooser(self) -> VictimChooser:
+        return self._chooser
+
+
+@register("preempt-newest")
+class PreemptNewest(PreemptivePolicy):
+    """Victims are the most recently started eligible jobs (the usual
+    Kubernetes choice: they lose the least progress if they cannot
+    checkpoint). Node: the one needing the fewest victims, then the one whose
+    victims started latest, then by name."""
+
+    name = "preempt-newest"
+
+    def make_chooser(self) -> VictimChooser:
+        return NewestChooser()

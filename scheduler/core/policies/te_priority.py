@@ -1,0 +1,27 @@
+"""TE jobs ahead of BE jobs, without preemption."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from scheduler.core.model import JobClass, PendingJob
+from scheduler.core.policies.base import QueuePolicy
+from scheduler.core.policy import register
+
+
+@register("te-priority")
+class TePriority(QueuePolicy):
+    """Two queues, each in arrival order and non-blocking: every TE job is
+    considered before any BE job, but running jobs are never preempted, so a
+    TE job still waits for GPUs to free up. Isolates what queue priority alone
+    buys; the BE queue follows the shared discipline."""
+
+    name = "te-priority"
+    te_first = True
+
+    def queues(self, pending: list[PendingJob]) -> tuple[Sequence[PendingJob], Sequence[PendingJob]]:
+        te_class = JobClass.TE
+        te = [p for p in pending if p.spec.job_class == te_class]
+        if not te:
+            return (), pending
+        return te, [p for p in pending if p.spec.job_class != te_class]
