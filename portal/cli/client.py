@@ -79,9 +79,15 @@ class ApiClient:
     def cancel_job(self, job_id: int) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{job_id}/cancel/")
 
-    def job_logs(self, job_id: int, attempt: int | None = None) -> dict[str, Any]:
-        """GET /jobs/{id}/logs/: ``{"attempt": N, "lines": [...]}``."""
+    def job_logs(self, job_id: int, attempt: int | None = None, offset: int = 0) -> dict[str, Any]:
+        """GET /jobs/{id}/logs/: ``{"attempt": N, "offset": K, "lines": [...]}``.
+
+        ``attempt`` None means the latest (``"attempt": null`` before the first
+        start); ``offset`` skips that many lines from the start of the log.
+        """
         params = {"attempt": str(attempt)} if attempt is not None else {}
+        if offset:
+            params["offset"] = str(offset)
         return self._request("GET", f"/jobs/{job_id}/logs/", params=params)
 
     def quota(self) -> dict[str, Any]:

@@ -178,10 +178,12 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Priority", job.get("priority")),
         ("Command", job.get("command")),
         ("Submitted", local_time(job.get("submitted_at"))),
+        ("First started", local_time(job.get("first_started_at"))),
         ("Started", local_time(job.get("started_at"))),
         ("Ended", local_time(job.get("ended_at"))),
         ("Exit code", job.get("exit_code")),
         ("Attempts", job.get("attempt_count")),
+        ("Preemptions", job.get("preemption_count")),
     ]
     sections = [key_values(fields)]
     if job.get("attempts"):
@@ -205,49 +207,58 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 # -- logs ---------------------------------------------------------------------
 
 def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    """Print an attempt's log; with ``--follow`` keep polling and print new
-    lines until the job reaches a final state (or, with ``--attempt``, until a
-    later attempt starts). The job's state is read *before* each log fetch, so
-    the fetch that follows a final state sees the complete log.
+    """Print an attempt's log (the latest, or ``--attempt N``).
+
+    With ``--follow``, poll and print only new lines (the API's ``offset``)
+    until the job reaches a final state. A requeued job's later attempts are
+    printed in turn, each after a ``--- attempt N ---`` line; with
+    ``--attempt N`` it stops once a later attempt exists. The job is read
+    *before* each log fetch, so the fetch after a final state is complete.
     """
-    follower = _LogFollower(out, as_json=args.json)
+    if not args.follow:
+        body = client.job_logs(args.job_id, args.attempt)
+        if args.json:
+            dump_json(body, out)
+        else:
+            out.writelines(f"{line}\n" for line in body.get("lines") or [])
+        return 0
+    printer = _LogPrinter(out, as_json=args.json)
+    attempt, shown = args.attempt, 0
     while True:
-        done = False
-        if args.follow:
-            job = client.get_job(args.job_id)
-            done = job.get("state") in FINAL_STATES or (
-                args.attempt is not None and (job.get("attempt_count") or 0) > args.attempt
-            )
-        follower.show(client.job_logs(args.job_id, args.attempt))
-        if not args.follow or done:
+        job = client.get_job(args.job_id)
+        body = client.job_logs(args.job_id, attempt, offset=shown)
+        printer.show(body)
+        attempt = body.get("attempt")
+        shown += len(body.get("lines") or [])
+        latest = job.get("attempt_count") or 0
+        if attempt is not None and latest > attempt:
+            if args.attempt is not None:
+                return 0  # the attempt asked for is over
+            attempt, shown = attempt + 1, 0  # drain the next attempt without waiting
+            continue
+        if job.get("state") in FINAL_STATES:
             return 0
         time.sleep(args.interval)
 
 
-class _LogFollower:
-    """Prints the lines of successive log bodies that were not printed yet."""
+class _LogPrinter:
+    """Prints log bodies; a header line marks a change to another attempt."""
 
     def __init__(self, out: TextIO, *, as_json: bool) -> None:
         self.out = out
         self.as_json = as_json
         self.attempt: Any = None
-        self.shown = 0
 
     def show(self, body: Mapping[str, Any]) -> None:
         attempt, lines = body.get("attempt"), list(body.get("lines") or [])
-        if attempt != self.attempt:
-            if self.attempt is not None and not self.as_json:
-                self.out.write(f"--- attempt {attempt} ---\n")
-            self.attempt, self.shown = attempt, 0
-        if len(lines) < self.shown:  # the stored log was replaced: start over
-            self.shown = 0
-        new = lines[self.shown:]
-        self.shown = len(lines)
         if self.as_json:
-            if new or attempt is not None:
-                self.out.write(json.dumps({"attempt": attempt, "lines": new}) + "\n")
+            if lines or attempt != self.attempt:
+                self.out.write(json.dumps({"attempt": attempt, "lines": lines}) + "\n")
         else:
-            self.out.writelines(f"{line}\n" for line in new)
+            if attempt != self.attempt and self.attempt is not None:
+                self.out.write(f"--- attempt {attempt} ---\n")
+            self.out.writelines(f"{line}\n" for line in lines)
+        self.attempt = attempt
         self.out.flush()
 
 
@@ -276,7 +287,9 @@ def format_quota(body: Mapping[str, Any]) -> str:
         ("VALUE", lambda r: r["limit"]),
         ("USAGE", lambda r: r["usage"]),
     ]
-    return render_table(columns, rows)
+    table = render_table(columns, rows)
+    scopes = [f"{s.get('scope')} {s.get('name')}" for s in body.get("scopes") or []]
+    return table + (f"\n(the tightest of: {', '.join(scopes)})" if scopes else "")
 
 
 def cmd_nodes(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -290,15 +303,19 @@ def cmd_nodes(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _gpu_total(node: Mapping[str, Any]) -> Any:
+    if node.get("gpu_count") is not None:
+        return node["gpu_count"]
     gpus = node.get("gpus")
     return len(gpus) if isinstance(gpus, list) else gpus
 
 
 def _gpu_free(node: Mapping[str, Any]) -> Any:
+    if node.get("free_gpus") is not None:
+        return node["free_gpus"]
     gpus = node.get("gpus")
-    if isinstance(gpus, list) and all(isinstance(g, dict) and "allocated_to" in g for g in gpus):
-        return sum(1 for g in gpus if g["allocated_to"] is None)
-    return node.get("free_gpus")
+    if isinstance(gpus, list) and all(isinstance(g, dict) and "allocated" in g for g in gpus):
+        return sum(1 for g in gpus if not g["allocated"])
+    return None
 
 
 NODE_COLUMNS: list[Column] = [

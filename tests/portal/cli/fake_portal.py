@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,8 +31,6 @@ class FakeApi:
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     max_gpus_quota: int = 8
     nodes: list[dict[str, Any]] = field(default_factory=list)
-    # Called before each GET of a job's logs; lets a test advance the job.
-    on_logs: Callable[["FakeApi", int], None] | None = None
     log_requests: int = 0
 
     def add_job(self, **overrides: Any) -> dict[str, Any]:
@@ -98,12 +96,11 @@ class _Handler(BaseHTTPRequestHandler):
                 job["state"] = "CANCELLED" if job["state"] == "PENDING" else "CANCELLING"
                 return self._send(202, job)
             if segments[2:] == ["logs"] and method == "GET":
-                if self.api.on_logs:
-                    self.api.on_logs(self.api, job["id"])
                 self.api.log_requests += 1
-                attempt = int(query.get("attempt", job["attempt_count"] or 1))
-                return self._send(200, {"attempt": attempt,
-                                        "lines": self.api.logs.get((job["id"], attempt), [])})
+                attempt = int(query["attempt"]) if "attempt" in query else job["attempt_count"] or None
+                offset = int(query.get("offset", 0))
+                lines = self.api.logs.get((job["id"], attempt), []) if attempt else []
+                return self._send(200, {"attempt": attempt, "offset": offset, "lines": lines[offset:]})
         return self._send(404, {"detail": "Not found."})
 
     def _submit(self, body: dict[str, Any]) -> None:

@@ -122,7 +122,8 @@ def test_list_passes_filters(run_cli, fake_api, api_env) -> None:
 def test_show_and_missing_job(run_cli, fake_api, api_env) -> None:
     fake_api.add_job(name="detail", command="python a.py")
     code, out, _ = run_cli("show", "1", env=api_env)
-    assert code == 0 and "Name:         detail" in out and "Command:      python a.py" in out
+    assert code == 0
+    assert "\nName:          detail\n" in out and "\nCommand:       python a.py\n" in out
     code, out, err = run_cli("show", "99", env=api_env)
     assert (code, out) == (1, "")
     assert err == "gpusched: error: HTTP 404 Not Found: Not found.\n"
@@ -143,48 +144,71 @@ def test_logs_prints_lines_of_the_requested_attempt(run_cli, fake_api, api_env) 
     assert run_cli("logs", "1", env=api_env) == (0, "step 1\nstep 2\n", "")
     assert run_cli("logs", "1", "--attempt", "1", env=api_env) == (0, "first attempt\n", "")
     code, out, _ = run_cli("logs", "1", "--json", env=api_env)
-    assert json.loads(out) == {"attempt": 2, "lines": ["step 1", "step 2"]}
+    assert json.loads(out) == {"attempt": 2, "offset": 0, "lines": ["step 1", "step 2"]}
+
+
+def test_logs_of_a_job_that_never_started_is_empty(run_cli, fake_api, api_env) -> None:
+    fake_api.add_job(attempt_count=0)
+    assert run_cli("logs", "1", env=api_env) == (0, "", "")
+
+
+def follow(run_cli, fake_api: FakeApi, api_env, monkeypatch, worlds, *extra: str):
+    """Run ``logs 1 --follow``; before the first poll and at each sleep the fake
+    job moves to the next world: (state, attempt_count, {attempt: lines}).
+    Returns the CLI's result and how many sleeps it took.
+    """
+    job = fake_api.add_job()
+    pending = iter(worlds)
+    sleeps = []
+
+    def enter_next_world(interval: float = 0.25) -> None:
+        assert interval == 0.25
+        state, attempts, logs = next(pending)
+        job.update(state=state, attempt_count=attempts)
+        fake_api.logs.update({(1, n): list(lines) for n, lines in logs.items()})
+
+    enter_next_world()
+    monkeypatch.setattr(commands_module.time, "sleep", lambda s: (sleeps.append(s), enter_next_world(s)))
+    result = run_cli("logs", "1", "--follow", "--interval", "0.25", *extra, env=api_env)
+    return result, len(sleeps)
 
 
 def test_logs_follow_prints_new_lines_across_attempts_until_the_job_ends(
     run_cli, fake_api, api_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each poll reads the job, then its log. Scripted per poll: the job's state
-    and current attempt, and that attempt's log so far. The job is requeued into
-    attempt 2 and then completes; the follower must stop after that poll.
-    """
-    script = [
-        ("RUNNING", 1, ["a1"]),
-        ("RUNNING", 1, ["a1", "a2"]),
-        ("PENDING", 2, []),
-        ("RUNNING", 2, ["b1"]),
-        ("COMPLETED", 2, ["b1", "b2"]),
+    worlds = [
+        ("PENDING", 0, {}),
+        ("RUNNING", 1, {1: ["a1"]}),
+        ("RUNNING", 1, {1: ["a1", "a2"]}),
+        ("PENDING", 2, {1: ["a1", "a2", "a3"]}),  # preempted; its last line came late
+        ("RUNNING", 2, {2: ["b1"]}),
+        ("COMPLETED", 2, {2: ["b1", "b2"]}),
+        ("COMPLETED", 2, {2: ["b1", "b2", "never shown"]}),
     ]
-    job = fake_api.add_job(state="RUNNING", attempt_count=1)
-
-    def serve_log(api: FakeApi, job_id: int) -> None:
-        _, attempt, lines = script[api.log_requests]
-        api.logs[(job_id, attempt)] = list(lines)
-
-    def between_polls(interval: float) -> None:
-        assert interval == 0.25
-        state, attempt, _ = script[fake_api.log_requests]
-        job.update(state=state, attempt_count=attempt)
-
-    fake_api.on_logs = serve_log
-    monkeypatch.setattr(commands_module.time, "sleep", between_polls)
-    code, out, err = run_cli("logs", "1", "--follow", "--interval", "0.25", env=api_env)
+    (code, out, err), sleeps = follow(run_cli, fake_api, api_env, monkeypatch, worlds)
     assert (code, err) == (0, "")
-    assert out == "a1\na2\n--- attempt 2 ---\nb1\nb2\n"
-    assert fake_api.log_requests == len(script)
+    assert out == "a1\na2\na3\n--- attempt 2 ---\nb1\nb2\n"
+    assert sleeps == 5  # stopped at the first poll that saw COMPLETED
+    offsets = [q.get("offset") for _, path, q in fake_api.requests if path.endswith("/logs/")]
+    assert offsets == [None, None, "1", "2", None, None, "1"]  # only new lines are fetched
+
+
+def test_logs_follow_json_prints_one_object_per_batch(
+    run_cli, fake_api, api_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worlds = [("RUNNING", 1, {1: ["a1"]}), ("RUNNING", 1, {1: ["a1"]}), ("FAILED", 1, {1: ["a1", "a2"]})]
+    (code, out, _), _ = follow(run_cli, fake_api, api_env, monkeypatch, worlds, "--json")
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"attempt": 1, "lines": ["a1"]}, {"attempt": 1, "lines": ["a2"]}]
 
 
 def test_logs_follow_of_an_earlier_attempt_stops_when_a_later_one_exists(
-    run_cli, fake_api, api_env
+    run_cli, fake_api, api_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake_api.add_job(state="RUNNING", attempt_count=2)
-    fake_api.logs[(1, 1)] = ["old"]
-    assert run_cli("logs", "1", "--attempt", "1", "-f", env=api_env) == (0, "old\n", "")
+    worlds = [("RUNNING", 2, {1: ["old"], 2: ["new"]})]
+    (code, out, _), sleeps = follow(run_cli, fake_api, api_env, monkeypatch, worlds, "--attempt", "1")
+    assert (code, out, sleeps) == (0, "old\n", 0)
 
 
 def test_quota_table(run_cli, fake_api, api_env) -> None:
@@ -198,13 +222,20 @@ def test_quota_table(run_cli, fake_api, api_env) -> None:
     ]
 
 
-def test_nodes_table_counts_free_gpus(run_cli, fake_api, api_env) -> None:
-    fake_api.nodes = [{"name": "n1", "state": "UP", "cpus": 32, "mem_gb": 256.0,
-                       "last_heartbeat": None,
-                       "gpus": [{"index": 0, "allocated_to": None}, {"index": 1, "allocated_to": 5}]}]
+def test_nodes_table(run_cli, fake_api, api_env) -> None:
+    gpus = [{"index": 0, "model_name": "virtual", "memory_mb": None, "allocated": False, "allocated_to": None},
+            {"index": 1, "model_name": "virtual", "memory_mb": None, "allocated": True, "allocated_to": None}]
+    fake_api.nodes = [
+        {"name": "n1", "state": "UP", "gpus": gpus, "gpu_count": 2, "free_gpus": 1, "cpus": 32.0,
+         "mem_gb": 256.0, "last_heartbeat": None, "agent_version": "1"},
+        {"name": "n2", "state": "DOWN", "gpus": gpus, "cpus": 8.0, "mem_gb": 64.0},  # counts from the list
+    ]
     code, out, _ = run_cli("nodes", env=api_env)
     assert code == 0
-    assert out.splitlines()[1].split() == ["n1", "UP", "2", "1", "32", "256", "-"]
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "GPUS", "FREE", "CPUS", "MEM_GB", "LAST_HEARTBEAT"]
+    assert lines[1].split() == ["n1", "UP", "2", "1", "32", "256", "-"]
+    assert lines[2].split() == ["n2", "DOWN", "2", "1", "8", "64", "-"]
     code, out, _ = run_cli("nodes", "--json", env=api_env)
     assert json.loads(out) == fake_api.nodes
 

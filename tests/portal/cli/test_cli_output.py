@@ -68,11 +68,21 @@ def job(**overrides: object) -> dict[str, object]:
     return base
 
 
+def header_fields(text: str) -> dict[str, str]:
+    """The ``Key: value`` block at the top of ``format_job``'s output."""
+    block = text.split("\n\n")[0]
+    return dict((k, v.strip()) for k, v in (line.split(":", 1) for line in block.splitlines()))
+
+
 def test_format_job_shows_reason_attempts_and_events() -> None:
     text = format_job(job())
-    assert "Reason:       QuotaExceeded: TE GPUs 4 of 4 in use" in text
-    assert "Time limit:   1:00:00" in text
-    assert "Grace period: 0:00:30" in text
+    fields = header_fields(text)
+    assert fields["Reason"] == "QuotaExceeded: TE GPUs 4 of 4 in use"
+    assert (fields["Time limit"], fields["Grace period"]) == ("1:00:00", "0:00:30")
+    assert (fields["Job"], fields["GPUs"], fields["Memory (GB)"], fields["Started"]) == ("42", "2", "16", "-")
+    value_columns = {len(line) - len(line.split(":", 1)[1].lstrip())
+                     for line in text.split("\n\n")[0].splitlines()}
+    assert len(value_columns) == 1  # every value starts in the same column
     attempts = text.split("Attempts:\n")[1].split("\n\n")[0].splitlines()
     assert attempts[0].split() == ["#", "NODES", "GPUS", "STARTED", "ENDED", "OUTCOME", "EXIT",
                                    "SIGNAL", "CHECKPOINTED", "LOST_GPU_S"]
@@ -84,7 +94,7 @@ def test_format_job_shows_reason_attempts_and_events() -> None:
 def test_format_job_without_attempts_has_no_attempt_table() -> None:
     text = format_job(job(attempts=[], events=[], pending_message=""))
     assert "Attempts:\n" not in text and "Events:" not in text
-    assert "Reason:       QuotaExceeded\n" in text
+    assert header_fields(text)["Reason"] == "QuotaExceeded"
 
 
 def test_format_quota_pairs_limits_with_usage() -> None:
@@ -95,3 +105,9 @@ def test_format_quota_pairs_limits_with_usage() -> None:
         "max_te_gpus  unlimited      -",
         "gpu_hours    unlimited    1.5",
     ]
+
+
+def test_format_quota_names_the_scopes_that_bind() -> None:
+    body = {"limits": {"max_gpus": 4}, "usage": {"max_gpus": 1},
+            "scopes": [{"scope": "user", "name": "alice"}, {"scope": "group", "name": "vision"}]}
+    assert format_quota(body).splitlines()[-1] == "(the tightest of: user alice, group vision)"
