@@ -42,10 +42,9 @@ from dataclasses import dataclass, field
 from scheduler.core.decisions import Pend, Preempt, Start
 from scheduler.core.metrics import JobOutcome
 from scheduler.core.model import JobClass, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.placement import FreeLedger
 from scheduler.core.policy import Policy
 from scheduler.sim.workloads.types import SimJob
-
-_EPS = 1e-9
 
 # Job states.
 _FUTURE, _PENDING, _RUNNING, _PREEMPTING, _DONE = range(5)
@@ -93,13 +92,15 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class PreemptionRecord:
-    """A preemption notice: when, whom, for whom, and how long the attempt had run."""
+    """A preemption notice: when, whom, for whom, how long the attempt had run
+    and how much work the job had done (all attempts) at the notice."""
 
     time: float
     job_id: str
     job_class: JobClass
     for_job: str | None
     attempt_runtime: float
+    progress: float
     count: int  # the job's preemptions including this one
 
 
@@ -189,20 +190,21 @@ class Simulator:
         self._node_index = {n.name: i for i, n in enumerate(self.nodes)}
         if len(self._node_index) != len(self.nodes):
             raise ValueError("node names must be unique")
-        self._free_gpus = [n.gpus for n in self.nodes]
-        self._free_cpus = [n.cpus for n in self.nodes]
-        self._free_mem = [n.mem_gb for n in self.nodes]
+        self._ledger = FreeLedger(self.nodes)
         self.total_gpus = sum(n.gpus for n in self.nodes)
         ordered = sorted(jobs, key=lambda j: (j.spec.submit_time, j.spec.id))
         self._jobs = [_Job(j) for j in ordered]
         self._by_id = {j.spec.id: j for j in self._jobs}
         if len(self._by_id) != len(self._jobs):
             raise ValueError("job ids must be unique")
+        zero = next((j.spec.id for j in self._jobs if j.spec.num_gpus < 1), None)
+        if zero is not None:
+            raise ValueError(f"job {zero!r} asks for 0 GPUs; the policies place GPU jobs only")
         self._progress_cb = progress
         self._clock = _Clock()
         self._events: list[tuple[float, int, int, _Job, int]] = []
         self._seq = 0
-        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[])
+        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[], free=self._ledger.free)
         self._allocated = 0
         self._allocated_gpu_seconds = 0.0
         self._lost_gpu_seconds = 0.0
@@ -300,12 +302,7 @@ class Simulator:
     def _release(self, job: _Job, t: float) -> None:
         r = job.running
         spec = job.spec
-        for name, g in r.placement.parts:
-            i = self._node_index[name]
-            self._free_gpus[i] += g
-            cpus, mem = self._charges(spec, g)
-            self._free_cpus[i] += cpus
-            self._free_mem[i] += mem
+        self._ledger.release(spec, placement=r.placement)
         self._allocated -= spec.num_gpus
         self._allocated_gpu_seconds += spec.num_gpus * (t - r.attempt_start)
         running = self.snapshot.running
@@ -353,24 +350,13 @@ class Simulator:
             raise SimulationError(
                 f"t={t:g}: Start {spec.id} with {placement.num_gpus} GPUs, the job needs {spec.num_gpus}"
             )
-        for name, g in placement.parts:
-            i = self._node_index.get(name)
-            if i is None:
+        for name, _ in placement.parts:
+            if name not in self._node_index:
                 raise SimulationError(f"t={t:g}: Start {spec.id} on unknown node {name!r}")
-            cpus, mem = self._charges(spec, g)
-            node = self.nodes[i]
-            if (
-                g > self._free_gpus[i]
-                or (node.cpus > 0 and cpus > self._free_cpus[i] + _EPS)
-                or (node.mem_gb > 0 and mem > self._free_mem[i] + _EPS)
-            ):
-                raise SimulationError(
-                    f"t={t:g}: Start {spec.id} over-allocates node {name}: asks {g} GPUs/{cpus:g} CPUs/"
-                    f"{mem:g} GB, free {self._free_gpus[i]}/{self._free_cpus[i]:g}/{self._free_mem[i]:g}"
-                )
-            self._free_gpus[i] -= g
-            self._free_cpus[i] -= cpus
-            self._free_mem[i] -= mem
+        try:
+            self._ledger.hold(spec, placement)
+        except ValueError as e:
+            raise SimulationError(f"t={t:g}: Start {spec.id} over-allocates: {e}") from None
         if job.first_start is None:
             job.first_start = t
         job.overhead = self.config.resume_overhead if job.preemptions else 0.0
@@ -403,7 +389,9 @@ class Simulator:
         job.state = _PREEMPTING
         job.attempt += 1  # the pending completion event is now stale
         self._preemptions.append(
-            PreemptionRecord(t, job.spec.id, job.spec.job_class, d.for_job, t - r.attempt_start, job.preemptions)
+            PreemptionRecord(
+                t, job.spec.id, job.spec.job_class, d.for_job, t - r.attempt_start, r.progress, job.preemptions
+            )
         )
         self._push(t + job.spec.grace_period, _VACATE, job)
 
@@ -423,14 +411,6 @@ class Simulator:
     def _push(self, when: float, kind: int, job: _Job) -> None:
         self._seq += 1
         heapq.heappush(self._events, (when, self._seq, kind, job, job.attempt))
-
-    @staticmethod
-    def _charges(spec, gpus_here: int) -> tuple[float, float]:
-        """CPUs and memory charged on a node holding ``gpus_here`` of the job's GPUs."""
-        if spec.num_gpus <= 0:
-            return 0.0, 0.0
-        share = gpus_here / spec.num_gpus
-        return spec.num_cpus * share, spec.mem_gb * share
 
     def _result(self) -> SimResult:
         outcomes = [

@@ -75,30 +75,49 @@ def _format_value(v: object) -> str:
     return "inf" if isinstance(v, float) and math.isinf(v) else str(v)
 
 
-def build_policy(spec: PolicySpec) -> Policy:
+def build_policy(spec: PolicySpec, resume_overhead: float | None = None) -> Policy:
     """Construct the policy; raises ``KeyError`` (unknown name) or ``TypeError``
     (bad parameter).
 
-    A policy that can skip explaining unchanged pending reasons (an ``explain``
-    constructor flag) is built with ``explain=False`` unless the spec sets it:
-    the simulator reads no Pend messages, and thousands per cycle cost time.
+    Unless the spec sets them, two parameters are filled in for a policy that
+    accepts them: ``explain=False`` (the simulator reads no Pend messages, and
+    thousands per cycle cost time) and ``resume_overhead`` = the simulator's, so
+    that a policy estimating preemption loss uses the overhead it will be charged.
     """
-    params = dict(spec.params)
-    probe = make_policy(spec.name, **params)
-    if "explain" not in params and _accepts(type(probe), "explain"):
-        return make_policy(spec.name, explain=False, **params)
-    return probe
+    probe = make_policy(spec.name, **spec.params)
+    accepted = accepted_params(type(probe))
+    extra: dict[str, object] = {}
+    if "explain" in accepted and "explain" not in spec.params:
+        extra["explain"] = False
+    if resume_overhead is not None and "resume_overhead" in accepted and "resume_overhead" not in spec.params:
+        extra["resume_overhead"] = resume_overhead
+    return make_policy(spec.name, **spec.params, **extra) if extra else probe
 
 
-def _accepts(cls: type, name: str) -> bool:
-    try:
-        return name in inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return False
+def accepted_params(cls: type) -> set[str]:
+    """Keyword parameters a class's constructor accepts, following ``**params``
+    forwarded to base classes."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            break
+        names |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
 
 
 def check_fits(workload: Workload, nodes: Sequence[Node]) -> None:
-    """Raise ``ValueError`` when the cluster is smaller than the largest job."""
+    """Raise ``ValueError`` when the cluster is smaller than the largest job, or
+    a job asks for no GPU (the policies place GPU jobs only)."""
+    zero = next((j.spec.id for j in workload.jobs if j.spec.num_gpus < 1), None)
+    if zero is not None:
+        raise ValueError(f"job {zero!r} asks for 0 GPUs; the scheduler places GPU jobs only")
     total = sum(n.gpus for n in nodes)
     largest = workload.max_gpus
     if largest > total:
@@ -151,7 +170,7 @@ def run_policy(
     policy: Policy | None = None,
 ) -> RunResult:
     """Simulate one policy (built from ``spec`` unless given) and summarise it."""
-    policy = policy if policy is not None else build_policy(spec)
+    policy = policy if policy is not None else build_policy(spec, config.resume_overhead)
     t0 = time.perf_counter()
     sim = simulate(policy, nodes, workload.jobs, config, progress)
     wall = time.perf_counter() - t0
@@ -180,7 +199,7 @@ def run_all(
     parameter fails fast.
     """
     check_fits(workload, nodes)
-    policies = [build_policy(s) for s in specs]
+    policies = [build_policy(s, config.resume_overhead) for s in specs]
     return [
         run_policy(s, workload, nodes, config, progress_for(s.label) if progress_for else None, policy=p)
         for s, p in zip(specs, policies)

@@ -72,7 +72,7 @@ def test_preempted_job_holds_resources_for_its_grace_then_resumes_with_its_progr
         ("late", 1100, 1110, None, None),
     ]
     [p] = result.preemptions
-    assert (p.time, p.job_id, p.for_job, p.attempt_runtime, p.count) == (100, "be", "te", 100, 1)
+    assert (p.time, p.job_id, p.for_job, p.attempt_runtime, p.progress, p.count) == (100, "be", "te", 100, 100, 1)
 
 
 def test_policy_sees_progress_at_now_frozen_at_notice_and_kept_while_pending():
@@ -162,7 +162,7 @@ ONE = Placement((("n0", 1),))
 @pytest.mark.parametrize(
     "decisions, fragment",
     [
-        ([Start("a", ONE), Start("b", ONE), Start("c", ONE)], "over-allocates node n0"),
+        ([Start("a", ONE), Start("b", ONE), Start("c", ONE)], "over-allocates: job c: does not fit on n0"),
         ([Start("zz", ONE)], "'zz', which is not pending"),
         ([Start("a", ONE), Start("a", ONE)], "'a', which is not pending"),
         ([Start("a", Placement((("n0", 2),)))], "with 2 GPUs, the job needs 1"),
