@@ -134,7 +134,8 @@ def error_message(status: int, reason: str | None, body: Any) -> str:
     """One line describing an HTTP error response, built from the API's JSON.
 
     * ``{"errors": {field: [msg, ...]}}`` -> ``"num_gpus: msg; command: msg"``
-    * quota refusals -> the detail plus ``(limit NAME = VALUE, current usage USAGE)``
+    * quota refusals -> the detail plus
+      ``(limit NAME = VALUE, current usage USAGE[, requested N])``
     * ``{"detail": "..."}`` -> the detail
     * anything else -> the status line
     """
@@ -147,7 +148,9 @@ def error_message(status: int, reason: str | None, body: Any) -> str:
         text = f"{head}: {body['detail']}"
         if "limit" in body:
             text += (f" (limit {body['limit']} = {_plain(body.get('limit_value'))}, "
-                     f"current usage {_plain(body.get('current_usage'))})")
+                     f"current usage {_plain(body.get('current_usage'))}"
+                     + (f", requested {body['requested']}" if body.get("requested") is not None else "")
+                     + ")")
         return text
     if body:  # DRF's default validation shape: {field: [msg, ...]}
         return f"{head}: {format_field_errors(body)}"

@@ -1,0 +1,185 @@
+"""End to end: the CLI against the real portal served by Django's live server,
+on the test database (PostgreSQL when DATABASE_URL says so), with real API
+tokens. Users, jobs and nodes come from the portal's fixtures
+(tests/portal/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def as_user(live_server, token_for, run_cli):  # noqa: ANN001, ANN201
+    """``as_user(user)(*argv)``: run the CLI against the live server with a fresh token of ``user``."""
+
+    def bind(user):  # noqa: ANN001, ANN202
+        env = {"GPUSCHED_URL": live_server.url, "GPUSCHED_TOKEN": token_for(user)}
+        return lambda *argv: run_cli(*argv, env=env)
+
+    return bind
+
+
+def test_submit_creates_the_job_with_every_option(roles, as_user) -> None:
+    from scheduler.models import Job
+
+    code, out, err = as_user(roles.owner)(
+        "submit", "--class", "TE", "--gpus", "2", "--cpus", "4", "--mem", "8G", "--grace", "1m",
+        "--time-limit", "30m", "--priority", "5", "--", "python", "train.py", "--tag", "a b")
+    assert (code, err) == (0, "")
+    job = Job.objects.get()
+    assert out == f"Submitted job {job.pk} (train.py): PENDING\n"
+    assert (job.owner, job.name, job.command, job.job_class) == (
+        roles.owner, "train.py", "python train.py --tag 'a b'", "TE")
+    assert (job.num_gpus, job.num_cpus, job.mem_gb, job.grace_period, job.time_limit, job.priority) == (
+        2, 4.0, 8.0, 60, 1800, 5)
+
+
+def test_submit_json_is_the_api_job_object(roles, as_user) -> None:
+    code, out, _ = as_user(roles.owner)("submit", "--json", "--command", "echo hi | tee out.txt")
+    body = json.loads(out)
+    assert code == 0
+    assert (body["command"], body["job_class"], body["owner"], body["state"]) == (
+        "echo hi | tee out.txt", "BE", "alice", "PENDING")
+
+
+def test_invalid_submission_names_the_field_and_writes_nothing(roles, as_user) -> None:
+    from scheduler.models import Job
+
+    code, out, err = as_user(roles.owner)("submit", "--gpus", "0", "--", "true")
+    assert (code, out) == (1, "")
+    assert err.startswith("gpusched: error: HTTP 400 Bad Request: num_gpus: ")
+    assert err.count("\n") == 1
+    assert not Job.objects.exists()
+
+
+def test_quota_refusal_names_limit_and_usage(roles, as_user) -> None:
+    from scheduler.models import Job, Quota
+
+    Quota.objects.create(user=roles.owner, max_te_job_gpus=1)
+    code, _, err = as_user(roles.owner)("submit", "--class", "TE", "--gpus", "2", "--", "true")
+    assert code == 1
+    assert err.startswith("gpusched: error: HTTP 403 Forbidden: ")
+    assert err.endswith("asks for 2 (limit max_te_job_gpus = 1, current usage 2, requested 2)\n")
+    assert not Job.objects.exists()
+
+
+def test_bad_token_is_refused(live_server, roles, run_cli) -> None:
+    code, out, err = run_cli("list", env={"GPUSCHED_URL": live_server.url, "GPUSCHED_TOKEN": "not-a-key"})
+    assert (code, out) == (1, "")
+    assert err.startswith("gpusched: error: HTTP 401 ")
+
+
+def test_list_filters_and_all_pages(roles, as_user, make_job) -> None:
+    for i in range(27):
+        make_job(roles.owner, name=f"be-{i}", job_class="BE")
+    make_job(roles.owner, name="te-running", job_class="TE", state="RUNNING")
+    make_job(roles.other, name="not-mine")
+    cli = as_user(roles.owner)
+
+    code, out, _ = cli("list", "--class", "TE", "--state", "running")
+    rows = out.splitlines()
+    assert code == 0 and len(rows) == 2
+    assert rows[1].split()[1:8] == ["te-running", "alice", "TE", "1", "0", "RUNNING", "-"]
+
+    code, out, _ = cli("list", "--json")
+    first = json.loads(out)
+    assert (first["count"], len(first["results"]), first["next"] is not None) == (28, 25, True)
+    code, out, _ = cli("list")
+    assert out.splitlines()[-1] == "(page 1: 25 of 28 jobs; --page 2 or --all-pages for more)"
+
+    code, out, _ = cli("list", "--all-pages", "--json")
+    names = {j["name"] for j in json.loads(out)["results"]}
+    assert code == 0 and len(names) == 28 and "not-mine" not in names
+
+
+def test_unknown_state_filter_is_the_portals_400(roles, as_user) -> None:
+    code, _, err = as_user(roles.owner)("list", "--state", "SLEEPING")
+    assert code == 1
+    assert err.startswith('gpusched: error: HTTP 400 Bad Request: state: "SLEEPING" is not one of ')
+
+
+def test_show_own_job_but_not_another_users(roles, as_user, make_job) -> None:
+    mine = make_job(roles.owner, name="mine", state="RUNNING", num_gpus=2)
+    theirs = make_job(roles.other, name="theirs")
+    cli = as_user(roles.owner)
+    code, out, _ = cli("show", str(mine.pk))
+    assert code == 0
+    assert f"Job:           {mine.pk}\n" in out and "\nState:         RUNNING\n" in out
+    attempt_row = out.split("Attempts:\n")[1].splitlines()[1].split()
+    assert attempt_row[:3] == ["1", "n1", "n1:0,1"]
+    assert cli("show", str(theirs.pk)) == (1, "", "gpusched: error: HTTP 404 Not Found: Not found.\n")
+    code, out, _ = as_user(roles.staff)("show", str(theirs.pk), "--json")
+    assert code == 0 and json.loads(out)["name"] == "theirs"
+
+
+def test_cancel_pending_then_again(roles, as_user, make_job) -> None:
+    job = make_job(roles.owner)
+    cli = as_user(roles.owner)
+    assert cli("cancel", str(job.pk)) == (0, f"Job {job.pk}: CANCELLED\n", "")
+    code, _, err = cli("cancel", str(job.pk))
+    assert code == 1 and err.startswith("gpusched: error: HTTP 409 Conflict: ")
+    job.refresh_from_db()
+    assert job.state == "CANCELLED"
+
+
+def test_cancel_of_another_users_job_is_not_found_and_changes_nothing(roles, as_user, make_job) -> None:
+    job = make_job(roles.other)
+    assert as_user(roles.owner)("cancel", str(job.pk))[0] == 1
+    job.refresh_from_db()
+    assert job.state == "PENDING"
+
+
+def test_logs_and_follow_of_a_finished_job(roles, as_user, make_job) -> None:
+    from scheduler.models import AttemptLog
+
+    job = make_job(roles.owner, state="COMPLETED")
+    attempt = job.attempts.get()
+    AttemptLog.objects.create(attempt=attempt, text="step 1\nstep 2")
+    AttemptLog.objects.create(attempt=attempt, text="done")
+    cli = as_user(roles.owner)
+    assert cli("logs", str(job.pk)) == (0, "step 1\nstep 2\ndone\n", "")
+    assert cli("logs", str(job.pk), "--follow") == (0, "step 1\nstep 2\ndone\n", "")
+    code, _, err = cli("logs", str(job.pk), "--attempt", "3")
+    assert code == 1 and "404" in err
+
+
+def test_quota_and_nodes(roles, as_user, make_node) -> None:
+    from scheduler.models import Quota
+
+    Quota.objects.create(user=roles.owner, max_gpus=8, max_pending_jobs=3)
+    make_node("gpu-a", 4)
+    cli = as_user(roles.owner)
+    code, out, _ = cli("quota")
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if not line.startswith("(")}
+    assert code == 0
+    assert rows["max_gpus"] == ["8", "0"] and rows["max_pending_jobs"] == ["3", "0"]
+    assert rows["max_te_gpus"][0] == "unlimited"
+    assert out.splitlines()[-1] == "(the tightest of: user alice)"
+    code, out, _ = cli("nodes")
+    assert code == 0
+    assert out.splitlines()[1].split()[:6] == ["gpu-a", "UP", "4", "4", "32", "256"]
+
+
+def test_module_entry_point_in_a_subprocess(live_server, roles, token_for, tmp_path: Path) -> None:
+    """``python -m portal.cli`` as a separate process, configured by a config file."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'url = "{live_server.url}"\ntoken = "{token_for(roles.owner)}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCHED_")}
+    env.update(GPUSCHED_CONFIG=str(config), HOME=str(tmp_path))
+    run = subprocess.run([sys.executable, "-m", "portal.cli", "submit", "-q", "--", "sleep", "1"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stderr) == (0, "")
+    from scheduler.models import Job
+
+    assert run.stdout == f"{Job.objects.get().pk}\n"
