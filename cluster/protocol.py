@@ -52,6 +52,7 @@ EXIT_TIMEOUT = "timeout"  # the launch's time_limit ran out (enforced by the age
 EXIT_STALE = "stale"  # AGENT_RECONCILE without this attempt in keep, or AGENT_KILL reason=stale
 EXIT_LOST = "lost"  # the agent could not observe how the attempt ended (see docs/agent.md)
 EXIT_AGENT_STOP = "agent-stop"  # the agent was stopped with --kill-jobs-on-exit
+EXIT_LAUNCH_FAILED = "launch-failed"  # never started (bad GPU index, unusable work dir); see its log lines
 
 # Environment given to every job process.
 ENV_JOB_ID = "GPUSCHED_JOB_ID"

@@ -1,0 +1,238 @@
+"""The agent's main loop: broker in, supervisor, reports out, state saved.
+
+One thread does everything in a loop of short steps: wait up to LOOP_WAIT for
+commands, let the supervisor enforce deadlines and reap exits, stream logs,
+heartbeat, publish queued reports, save state. A broker outage only pauses the
+broker steps; jobs keep being supervised (grace-period SIGKILLs still fire).
+
+Reports go through an outbox that is saved with the state, so a report is
+lost neither while the broker is away nor across an agent restart (delivery is
+at least once: a crash between publishing and saving repeats a report).
+Heartbeats are the exception: they are current-state messages, sent only when
+the broker is reachable and never queued.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster import protocol
+from cluster.agent import __version__, statefile
+from cluster.agent.broker import BrokerDown, BrokerLink
+from cluster.agent.config import AgentConfig
+from cluster.agent.messages import decode_task, is_expired
+from cluster.agent.resources import NodeResources
+from cluster.agent.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+LOOP_WAIT = 0.1  # seconds; bounds how late a deadline or an exit is noticed
+RECONNECT_EVERY = 1.0
+SHUTDOWN_EXTRA_WAIT = 5.0  # beyond the longest grace period, when stopping jobs on exit
+STATE_FILE = "agent-state.json"
+
+
+class Agent:
+    """One node's agent; ``run()`` returns when SIGTERM/SIGINT is received."""
+
+    def __init__(self, config: AgentConfig, resources: NodeResources) -> None:
+        self.config = config
+        self.resources = resources
+        self.state_path = config.workdir / STATE_FILE
+        self.outbox: list[list[Any]] = []  # [[task, kwargs], ...] in send order
+        self.supervisor = Supervisor(
+            node=config.name,
+            workdir=config.workdir,
+            checkpoint_root=config.checkpoint_root,
+            gpu_count=resources.gpus,
+            emit=self.report,
+        )
+        self.broker = BrokerLink(config.broker, config.name, self._on_message)
+        self._stopping = False
+        self._next_connect = 0.0
+        self._ever_connected = False
+        self._next_heartbeat = 0.0
+        self._next_logs = 0.0
+        self._lock_fd: int | None = None
+        self._outbox_dirty = False
+        self.handlers = {
+            protocol.AGENT_LAUNCH: self.supervisor.launch,
+            protocol.AGENT_PREEMPT: self.supervisor.preempt,
+            protocol.AGENT_KILL: self.supervisor.kill,
+            protocol.AGENT_RECONCILE: self.supervisor.reconcile,
+        }
+
+    # ----- lifecycle ---------------------------------------------------------
+
+    def run(self) -> int:
+        self.config.workdir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = statefile.lock_workdir(self.config.workdir)
+        try:
+            self._restore()
+            self._queue_register()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, self._request_stop)
+            while not self._stopping:
+                self.step()
+            self._shutdown()
+        finally:
+            self.broker.close()
+            os.close(self._lock_fd)
+        return 0
+
+    def step(self) -> None:
+        """One loop iteration (public so tests can drive the agent in-process)."""
+        self._service_broker()
+        self.supervisor.tick()
+        now = time.time()
+        if now >= self._next_logs and not self.outbox:
+            # Logs wait while reports are queued: the log file is the buffer.
+            self.supervisor.stream_logs()
+            self._next_logs = now + self.config.log_interval
+        self._flush_outbox()
+        if now >= self._next_heartbeat and self.broker.connected and not self.outbox:
+            self._heartbeat(now)
+        self._save_if_dirty()
+
+    def _request_stop(self, signum: int, _frame: Any) -> None:
+        log.info("received %s; stopping", signal.Signals(signum).name)
+        self._stopping = True
+
+    def _restore(self) -> None:
+        state = statefile.load(self.state_path)
+        if state and state.get("node") not in (None, self.config.name):
+            raise SystemExit(f"work dir {self.config.workdir} belongs to node {state['node']!r}, not {self.config.name!r}")
+        self.outbox = [list(item) for item in state.get("outbox", [])]
+        adopted = self.supervisor.restore(state)
+        if adopted:
+            log.info("re-adopting %d attempt(s) left by the previous agent: %s", len(adopted), adopted)
+
+    def _shutdown(self) -> None:
+        if self.config.kill_jobs_on_exit and self.supervisor.attempts:
+            self.supervisor.stop_all(protocol.EXIT_AGENT_STOP)
+            longest = max(a.grace_period for a in self.supervisor.attempts.values())
+            give_up = time.time() + longest + SHUTDOWN_EXTRA_WAIT
+            while self.supervisor.attempts and time.time() < give_up:
+                self.supervisor.tick()
+                self._flush_outbox()
+                time.sleep(LOOP_WAIT)
+        self.supervisor.tick()
+        self._flush_outbox()
+        self._save_if_dirty(force=True)
+        if self.supervisor.attempts:
+            log.info("leaving %d job attempt(s) running for the next agent on %s", len(self.supervisor.attempts), self.config.workdir)
+        if self.outbox:
+            log.warning("%d report(s) not yet delivered; kept in %s", len(self.outbox), self.state_path)
+
+    # ----- reports -----------------------------------------------------------
+
+    def report(self, task: str, kwargs: dict[str, Any]) -> None:
+        """Queue a report; node and token are added here."""
+        self.outbox.append([task, {"node": self.config.name, **kwargs, "token": self.config.token}])
+        self._outbox_dirty = True
+
+    def _queue_register(self) -> None:
+        r = self.resources
+        self.report(
+            protocol.REPORT_REGISTER,
+            {"gpus": r.gpus, "cpus": r.cpus, "mem_gb": r.mem_gb, "gpu_models": list(r.gpu_models), "agent_version": __version__},
+        )
+
+    def _heartbeat(self, now: float) -> None:
+        kwargs = {"node": self.config.name, "running": self.supervisor.running(), "sent_at": now, "token": self.config.token}
+        try:
+            self.broker.publish(protocol.REPORT_HEARTBEAT, kwargs)
+        except BrokerDown as exc:
+            log.warning("heartbeat not sent: %s", exc)
+            self._broker_lost()
+            return
+        self._next_heartbeat = now + self.config.heartbeat
+
+    def _flush_outbox(self) -> None:
+        while self.outbox and self.broker.connected:
+            task, kwargs = self.outbox[0]
+            try:
+                self.broker.publish(task, kwargs)
+            except BrokerDown as exc:
+                log.warning("report %s kept for later: %s", task, exc)
+                self._broker_lost()
+                return
+            self.outbox.pop(0)
+            self._outbox_dirty = True
+
+    def _save_if_dirty(self, force: bool = False) -> None:
+        if force or self.supervisor.dirty or self._outbox_dirty:
+            try:
+                statefile.save(
+                    self.state_path,
+                    {"node": self.config.name, **self.supervisor.to_state(), "outbox": self.outbox},
+                )
+            except OSError as exc:
+                # Keep supervising: a full disk must not orphan running jobs. The
+                # state is retried on the next change.
+                log.error("cannot save %s: %s", self.state_path, exc)
+                return
+            self.supervisor.dirty = self._outbox_dirty = False
+
+    # ----- commands ----------------------------------------------------------
+
+    def _service_broker(self) -> None:
+        if not self.broker.connected:
+            if time.time() >= self._next_connect:
+                try:
+                    self.broker.connect()
+                    if self._ever_connected:
+                        # The server may have declared us lost meanwhile: say who we are again.
+                        self._queue_register()
+                    self._ever_connected = True
+                except BrokerDown as exc:
+                    log.warning("%s; retrying in %gs", exc, RECONNECT_EVERY)
+                    self._next_connect = time.time() + RECONNECT_EVERY
+            if not self.broker.connected:
+                time.sleep(LOOP_WAIT)
+                return
+        try:
+            self.broker.poll(LOOP_WAIT)
+        except BrokerDown as exc:
+            log.warning("%s", exc)
+            self._broker_lost()
+
+    def _broker_lost(self) -> None:
+        self.broker.close()
+        self._next_connect = time.time() + RECONNECT_EVERY
+
+    def _on_message(self, headers: dict[str, Any] | None, body: Any, message: Any) -> None:
+        """Run one command; the message is acked after the state it causes is saved."""
+        try:
+            self.handle_command(headers, body)
+        finally:
+            self._save_if_dirty()
+            message.ack()
+
+    def handle_command(self, headers: dict[str, Any] | None, body: Any) -> None:
+        """Decode and run one command; bad ones are logged (naming the field) and dropped."""
+        try:
+            task, kwargs = decode_task(headers, body)
+            if is_expired(headers, body):
+                log.warning("dropping expired %s %s", task, kwargs)
+                return
+            handler = self.handlers.get(task)
+            if handler is None:
+                log.error("dropping unknown command %r on %s", task, protocol.node_queue(self.config.name))
+                return
+            handler(kwargs)
+        except protocol.ProtocolError as exc:
+            log.error("rejected a malformed command: %s", exc)
+        except Exception:
+            # One bad command must not take the node's other jobs down with the agent.
+            log.exception("command failed")
+
+
+def state_path(workdir: Path) -> Path:
+    """Where an agent on ``workdir`` keeps its state (for tools and test fixtures)."""
+    return workdir / STATE_FILE

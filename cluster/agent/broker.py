@@ -1,0 +1,120 @@
+"""The agent's two broker paths: consuming node.<name> and publishing reports.
+
+Commands are consumed with a plain kombu consumer rather than a Celery
+worker (reasons in docs/agent.md): the agent's main loop calls ``poll()``
+between its own periodic work, so there is one thread and no pool. Reports are
+published with a client-only Celery app's ``send_task`` so they are ordinary
+Celery task messages for the portal's workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from celery import Celery
+from kombu import Consumer, Exchange, Queue
+from kombu.exceptions import EncodeError
+
+from cluster.protocol import REPORT_QUEUE, node_queue
+
+log = logging.getLogger(__name__)
+
+# Messages the broker hands over before they are acked; commands are cheap, so
+# a small window is enough and limits what a crashed agent leaves unacked.
+PREFETCH = 16
+
+
+class BrokerDown(ConnectionError):
+    """The broker connection failed; the caller retries later."""
+
+
+OnMessage = Callable[[dict[str, Any] | None, Any, Any], None]
+
+
+class BrokerLink:
+    """One node's command queue and report publisher on one broker URL."""
+
+    def __init__(self, url: str, node: str, on_message: OnMessage, report_queue: str = REPORT_QUEUE) -> None:
+        self.app = Celery("gpusched-agent", broker=url, set_as_current=False)
+        self.app.conf.update(
+            task_serializer="json",
+            accept_content=["json"],
+            broker_connection_retry_on_startup=False,
+        )
+        name = node_queue(node)
+        # The same declaration Celery makes for a missing queue named in send_task(queue=...).
+        self.queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
+        self.report_queue = report_queue
+        self.on_message = on_message
+        self._conn = None
+        self._consumer = None
+
+    @property
+    def connected(self) -> bool:
+        return self._consumer is not None
+
+    def connect(self) -> None:
+        """Connect and start consuming; raises BrokerDown on failure."""
+        conn = self.app.connection_for_read()
+        try:
+            conn.ensure_connection(max_retries=1)
+            consumer = Consumer(
+                conn.channel(),
+                queues=[self.queue],
+                callbacks=[self._deliver],
+                accept=["json"],
+                on_decode_error=self._undecodable,
+                prefetch_count=PREFETCH,
+            )
+            consumer.consume()
+        except Exception as exc:
+            conn.release()
+            raise BrokerDown(f"cannot consume {self.queue.name}: {exc}") from exc
+        self._conn, self._consumer = conn, consumer
+        log.info("consuming %s", self.queue.name)
+
+    def poll(self, timeout: float) -> None:
+        """Handle the commands that arrive within ``timeout`` seconds (at least one wait)."""
+        if self._conn is None:
+            raise BrokerDown("not connected")
+        try:
+            self._conn.drain_events(timeout=timeout)
+        except socket.timeout:
+            return
+        except (self._conn.connection_errors + self._conn.channel_errors) as exc:
+            self.close()
+            raise BrokerDown(f"lost the broker while consuming: {exc}") from exc
+
+    def publish(self, task: str, kwargs: dict[str, Any]) -> bool:
+        """Send one report; False if it can never be sent (it is dropped).
+
+        Raises BrokerDown when the broker is unreachable (the caller keeps the
+        report and retries; publishing itself never retries so the loop does
+        not stall while the broker is away).
+        """
+        try:
+            self.app.send_task(task, kwargs=kwargs, queue=self.report_queue, retry=False)
+        except EncodeError:
+            log.exception("dropping unencodable %s report", task)
+            return False
+        except Exception as exc:  # kombu/redis raise several connection error types
+            raise BrokerDown(f"cannot publish {task}: {exc}") from exc
+        return True
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.release()
+            except Exception:  # already broken; nothing left to release
+                pass
+        self._conn = self._consumer = None
+
+    def _deliver(self, body: Any, message: Any) -> None:
+        self.on_message(message.headers, body, message)
+
+    def _undecodable(self, message: Any, exc: Exception) -> None:
+        log.error("dropping a message on %s that is not JSON: %s", self.queue.name, exc)
+        message.ack()

@@ -1,0 +1,98 @@
+"""Command-line options and environment fallbacks of the node agent."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.protocol import ENV_AGENT_TOKEN
+
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    name: str
+    gpus: str  # "auto" or a count, resolved by resources.discover
+    broker: str
+    workdir: Path
+    checkpoint_root: Path
+    heartbeat: float
+    log_interval: float
+    cpus: float | None
+    mem_gb: float | None
+    token: str
+    kill_jobs_on_exit: bool
+    log_level: str
+
+
+def _positive(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def _node_name(text: str) -> str:
+    if not _NODE_NAME_RE.match(text):
+        raise argparse.ArgumentTypeError(f"--name {text!r}: use 1-63 characters of A-Z a-z 0-9 . _ - (not starting with . _ -)")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m cluster.agent",
+        description="GPU node agent: runs the scheduler's jobs on this machine, talking only through the broker.",
+    )
+    p.add_argument("--name", required=True, type=_node_name, help="node name; commands arrive on queue node.<name>")
+    p.add_argument("--gpus", required=True, help="'auto' (GPUs found through NVML) or N virtual GPUs")
+    p.add_argument("--broker", help="broker URL (default: $CELERY_BROKER_URL, $REDIS_URL, then " + DEFAULT_BROKER + ")")
+    p.add_argument("--workdir", type=Path, help="state, logs and job directories (default: var/agent/<name>)")
+    p.add_argument(
+        "--checkpoint-root",
+        type=Path,
+        help="CHECKPOINT_DIR = <this>/<job id> (default: <workdir>/checkpoints); share it between nodes "
+        "so a job preempted on one node resumes on another",
+    )
+    p.add_argument("--heartbeat", type=_positive("--heartbeat"), default=5.0, help="seconds between heartbeats (default 5)")
+    p.add_argument("--log-interval", type=_positive("--log-interval"), default=0.5, help="seconds between log batches (default 0.5)")
+    p.add_argument("--cpus", type=_positive("--cpus"), help="CPUs to declare (default: detected)")
+    p.add_argument("--mem-gb", type=_positive("--mem-gb"), help="memory in GB to declare (default: detected)")
+    p.add_argument("--token", help=f"shared secret sent with every report (default: ${ENV_AGENT_TOKEN}; prefer the variable, "
+                   "a command-line token is visible to other users in ps)")
+    p.add_argument("--kill-jobs-on-exit", action="store_true",
+                   help="on SIGTERM/SIGINT stop running jobs (SIGTERM, grace, SIGKILL) before exiting; "
+                   "default: leave them running for the next agent on this work dir to adopt")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> AgentConfig:
+    """Parse ``argv``; fill broker and token from ``environ`` (default os.environ)."""
+    env = os.environ if environ is None else environ
+    args = build_parser().parse_args(argv)
+    workdir = (args.workdir or Path("var") / "agent" / args.name).resolve()
+    return AgentConfig(
+        name=args.name,
+        gpus=args.gpus,
+        broker=args.broker or env.get("CELERY_BROKER_URL") or env.get("REDIS_URL") or DEFAULT_BROKER,
+        workdir=workdir,
+        checkpoint_root=(args.checkpoint_root or workdir / "checkpoints").resolve(),
+        heartbeat=args.heartbeat,
+        log_interval=args.log_interval,
+        cpus=args.cpus,
+        mem_gb=args.mem_gb,
+        token=args.token if args.token is not None else env.get(ENV_AGENT_TOKEN, ""),
+        kill_jobs_on_exit=args.kill_jobs_on_exit,
+        log_level=args.log_level,
+    )

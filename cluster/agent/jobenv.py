@@ -1,0 +1,48 @@
+"""The environment a job process starts with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from cluster import protocol
+
+# Never handed to jobs: the node's secret and broker URLs (which may hold a password).
+PRIVATE_VARS = frozenset({protocol.ENV_AGENT_TOKEN, "CELERY_BROKER_URL", "REDIS_URL"})
+
+
+def format_seconds(value: float) -> str:
+    """30.0 -> "30", 2.5 -> "2.5": what a shell script can use directly."""
+    return f"{value:g}"
+
+
+def job_environment(
+    base: Mapping[str, str],
+    cmd: protocol.LaunchCommand,
+    *,
+    node: str,
+    checkpoint_dir: Path,
+) -> dict[str, str]:
+    """``base`` minus private variables, then the launch's ``env``, then the contract variables.
+
+    The contract variables (cluster/protocol.py ENV_*) are set last so a
+    launch's ``env`` cannot spoof them. PYTHONUNBUFFERED defaults to 1 so Python
+    jobs' output reaches the log (and the portal) as it is printed.
+    """
+    env = {k: v for k, v in base.items() if k not in PRIVATE_VARS}
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(cmd.env)
+    env.update(
+        {
+            protocol.ENV_VISIBLE_DEVICES: ",".join(str(i) for i in cmd.gpu_indices),
+            # NVML and the agent number GPUs in PCI bus order; make CUDA agree.
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            protocol.ENV_CHECKPOINT_DIR: str(checkpoint_dir),
+            protocol.ENV_RESUME: "1" if cmd.resume else "0",
+            protocol.ENV_GRACE_PERIOD: format_seconds(cmd.grace_period),
+            protocol.ENV_JOB_ID: str(cmd.job_id),
+            protocol.ENV_ATTEMPT: str(cmd.attempt),
+            "GPUSCHED_NODE": node,
+        }
+    )
+    return env

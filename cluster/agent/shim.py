@@ -1,0 +1,118 @@
+"""Session leader of one job attempt: runs the command and records how it ended.
+
+Usage (started by the agent in a new session, stdout/stderr = the attempt log,
+SIGTERM/SIGINT/SIGHUP blocked until the shim has its handlers)::
+
+    python -I -S shim.py EXIT_FILE WORKDIR -- /bin/sh -c COMMAND
+
+Why a shim instead of running ``/bin/sh -c`` directly:
+
+* Exit status survives the agent. The shim, not the agent, waits for the
+  command and writes EXIT_FILE, so an agent that restarts while the job runs
+  still learns the exact exit code (it re-adopts the shim by pid).
+* The job is "all its processes". dash does not ``exec`` the command, so on a
+  SIGTERM notice the wrapping shell dies at once while the real job (its child)
+  is still writing its checkpoint. The shim is a child subreaper: orphaned
+  descendants are re-parented to it and it exits only when every one of them
+  has exited, so the agent's "attempt ended" means "nothing of it runs".
+
+EXIT_FILE (JSON, replaced atomically) is written when the command's own
+process ends (``done`` false) and again when the last descendant has ended
+(``done`` true)::
+
+    {"main": {"exit_code": int|null, "signal": int|null, "at": epoch},
+     "last": {...the last process to end...}, "done": bool, "ended_at": epoch|null}
+
+The shim ignores SIGTERM, SIGINT and SIGHUP (sent to the whole process group)
+with a no-op handler rather than SIG_IGN, because handlers are reset on exec and
+the job must see default dispositions. Only the standard library is used and
+the interpreter runs with -I -S, so the shim starts fast and ignores the job's
+PYTHON* variables.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _status(wait_status: int, at: float) -> dict:
+    if os.WIFSIGNALED(wait_status):
+        return {"exit_code": None, "signal": os.WTERMSIG(wait_status), "at": at}
+    return {"exit_code": os.WEXITSTATUS(wait_status), "signal": None, "at": at}
+
+
+def _write(path: str, record: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
+
+
+def _become_subreaper() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        # Not Linux: orphans then go to init and the shim ends with the command.
+        pass
+
+
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def run(exit_file: str, workdir: str, argv: list[str]) -> int:
+    """Run ``argv`` in ``workdir``, wait for it and all its descendants, record statuses."""
+    early: list[int] = []
+    for sig in _FORWARDED:
+        signal.signal(sig, lambda signum, _frame: early.append(signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
+    _become_subreaper()
+    try:
+        os.chdir(workdir)
+        main = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
+    except OSError as exc:
+        print(f"cannot start {argv!r} in {workdir}: {exc}", file=sys.stderr, flush=True)
+        failed = {"exit_code": 127, "signal": None, "at": time.time()}
+        _write(exit_file, {"main": failed, "last": failed, "done": True, "ended_at": failed["at"]})
+        return 127
+    for sig in _FORWARDED:
+        signal.signal(sig, lambda *_: None)
+    # A notice that arrived before the command existed is passed on to it.
+    for signum in dict.fromkeys(early):
+        os.killpg(0, signum)
+    record: dict = {"main": None, "last": None, "done": False, "ended_at": None}
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        status = _status(wait_status, time.time())
+        record["last"] = status
+        if pid == main.pid:
+            main.returncode = 0  # reaped here; stops Popen.__del__ from waiting
+            record["main"] = status
+            _write(exit_file, record)
+    record["done"] = True
+    record["ended_at"] = time.time()
+    _write(exit_file, record)
+    return 0
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if len(args) < 4 or args[2] != "--":
+        print("usage: shim.py EXIT_FILE WORKDIR -- COMMAND...", file=sys.stderr)
+        return 2
+    return run(args[0], args[1], args[3:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
