@@ -1,0 +1,103 @@
+"""The fitgpp victim score and its search."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.model import JobClass, JobSpec, PendingJob
+from scheduler.core.policies.fitgpp import DEFAULT_WEIGHTS, FitGppChooser
+from scheduler.core.victims import Candidate, Need, NodeView, covers
+from tests.core.helpers import TE, nodes, pend, preempts, run, snap
+from scheduler.core.policy import make_policy
+
+
+def chooser(subset_limit=12, **w):
+    weights = DEFAULT_WEIGHTS | w
+    return FitGppChooser(
+        weights["wait_weight"], weights["loss_weight"], weights["victim_weight"], weights["excess_weight"],
+        weights["repeat_weight"], 30.0, subset_limit,
+    )
+
+
+def cand(jid, gpus, grace, preemptions=0, node="a", elsewhere=0):
+    parts = {node: (gpus, 0.0, 0.0)}
+    if elsewhere:
+        parts["z"] = (elsewhere, 0.0, 0.0)
+    total = gpus + elsewhere
+    return Candidate(None, jid, total, grace, preemptions, 0.0, False, parts)  # type: ignore[arg-type]
+
+
+def view(free, cands, vac_end=100.0, name="a"):
+    return NodeView(name, free, 0.0, 0.0, free, 0.0, 0.0, [], vac_end, 0, cands)
+
+
+def need(g, now=100.0):
+    return Need(PendingJob(JobSpec("t", JobClass.TE, g, 0.0)), g, 0.0, 0.0, now)
+
+
+def test_score_formula_by_hand():
+    c = chooser()
+    victims = [cand("v1", 2, 40.0, preemptions=1), cand("v2", 1, 10.0, elsewhere=1)]
+    # Need 3 on a node with 1 free: deficit 2; freed 2 + 2 = 4 GPUs, excess 2.
+    # wait 40; loss 2*(40+30) + 2*(10+30) = 220; 2 victims; repeat 1.
+    expected = 1.0 * 40 + 0.05 * 220 + 60 * 2 + 30 * 2 + 120 * 1
+    assert c.score(need(3), view(1, victims), victims) == pytest.approx(expected)
+
+
+def test_wait_includes_jobs_already_vacating_on_the_node():
+    c = chooser()
+    v = [cand("v", 1, 10.0)]
+    assert c.score(need(2), view(1, v, vac_end=250.0), v) == pytest.approx(150 + 0.05 * 40 + 60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_exhaustive_search_finds_the_minimum(seed):
+    rng = random.Random(seed)
+    cands = [
+        cand(f"v{i}", rng.choice([1, 1, 2, 4]), rng.choice([0.0, 10.0, 30.0, 300.0]), rng.choice([0, 0, 1, 2]),
+             elsewhere=rng.choice([0, 0, 0, 2]))
+        for i in range(rng.randint(1, 8))
+    ]
+    free = rng.randint(0, 2)
+    g = rng.randint(free + 1, free + sum(c.parts["a"][0] for c in cands) + 1)
+    weights = {k: rng.choice([0.0, v, 3 * v]) for k, v in DEFAULT_WEIGHTS.items()}
+    c = chooser(**weights)
+    nd, vw = need(g), view(free, cands)
+    covering = [
+        list(s) for k in range(1, len(cands) + 1) for s in itertools.combinations(cands, k) if covers(nd, vw, s)
+    ]
+    got = c.single(nd, [vw])
+    if not covering:
+        assert got is None
+        return
+    best = min(
+        covering, key=lambda s: (round(c.score(nd, vw, s), 9), tuple(sorted(v.id for v in s)))
+    )
+    assert got is not None
+    _, victims, score = got
+    assert score == pytest.approx(c.score(nd, vw, best))
+    assert score == pytest.approx(c.score(nd, vw, victims))
+    assert covers(nd, vw, victims)
+
+
+def test_greedy_above_the_subset_limit_still_covers_and_prefers_cheap_victims():
+    cands = [cand(f"v{i:02d}", 1, 30.0 + i) for i in range(16)]
+    nd, vw = need(3), view(0, cands)
+    _, victims, _ = chooser(subset_limit=12).single(nd, [vw])
+    assert [v.id for v in victims] == ["v00", "v01", "v02"]
+
+
+def test_subset_limit_parameter_reaches_the_policy():
+    s = snap(
+        nodes(("a", 16)),
+        running=[run(f"b{i:02d}", {"a": 1}, grace=30 + i) for i in range(16)],
+        pending=[pend("t", 2, TE)],
+    )
+    assert preempts(make_policy("fitgpp", subset_limit=4).decide(s, 100.0)) == {"b00": "t", "b01": "t"}
+    assert preempts(make_policy("fitgpp").decide(s, 100.0)) == {"b00": "t", "b01": "t"}

@@ -1,0 +1,150 @@
+"""The placement rule and free-capacity bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler.core.model import Placement
+from scheduler.core.placement import (
+    FreeCapacity,
+    FreeLedger,
+    free_from_running,
+    full_free,
+    node_charges,
+    spread,
+)
+from tests.core.helpers import BE, nodes, pend, run
+
+
+def cap_of(node_list, running=()):
+    return FreeCapacity(free_from_running(node_list, running))
+
+
+@pytest.mark.parametrize(
+    "free_per_node, need, expected",
+    [
+        # Best fit: the node left with the fewest free GPUs.
+        ({"a": 8, "b": 3, "c": 4}, 3, {"b": 3}),
+        ({"a": 8, "b": 3, "c": 4}, 4, {"c": 4}),
+        # Tie on GPUs left: node name decides.
+        ({"b": 4, "a": 4}, 2, {"a": 2}),
+        # Fits nowhere alone: fewest nodes, biggest blocks first, last one best fit.
+        ({"a": 3, "b": 3, "c": 2, "d": 1}, 7, {"a": 3, "b": 3, "d": 1}),
+        ({"a": 3, "b": 3, "c": 2, "d": 1}, 8, {"a": 3, "b": 3, "c": 2}),
+        ({"a": 2, "b": 2, "c": 2}, 4, {"a": 2, "b": 2}),
+        # All or nothing.
+        ({"a": 3, "b": 3}, 7, None),
+    ],
+)
+def test_gpu_placement(free_per_node, need, expected):
+    node_list = nodes(*[(n, 8) for n in free_per_node])
+    running = [run(f"r{n}", {n: 8 - f}) for n, f in free_per_node.items() if f < 8]
+    got = cap_of(node_list, running).place(pend("j", need).spec)
+    assert (dict(got.parts) if got else None) == expected
+
+
+def test_preempting_jobs_still_hold_resources():
+    node_list = nodes(("a", 4))
+    held = run("v", {"a": 4}, preempting=True, preempted_for="t", notice=0.0, grace=30)
+    assert cap_of(node_list, [held]).place(pend("j", 1).spec) is None
+
+
+def test_blocked_nodes_are_skipped():
+    cap = cap_of(nodes(("a", 4), ("b", 8)))
+    assert dict(cap.place(pend("j", 2).spec, frozenset({"a"})).parts) == {"b": 2}
+    assert cap.place(pend("j", 9).spec, frozenset({"a"})) is None
+
+
+@pytest.mark.parametrize(
+    "job_cpus, job_mem, expected",
+    [
+        (0.0, 0.0, {"a": 2}),  # no constraint: best fit by GPUs
+        (8.0, 0.0, {"b": 2}),  # a has 4 free CPUs only
+        (0.0, 100.0, {"b": 2}),  # a has 64 GB only
+        (24.0, 0.0, {"b": 2}),  # b has 32 CPUs: fits
+        (40.0, 0.0, None),  # 40 CPUs on one node nowhere; 2 GPUs split 1+1 needs 20+20: a has 4
+    ],
+)
+def test_cpu_and_memory_constraints(job_cpus, job_mem, expected):
+    node_list = nodes(("a", 4, 16.0, 128.0), ("b", 8, 32.0, 256.0))
+    running = [run("r", {"a": 2}, num_cpus=12.0, mem_gb=64.0)]
+    spec = pend("j", 2, num_cpus=job_cpus, mem_gb=job_mem).spec
+    got = cap_of(node_list, running).place(spec)
+    assert (dict(got.parts) if got else None) == expected
+
+
+def test_cpu_charged_in_proportion_to_gpus_across_nodes():
+    node_list = nodes(("a", 2, 10.0, 0.0), ("b", 2, 10.0, 0.0))
+    spec = pend("j", 4, num_cpus=20.0).spec
+    cap = cap_of(node_list)
+    placement = cap.place(spec)
+    assert dict(placement.parts) == {"a": 2, "b": 2}
+    assert node_charges(spec, placement) == [("a", 2, 10.0, 0.0), ("b", 2, 10.0, 0.0)]
+    cap.take(spec, placement)
+    assert cap.cpus("a") == pytest.approx(0.0) and cap.cpus("b") == pytest.approx(0.0)
+    # 10 CPUs per GPU: the GPUs left elsewhere cannot host a CPU-hungry job.
+    assert cap.place(pend("k", 1, num_cpus=1.0).spec) is None
+
+
+def test_cpu_limits_the_units_a_node_can_take_in_a_spread():
+    # 3 GPUs free on each node but CPUs for only one more 4-CPU GPU on "a".
+    node_list = nodes(("a", 4, 8.0, 0.0), ("b", 4, 16.0, 0.0))
+    running = [run("r", {"a": 1, "b": 1}, num_cpus=8.0)]
+    spec = pend("j", 4, num_cpus=16.0).spec
+    got = cap_of(node_list, running).place(spec)
+    assert dict(got.parts) == {"a": 1, "b": 3}
+
+
+def test_untracked_cpu_never_limits():
+    node_list = nodes(("a", 4))  # cpus=0: not tracked
+    assert cap_of(node_list).place(pend("j", 4, num_cpus=1000.0).spec) is not None
+    assert full_free(node_list) == {"a": (4, math.inf, math.inf)}
+
+
+def test_take_updates_jointly_and_rejects_overfill():
+    cap = cap_of(nodes(("a", 4)))
+    spec = pend("j", 3).spec
+    cap.take(spec, cap.place(spec))
+    assert cap.total_gpus == 1 and cap.max_gpus == 1
+    assert cap.place(pend("k", 2).spec) is None
+    with pytest.raises(ValueError, match="j2: 2 GPUs do not fit on a"):
+        cap.take(pend("j2", 2).spec, Placement.of({"a": 2}))
+
+
+def test_zero_gpu_job_is_rejected_with_its_id():
+    with pytest.raises(ValueError, match="job z: num_gpus must be >= 1"):
+        cap_of(nodes(("a", 4))).place(pend("z", 0).spec)
+
+
+def test_running_on_unknown_node_is_an_error():
+    with pytest.raises(ValueError, match="running job r: placed on unknown node 'zz'"):
+        free_from_running(nodes(("a", 4)), [run("r", {"zz": 1})])
+
+
+def test_ledger_matches_a_recount_and_refuses_overfill():
+    node_list = nodes(("a", 4, 16.0, 64.0), ("b", 4, 16.0, 0.0))
+    jobs = [
+        run("r1", {"a": 2, "b": 1}, num_cpus=9.0, mem_gb=12.0),
+        run("r2", {"b": 3}, num_cpus=3.0),
+    ]
+    ledger = FreeLedger(node_list)
+    for r in jobs:
+        ledger.hold(r.spec, r.placement)
+    assert_same_free(ledger.free, free_from_running(node_list, jobs))
+    with pytest.raises(ValueError, match="job x: does not fit on b"):
+        ledger.hold(pend("x", 1).spec, Placement.of({"b": 1}))
+    ledger.release(jobs[1].spec, jobs[1].placement)
+    assert_same_free(ledger.free, free_from_running(node_list, jobs[:1]))
+
+
+def assert_same_free(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == pytest.approx(b[name]), name
+
+
+def test_spread_uses_fewest_nodes():
+    assert spread([(1, "a"), (1, "b"), (4, "c"), (3, "d")], 5) == {"c": 4, "a": 1}
+    assert spread([(1, "a")], 2) is None
