@@ -1,0 +1,68 @@
+"""Command line: ``python -m scheduler.perf validate [--traces DIR] [--json FILE]``.
+
+(``python -m scheduler.core.perf`` is the same program.) ``--traces`` is the
+shared traces folder (holding ``morphling/``) or the ``morphling`` folder
+itself; by default ``$GPUSCHED_TRACES_DIR``, else ``../shared/traces`` next
+to the repository. Exit status: 0 on success, 2 on bad arguments or data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from scheduler.core.perf.catalog import CATALOG
+from scheduler.core.perf.data import DataError, load_authors_params, load_placements
+from scheduler.core.perf.fit import FitError
+from scheduler.core.perf.throughput import ThroughputModel
+from scheduler.core.perf.validate import render_text, to_json, validate
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def morphling_dir(traces: str | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The ``morphling`` folder from ``--traces``, the environment or the default."""
+    environ = os.environ if environ is None else environ
+    base = Path(traces or environ.get("GPUSCHED_TRACES_DIR") or REPO.parent / "shared" / "traces")
+    return base if (base / "profiles").is_dir() else base / "morphling"
+
+
+def run_validate(root: Path) -> tuple[str, dict]:
+    """Fit from ``root/profiles``, validate on ``root/placements``."""
+    tm = ThroughputModel.from_traces(root)
+    placements = {name: load_placements(root / "placements" / f"{spec.placements}.csv")
+                  for name, spec in CATALOG.items()}
+    authors = load_authors_params(root / "profiles" / "fitted_params.csv")
+    result = validate(tm, placements, authors)
+    return render_text(result), to_json(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler.perf",
+                                     description="Rubick performance model: fit and validate.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    val = sub.add_parser("validate", help="fit from profiles/, report errors against placements/")
+    val.add_argument("--traces", help="traces folder (holding morphling/) or the morphling folder")
+    val.add_argument("--json", metavar="FILE", help="also write the full report, rows included, as JSON")
+    args = parser.parse_args(argv)
+
+    root = morphling_dir(args.traces)
+    try:
+        text, report = run_validate(root)
+    except (DataError, FitError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report["traces"] = str(root)
+    report["command"] = "python -m scheduler.perf validate" + (f" --traces {args.traces}" if args.traces else "")
+    sys.stdout.write(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
