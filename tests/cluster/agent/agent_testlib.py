@@ -1,0 +1,211 @@
+"""Helpers for the node agent tests: agents as real processes, their reports, jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster import protocol
+
+REPO = Path(__file__).resolve().parents[3]
+TRAIN = REPO / "examples" / "train_numpy.py"
+SHELL_EXAMPLE = REPO / "examples" / "sleep_and_checkpoint.sh"
+PY = sys.executable
+# A guard against hanging forever, not a performance expectation.
+WAIT = 60.0
+
+Report = tuple[str, dict[str, Any]]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(interval)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while some non-zombie process is in process group ``pgid``."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_bytes()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ReportReader:
+    """Reads REPORT_* task messages from the default queue, keeping those of one node.
+
+    Reports of other nodes (left by earlier tests) are consumed and dropped.
+    """
+
+    def __init__(self, url: str, node: str) -> None:
+        from kombu import Connection, Exchange, Queue
+
+        self.node = node
+        self.conn = Connection(url)
+        queue = Queue(protocol.REPORT_QUEUE, Exchange(protocol.REPORT_QUEUE, type="direct"), routing_key=protocol.REPORT_QUEUE)
+        self.queue = self.conn.SimpleQueue(queue)
+        self.reports: list[Report] = []
+
+    def pump(self) -> None:
+        while True:
+            try:
+                message = self.queue.get(block=True, timeout=0.05)
+            except self.queue.Empty:
+                return
+            task = message.headers["task"]
+            args, kwargs, _embed = message.decode()
+            message.ack()
+            assert args == [], f"{task} carried positional args {args!r}"
+            if kwargs.get("node") == self.node:
+                self.reports.append((task, kwargs))
+
+    def all(self, task: str, **match: Any) -> list[dict[str, Any]]:
+        self.pump()
+        return [kw for t, kw in self.reports if t == task and all(kw.get(k) == v for k, v in match.items())]
+
+    def wait(self, task: str, timeout: float = WAIT, **match: Any) -> dict[str, Any]:
+        """The first ``task`` report whose kwargs include ``match``."""
+        found = wait_until(lambda: self.all(task, **match), timeout, what=f"{task} {match} from {self.node}")
+        return found[0]
+
+    def wait_heartbeat(self, predicate: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        """A heartbeat received from now on that satisfies ``predicate``."""
+        seen = len(self.all(protocol.REPORT_HEARTBEAT))
+        return wait_until(
+            lambda: next((hb for hb in self.all(protocol.REPORT_HEARTBEAT)[seen:] if predicate(hb)), None),
+            what=f"heartbeat with {what}",
+        )
+
+    def log_lines(self, job_id: Any, attempt: int) -> list[str]:
+        return [line for kw in self.all(protocol.REPORT_LOG, job_id=job_id, attempt=attempt) for line in kw["lines"]]
+
+    def wait_log(self, job_id: Any, attempt: int, predicate: Callable[[str], bool], what: str) -> str:
+        return wait_until(
+            lambda: next((line for line in self.log_lines(job_id, attempt) if predicate(line)), None),
+            what=f"log line of {job_id}/{attempt}: {what}",
+        )
+
+    def close(self) -> None:
+        self.queue.close()
+        self.conn.release()
+
+
+class Node:
+    """One agent process under test, its command sender and its reports."""
+
+    def __init__(self, url: str, tmp: Path, extra_args: list[str]) -> None:
+        from celery import Celery
+
+        self.url = url
+        self.name = f"t-{uuid.uuid4().hex[:10]}"
+        self.workdir = tmp / self.name
+        self.token = "node-secret"
+        self.extra_args = extra_args
+        self.reports = ReportReader(url, self.name)
+        self.app = Celery("agent-tests", broker=url, set_as_current=False)
+        self.agent: subprocess.Popen | None = None
+        self.agent_logs: list[Path] = []
+        self.pgids: set[int] = set()
+
+    # ----- agent process -----------------------------------------------------
+
+    def start(self, *more_args: str) -> None:
+        log_path = self.workdir.parent / f"{self.name}-agent-{len(self.agent_logs)}.log"
+        self.agent_logs.append(log_path)
+        env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL")}
+        env[protocol.ENV_AGENT_TOKEN] = self.token
+        with open(log_path, "wb") as out:
+            self.agent = subprocess.Popen(
+                [PY, "-m", "cluster.agent", "--name", self.name, "--gpus", "2", "--broker", self.url,
+                 "--workdir", str(self.workdir), "--heartbeat", "0.3", "--log-interval", "0.2",
+                 *self.extra_args, *more_args],
+                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )
+
+    def stop_agent(self, sig: int = signal.SIGKILL) -> int:
+        assert self.agent is not None
+        self.remember_pgids()
+        self.agent.send_signal(sig)
+        code = self.agent.wait(timeout=WAIT)
+        self.agent = None
+        return code
+
+    def agent_output(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.agent_logs if p.exists())
+
+    def remember_pgids(self) -> None:
+        self.pgids.update(kw["pid"] for kw in self.reports.all(protocol.REPORT_STARTED))
+        state = self.workdir / "agent-state.json"
+        if state.exists():
+            self.pgids.update(a["pgid"] for a in json.loads(state.read_text()).get("attempts", []))
+
+    # ----- commands ----------------------------------------------------------
+
+    def send(self, task: str, **kwargs: Any) -> None:
+        self.app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(self.name))
+
+    def launch(self, job_id: Any, attempt: int, command: str, **fields: Any) -> None:
+        cmd = protocol.LaunchCommand(job_id=job_id, attempt=attempt, command=command, **fields)
+        self.send(protocol.AGENT_LAUNCH, **cmd.to_kwargs())
+
+    def job_dir(self, job_id: Any) -> Path:
+        return self.workdir / "jobs" / str(job_id)
+
+    def checkpoint_dir(self, job_id: Any) -> Path:
+        return self.workdir / "checkpoints" / str(job_id)
+
+    # ----- teardown ----------------------------------------------------------
+
+    def cleanup(self) -> None:
+        if self.agent is not None and self.agent.poll() is None:
+            self.agent.kill()
+            self.agent.wait(timeout=WAIT)
+        self.remember_pgids()
+        for pgid in self.pgids:
+            kill_group(pgid)
+        self.reports.close()
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        queue = protocol.node_queue(self.name)
+        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+        client.close()
+
+
+def train_command(**env: Any) -> str:
+    """Shell command running the example training job with TRAIN_* settings."""
+    settings = " ".join(f"{k}={v}" for k, v in env.items())
+    return f"{settings} {PY} {TRAIN}".strip()
+
+
+def step_numbers(lines: list[str]) -> list[int]:
+    """The step numbers of train_numpy's 'step N/M ...' progress lines, in order."""
+    return [int(line.split()[1].split("/")[0]) for line in lines if line.startswith("step ")]
