@@ -1,0 +1,91 @@
+"""The run command, the test command, CI, the Dockerfile and docker-compose.yml
+must run the same things. They do so by construction (every component starts
+through scripts/serve.sh); these tests keep it that way. No Docker engine is
+needed: the files are read, not run.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ["scripts/common.sh", "scripts/setup.sh", "scripts/serve.sh", "scripts/up.sh",
+           "scripts/test.sh", ".ci/run"]
+
+
+def serve_components() -> set[str]:
+    """The component names scripts/serve.sh accepts (its case labels)."""
+    text = (ROOT / "scripts/serve.sh").read_text()
+    case_body = text.split('case "$component" in', 1)[1].split("esac", 1)[0]
+    return set(re.findall(r"^\s{4}([a-z-]+)\)", case_body, flags=re.MULTILINE))
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_serve_knows_every_component() -> None:
+    assert serve_components() == {"migrate", "demo-users", "web", "worker", "beat", "agent"}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_are_valid_bash(script: str) -> None:
+    result = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if not s.endswith("common.sh")])
+def test_entry_scripts_are_executable(script: str) -> None:
+    assert (ROOT / script).stat().st_mode & 0o111
+
+
+def test_compose_has_the_required_services() -> None:
+    services = compose()["services"]
+    assert {"postgres", "redis", "web", "worker", "beat"} <= set(services)
+    agents = [name for name, s in services.items() if s.get("command", [None])[:2] == ["scripts/serve.sh", "agent"]]
+    assert len(agents) == 2
+
+
+def test_every_app_service_runs_a_serve_component() -> None:
+    services = compose()["services"]
+    app = {name: s for name, s in services.items() if "build" in s}
+    assert set(app) >= {"setup", "web", "worker", "beat"}
+    for name, service in app.items():
+        command = service["command"]
+        words = command[2].replace("&&", " ").split() if command[:2] == ["sh", "-c"] else command
+        invoked = [words[i + 1] for i, w in enumerate(words) if w == "scripts/serve.sh"]
+        assert invoked, f"{name} does not start through scripts/serve.sh"
+        assert set(invoked) <= serve_components(), name
+
+
+def test_run_command_starts_the_same_components() -> None:
+    up = (ROOT / "scripts/up.sh").read_text()
+    for component in ("migrate", "demo-users", "web", "worker", "beat", "agent"):
+        assert re.search(rf'scripts/serve\.sh" {component}\b', up), component
+    assert '"$ROOT/scripts/setup.sh"' in up
+
+
+def test_dockerfile_installs_with_setup_and_serves_web() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "RUN scripts/setup.sh" in dockerfile
+    assert 'CMD ["scripts/serve.sh", "web"]' in dockerfile
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.DOTALL)
+    assert "scripts/up.sh\n" in blocks and "scripts/test.sh\n" in blocks
+    ci = (ROOT / ".ci/run").read_text()
+    assert re.search(r"^exec scripts/test\.sh$", ci, flags=re.MULTILINE)
+
+
+def test_serve_refuses_an_unknown_component() -> None:
+    result = subprocess.run([str(ROOT / "scripts/serve.sh"), "bogus"], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 1
+    assert "usage: scripts/serve.sh {migrate|demo-users|web|worker|beat|agent NAME [GPUS]}" in result.stderr
