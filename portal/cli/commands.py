@@ -25,7 +25,8 @@ from portal.cli.output import (
     truncate,
 )
 
-# States after which a job never runs again (see docs/architecture.md).
+# States a job never leaves: scheduler.models.TERMINAL_STATES, restated here
+# because the client imports no Django (a test keeps the two equal).
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")

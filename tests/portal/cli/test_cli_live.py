@@ -30,6 +30,14 @@ def as_user(live_server, token_for, run_cli):  # noqa: ANN001, ANN201
     return bind
 
 
+@pytest.mark.django_db(transaction=False)
+def test_the_clients_final_states_are_the_portals_terminal_states() -> None:
+    from portal.cli.commands import FINAL_STATES
+    from scheduler.models import TERMINAL_STATES
+
+    assert FINAL_STATES == {str(s) for s in TERMINAL_STATES}
+
+
 def test_submit_creates_the_job_with_every_option(roles, as_user) -> None:
     from scheduler.models import Job
 
