@@ -1,0 +1,304 @@
+"""The process supervisor on its own: real job processes, no broker.
+
+The supervisor is driven by calling tick()/stream_logs() in a loop, as the
+agent does; its reports are collected from the emit callback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_testlib import PY, group_alive, kill_group, step_numbers, train_command, wait_until
+
+from cluster import protocol
+from cluster.agent.supervisor import Supervisor
+
+
+class Harness:
+    def __init__(self, tmp: Path) -> None:
+        self.reports: list[tuple[str, dict[str, Any]]] = []
+        self.tmp = tmp
+        self.sup = self.make()
+
+    def make(self) -> Supervisor:
+        return Supervisor(
+            node="unit",
+            workdir=self.tmp / "work",
+            checkpoint_root=self.tmp / "ckpt",
+            gpu_count=4,
+            emit=lambda task, kw: self.reports.append((task, kw)),
+            base_env={**os.environ, protocol.ENV_AGENT_TOKEN: "secret"},
+        )
+
+    def launch(self, job: Any, attempt: int, command: str, **fields: Any) -> str:
+        return self.sup.launch(protocol.LaunchCommand(job_id=job, attempt=attempt, command=command, **fields).to_kwargs())
+
+    def of(self, task: str, **match: Any) -> list[dict[str, Any]]:
+        return [kw for t, kw in self.reports if t == task and all(kw.get(k) == v for k, v in match.items())]
+
+    def step(self) -> None:
+        self.sup.tick()
+        self.sup.stream_logs()
+
+    def until(self, predicate, what: str):
+        def check():
+            self.step()
+            return predicate()
+
+        return wait_until(check, what=what)
+
+    def exited(self, job: Any, attempt: int = 1) -> dict[str, Any]:
+        return self.until(lambda: next(iter(self.of(protocol.REPORT_EXITED, job_id=job, attempt=attempt)), None), f"{job} exit")
+
+    def lines(self, job: Any, attempt: int = 1) -> list[str]:
+        return [line for kw in self.of(protocol.REPORT_LOG, job_id=job, attempt=attempt) for line in kw["lines"]]
+
+    def wait_line(self, job: Any, predicate, attempt: int = 1) -> str:
+        return self.until(lambda: next((l for l in self.lines(job, attempt) if predicate(l)), None), f"log line of {job}")
+
+
+@pytest.fixture
+def h(tmp_path: Path):
+    harness = Harness(tmp_path)
+    yield harness
+    for _, kw in harness.reports:
+        if "pid" in kw:
+            kill_group(kw["pid"])
+    for att in harness.sup.attempts.values():
+        kill_group(att.pgid)
+
+
+def test_exit_code_and_output_of_a_plain_command(h):
+    assert h.launch("a", 1, "echo out; echo err >&2; exit 3") == "started"
+    ex = h.exited("a")
+    assert (ex["exit_code"], ex["signal"], ex["reason"], ex["checkpointed"]) == (3, None, None, False)
+    assert sorted(h.lines("a")) == ["err", "out"]
+    assert h.sup.attempts == {}
+
+
+def test_a_job_killed_by_a_signal_reports_the_signal(h):
+    h.launch("s", 1, "kill -SEGV $$")
+    ex = h.exited("s")
+    assert (ex["exit_code"], ex["signal"]) == (None, signal.SIGSEGV)
+
+
+def test_the_shell_dying_of_the_notice_reports_the_jobs_own_exit(h):
+    # dash does not exec the command: the shell dies of SIGTERM at once while
+    # the job (its child) checkpoints and exits 143; that status is reported.
+    h.launch("t", 1, train_command(TRAIN_STEPS=100000, TRAIN_SLEEP=0.01), grace_period=30)
+    h.wait_line("t", lambda l: l.startswith("step 3/"))
+    assert h.sup.preempt({"job_id": "t", "attempt": 1, "grace_period": 30})
+    ex = h.exited("t")
+    assert (ex["exit_code"], ex["signal"], ex["checkpointed"], ex["reason"]) == (143, None, True, protocol.EXIT_PREEMPT)
+    saved = json.loads(Path(h.sup.workdir / "jobs" / "t" / "attempt-1.exit").read_text())
+    assert saved["main"]["signal"] == signal.SIGTERM and saved["last"]["exit_code"] == 143
+
+
+def test_a_job_dying_of_sigterm_without_checkpoint_is_not_checkpointed(h):
+    h.launch("d", 1, "echo up; sleep 60", grace_period=30)
+    h.wait_line("d", lambda l: l == "up")
+    h.sup.preempt({"job_id": "d", "attempt": 1, "grace_period": 30})
+    ex = h.exited("d")
+    assert (ex["signal"], ex["checkpointed"]) == (signal.SIGTERM, False)
+
+
+def test_sigkill_after_the_grace_period_and_nothing_survives(h):
+    h.launch("k", 1, "trap '' TERM; (trap '' TERM; sleep 60) & echo up; sleep 60", grace_period=0.3)
+    pgid = h.of(protocol.REPORT_STARTED, job_id="k")[0]["pid"]
+    h.wait_line("k", lambda l: l == "up")
+    h.sup.kill({"job_id": "k", "attempt": 1, "grace_period": 0.3, "reason": "cancel"})
+    ex = h.exited("k")
+    assert (ex["signal"], ex["reason"], ex["checkpointed"]) == (signal.SIGKILL, "cancel", False)
+    assert not group_alive(pgid)
+
+
+def test_zero_grace_kills_at_once(h):
+    h.launch("z", 1, "trap '' TERM; echo up; sleep 60")
+    h.wait_line("z", lambda l: l == "up")
+    h.sup.kill({"job_id": "z", "attempt": 1, "grace_period": 0})
+    assert h.sup.attempts[("z", 1)].killed_at is not None
+    assert h.exited("z")["signal"] == signal.SIGKILL
+
+
+def test_processes_left_behind_by_a_finished_command_are_stopped(h):
+    h.launch("bg", 1, "sleep 60 & echo main-done", grace_period=0.2)
+    pgid = h.of(protocol.REPORT_STARTED, job_id="bg")[0]["pid"]
+    ex = h.exited("bg")
+    assert (ex["exit_code"], ex["reason"]) == (0, None)
+    assert h.lines("bg") == ["main-done"]
+    assert not group_alive(pgid)
+
+
+def test_the_attempt_lasts_while_an_orphaned_descendant_checkpoints(h):
+    # The shell exits at once on SIGTERM; the orphaned grandchild takes a while
+    # to "checkpoint" and the attempt is only over when it is done.
+    script = (
+        "(trap 'sleep 0.5; echo saved > $CHECKPOINT_DIR/state; touch $CHECKPOINT_DIR/.checkpoint-complete; exit 0' TERM; "
+        "echo up; while :; do sleep 0.05; done) & wait"
+    )
+    h.launch("o", 1, script, grace_period=30)
+    h.wait_line("o", lambda l: l == "up")
+    h.sup.preempt({"job_id": "o", "attempt": 1, "grace_period": 30})
+    ex = h.exited("o")
+    assert ex["checkpointed"] is True
+    assert (h.sup.checkpoint_root / "o" / "state").read_text() == "saved\n"
+
+
+def test_marker_from_an_earlier_attempt_does_not_count(h):
+    ckpt = h.sup.checkpoint_root / "m"
+    ckpt.mkdir(parents=True)
+    (ckpt / protocol.CHECKPOINT_MARKER).write_text("old")
+    h.launch("m", 2, "sleep 60", grace_period=0.2, resume=True)
+    h.sup.preempt({"job_id": "m", "attempt": 2, "grace_period": 0.2})
+    assert h.exited("m", 2)["checkpointed"] is False
+
+
+def test_marker_written_during_the_attempt_counts_even_when_killed(h):
+    h.launch("mk", 1, "touch $CHECKPOINT_DIR/.checkpoint-complete; trap '' TERM; echo up; sleep 60", grace_period=0.2)
+    h.wait_line("mk", lambda l: l == "up")
+    h.sup.preempt({"job_id": "mk", "attempt": 1, "grace_period": 0.2})
+    ex = h.exited("mk")
+    assert (ex["signal"], ex["checkpointed"]) == (signal.SIGKILL, True)
+
+
+def test_time_limit_uses_the_grace_period_then_sigkill(h):
+    h.launch("tl", 1, "trap 'echo got-term' TERM; while :; do sleep 0.05; done", time_limit=0.3, grace_period=0.3)
+    ex = h.exited("tl")
+    assert (ex["reason"], ex["signal"]) == (protocol.EXIT_TIMEOUT, signal.SIGKILL)
+    assert "got-term" in h.lines("tl")
+
+
+def test_idempotency_rules(h):
+    assert h.launch("i", 2, "sleep 60") == "started"
+    assert h.launch("i", 2, "sleep 60") == "duplicate"
+    assert h.launch("i", 1, "sleep 60") == "refused"
+    assert h.sup.preempt({"job_id": "i", "attempt": 1, "grace_period": 0}) is False
+    assert h.sup.kill({"job_id": "other", "attempt": 1}) is False
+    assert h.launch("i", 3, "sleep 60") == "started"
+    assert h.exited("i", 2)["reason"] == protocol.EXIT_STALE
+    assert h.sup.running() == [["i", 3]]
+    h.sup.kill({"job_id": "i", "attempt": 3, "grace_period": 0})
+    h.exited("i", 3)
+    assert h.launch("i", 3, "sleep 60") == "refused"
+    assert len(h.of(protocol.REPORT_STARTED)) == 2
+
+
+def test_reconcile_stops_only_attempts_not_kept(h):
+    h.launch("keep", 1, "sleep 60")
+    h.launch(17, 2, "sleep 60")
+    h.launch("drop", 1, "sleep 60")
+    stopped = h.sup.reconcile({"keep": [["keep", 1], [17, 2]]})
+    assert stopped == [("drop", 1)]
+    assert h.exited("drop")["reason"] == protocol.EXIT_STALE
+    assert sorted(map(str, h.sup.running())) == sorted(map(str, [["keep", 1], [17, 2]]))
+
+
+@pytest.mark.parametrize(
+    ("method", "kwargs", "field"),
+    [
+        ("launch", {"job_id": "a", "attempt": 1}, "command"),
+        ("launch", {"job_id": "a b", "attempt": 1, "command": "x"}, "job_id"),
+        ("launch", {"job_id": "a", "attempt": 1, "command": "x", "gpu_indices": [0, 0]}, "gpu_indices"),
+        ("launch", {"job_id": "a", "attempt": 1, "command": "x", "time_limit": 0}, "time_limit"),
+        ("preempt", {"job_id": "a"}, "attempt"),
+        ("preempt", {"job_id": "a", "attempt": 1, "grace_period": -1}, "grace_period"),
+        ("kill", {"job_id": "a", "attempt": 1, "reason": "Drop Tables"}, "reason"),
+        ("reconcile", {}, "keep"),
+        ("reconcile", {"keep": [["a"]]}, "keep[0]"),
+    ],
+)
+def test_malformed_commands_raise_naming_the_field_and_change_nothing(h, method, kwargs, field):
+    with pytest.raises(protocol.ProtocolError) as err:
+        getattr(h.sup, method)(kwargs)
+    assert err.value.field == field
+    assert h.reports == [] and h.sup.attempts == {} and not (h.sup.workdir / "jobs").exists()
+
+
+def test_bad_gpu_index_fails_the_launch_with_a_log_line(h):
+    assert h.launch("g", 1, "true", gpu_indices=[4]) == "failed"
+    ex = h.of(protocol.REPORT_EXITED, job_id="g")[0]
+    assert ex["reason"] == protocol.EXIT_LAUNCH_FAILED
+    assert h.lines("g") == ["[agent] gpu_indices [4] do not exist: node unit has 4 GPUs"]
+    assert h.of(protocol.REPORT_STARTED) == []
+
+
+def test_unusable_workdir_fails_the_launch(h, tmp_path):
+    (tmp_path / "work").write_text("a file where the work dir should be")
+    assert h.launch("w", 1, "true") == "failed"
+    assert h.of(protocol.REPORT_EXITED, job_id="w")[0]["reason"] == protocol.EXIT_LAUNCH_FAILED
+
+
+def test_a_new_supervisor_readopts_from_saved_state(h):
+    h.launch("r", 1, train_command(TRAIN_STEPS=100000, TRAIN_SLEEP=0.01), grace_period=30)
+    h.launch("q", 1, "while [ ! -e go ]; do sleep 0.05; done; exit 5")
+    h.wait_line("r", lambda l: l.startswith("step 3/"))
+    state = json.loads(json.dumps(h.sup.to_state()))
+    old_reports = len(h.reports)
+
+    h.sup = h.make()
+    assert sorted(h.sup.restore(state)) == [("q", 1), ("r", 1)]
+    (h.sup.workdir / "jobs" / "q" / "work" / "go").touch()
+    assert h.exited("q")["exit_code"] == 5
+    h.sup.preempt({"job_id": "r", "attempt": 1, "grace_period": 30})
+    ex = h.exited("r")
+    assert (ex["exit_code"], ex["checkpointed"]) == (143, True)
+    # Log streaming continued from the saved offset: no line twice, none lost.
+    assert step_numbers(h.lines("r")) == list(range(1, step_numbers(h.lines("r"))[-1] + 1))
+    assert len(h.of(protocol.REPORT_STARTED)) == 2 and old_reports <= len(h.reports)
+
+
+def test_a_recycled_pid_is_not_mistaken_for_the_job(h):
+    h.launch("p", 1, "true")
+    state = h.sup.to_state()
+    h.exited("p")
+    # As if the pid now belonged to another live process (started later).
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        state["attempts"][0]["pgid"] = other.pid
+        h.sup = h.make()
+        h.sup.restore(state)
+        h.sup.tick()
+        assert h.sup.attempts == {}
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_an_attempt_whose_end_cannot_be_known_is_reported_lost(h):
+    h.launch("l", 1, "sleep 60")
+    state = h.sup.to_state()
+    pgid = state["attempts"][0]["pgid"]
+    kill_group(pgid)  # the shim dies without writing its exit file
+    os.waitpid(pgid, 0)  # reap it here, as init would after an agent crash
+    h.reports.clear()
+    h.sup = h.make()
+    h.sup.restore(state)
+    h.sup.tick()
+    (ex,) = h.of(protocol.REPORT_EXITED)
+    assert (ex["exit_code"], ex["signal"], ex["reason"]) == (None, None, protocol.EXIT_LOST)
+
+
+def test_stop_all_uses_each_attempts_grace_period(h):
+    h.launch("s1", 1, "trap '' TERM; echo up; sleep 60", grace_period=0.2)
+    h.launch("s2", 1, f"exec {PY} -c \"import signal,sys,time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); print('up', flush=True); time.sleep(60)\"", grace_period=30)
+    h.wait_line("s1", lambda l: l == "up")
+    h.wait_line("s2", lambda l: l == "up")
+    h.sup.stop_all(protocol.EXIT_AGENT_STOP)
+    assert h.exited("s1")["signal"] == signal.SIGKILL
+    assert (h.exited("s2")["exit_code"], h.exited("s2")["reason"]) == (0, protocol.EXIT_AGENT_STOP)
+
+
+def test_log_lines_are_streamed_incrementally_and_the_tail_flushed_at_exit(h):
+    h.launch("lg", 1, "echo one; sleep 0.3; printf 'two\\nthree-no-newline'; sleep 60")
+    h.wait_line("lg", lambda l: l == "two")
+    assert h.lines("lg") == ["one", "two"]  # the partial line waits for its newline
+    h.sup.kill({"job_id": "lg", "attempt": 1, "grace_period": 0})
+    h.exited("lg")
+    assert h.lines("lg") == ["one", "two", "three-no-newline"]
