@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "portal",
+    "portal.dashboard",
     "scheduler",
     "cluster",
 ]

@@ -1,0 +1,1 @@
+"""The live dashboard: cluster, latency and simulation pages, their selectors and the what-if runs."""

@@ -1,0 +1,17 @@
+"""The dashboard app: simulation runs (its model), live pages, and the realtime signal hooks."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class DashboardConfig(AppConfig):
+    name = "portal.dashboard"
+    label = "dashboard"
+    verbose_name = "Dashboard"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from portal import realtime
+
+        realtime.connect_signals()

@@ -1,0 +1,202 @@
+"""Live updates for the browser: the one module that talks to the channel layer.
+
+Writers (portal services, the scheduling loop, agent-report services) call the
+``publish_*`` functions after a change; WebSocket consumers (``portal.consumers``)
+are members of the groups below and push fresh state to the pages.
+
+Groups:
+
+* ``cluster``: the cluster page (GPU grid, queue by class, utilization);
+* ``latency``: the latency page (wait and slowdown percentiles, ledger summary);
+* ``job.<id>``: one job's page (state, timeline, attempts, log).
+
+Messages are *hints* ("job 7 changed", "attempt 2 of job 7 has new log
+lines"), never data: each consumer re-reads the database with its viewer's
+permissions and sends what that viewer may see. So a lost, repeated or spurious
+hint costs at most one extra read, and nothing secret ever travels through the
+channel layer.
+
+Contract of every ``publish_*`` function:
+
+* Safe inside a transaction: the hint is sent by ``transaction.on_commit``, so
+  a rolled-back change is never announced and the reader finds the committed
+  rows. Outside a transaction it is sent at once.
+* Hints of one transaction are coalesced: starting fifty jobs in one
+  scheduling cycle sends one ``cluster`` hint, one ``latency`` hint and one
+  hint per job.
+* Never raises because of the channel layer: with none configured it does
+  nothing; when Redis cannot be reached the failure is logged and, for
+  ``PUBLISH_COOLDOWN_S`` seconds, further hints are dropped instead of each
+  waiting ``PUBLISH_TIMEOUT_S`` again (the pages resynchronise when their
+  socket reconnects).
+
+``connect_signals()`` (called once by the dashboard app) makes every saved
+``JobEvent`` (each state transition and the submission) publish its job, and
+every saved ``AttemptLog`` chunk publish its log, so callers that write those
+rows with ``save()``/``create()`` need not call anything. ``bulk_create`` sends
+no signals: call the function yourself then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+CLUSTER_GROUP = "cluster"
+LATENCY_GROUP = "latency"
+
+#: Consumer handler names (the channel layer maps "job.changed" to ``job_changed``).
+CLUSTER_CHANGED = "cluster.changed"
+LATENCY_CHANGED = "latency.changed"
+JOB_CHANGED = "job.changed"
+JOB_LOG = "job.log"
+
+#: Longest a flush may wait for the channel layer, in seconds.
+PUBLISH_TIMEOUT_S = 2.0
+#: After a failed flush, hints are dropped for this many seconds.
+PUBLISH_COOLDOWN_S = 5.0
+
+
+def job_group(job_id: int) -> str:
+    """The group of one job's page."""
+    return f"job.{int(job_id)}"
+
+
+# --- The public API ----------------------------------------------------------
+
+
+def publish_job_changed(job: Any) -> None:
+    """Announce that a job's state, reason, attempts or ledger changed.
+
+    ``job`` is a ``scheduler.models.Job`` or its id. Also refreshes the cluster
+    page (queue, GPU grid) and the latency page, which a job change affects.
+    """
+    job_id = int(getattr(job, "pk", job))
+    _queue(job_group(job_id), {"type": JOB_CHANGED, "job_id": job_id})
+    _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
+    _queue(LATENCY_GROUP, {"type": LATENCY_CHANGED})
+
+
+def publish_cluster_changed() -> None:
+    """Announce a change of nodes or GPUs that is not a job transition
+    (registration, node state, node lost or back, GPU rows)."""
+    _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
+
+
+def publish_log_lines(job_id: int, attempt: int) -> None:
+    """Announce new log lines of attempt number ``attempt`` of job ``job_id``.
+
+    The lines must already be stored (``scheduler.models.AttemptLog``) in the
+    current transaction: the job page's consumer reads every chunk it has not
+    sent yet, so nothing is lost or shown twice however hints are merged.
+    """
+    job_id, attempt = int(job_id), int(attempt)
+    _queue(job_group(job_id), {"type": JOB_LOG, "job_id": job_id, "attempt": attempt}, key=f"log.{attempt}")
+
+
+# --- Coalescing and sending -------------------------------------------------
+
+_local = threading.local()
+_cooldown_until = 0.0
+_cooldown_lock = threading.Lock()
+
+
+def _pending() -> dict[tuple[str, str], dict]:
+    pending = getattr(_local, "pending", None)
+    if pending is None:
+        pending = _local.pending = {}
+    return pending
+
+
+def _queue(group: str, message: dict, key: str | None = None) -> None:
+    """Remember a hint and make sure a flush runs when the transaction commits.
+
+    Every call registers a flush; the first one to run sends everything pending
+    and the others find nothing left. Hints queued in a transaction that rolls
+    back stay pending and go out with the next commit of this thread: harmless,
+    since a hint only makes a consumer re-read.
+    """
+    _pending()[(group, key or message["type"])] = message
+    transaction.on_commit(flush)
+
+
+def flush() -> int:
+    """Send every pending hint of this thread now; return how many were sent."""
+    pending = _pending()
+    if not pending:
+        return 0
+    items = [(group, message) for (group, _), message in pending.items()]
+    pending.clear()
+    return _send(items)
+
+
+def _send(items: list[tuple[str, dict]]) -> int:
+    global _cooldown_until
+    from channels.layers import get_channel_layer
+
+    if time.monotonic() < _cooldown_until:
+        return 0
+    try:
+        layer = get_channel_layer()
+    except Exception:  # a misconfigured layer must not break a write path
+        logger.exception("channel layer is misconfigured; live updates are off")
+        layer = None
+    if layer is None:
+        return 0
+    from asgiref.sync import async_to_sync
+
+    try:
+        async_to_sync(_group_send_all)(layer, items)
+    except Exception as exc:  # Redis down, timeout, loop trouble: the write has committed anyway
+        with _cooldown_lock:
+            _cooldown_until = time.monotonic() + PUBLISH_COOLDOWN_S
+        logger.warning("live update not sent (%s: %s); pausing updates for %.0f s",
+                       type(exc).__name__, exc, PUBLISH_COOLDOWN_S)
+        return 0
+    return len(items)
+
+
+async def _group_send_all(layer: Any, items: list[tuple[str, dict]]) -> None:
+    async def send() -> None:
+        for group, message in items:
+            await layer.group_send(group, message)
+
+    await asyncio.wait_for(send(), timeout=PUBLISH_TIMEOUT_S)
+
+
+def reset_cooldown() -> None:
+    """Forget a past failure (tests, or after the channel layer is known to be back)."""
+    global _cooldown_until
+    with _cooldown_lock:
+        _cooldown_until = 0.0
+
+
+# --- Signals: every transition and every stored log chunk is published ------
+
+
+def _on_job_event(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
+    if created and not raw:
+        publish_job_changed(instance.job_id)
+
+
+def _on_log_chunk(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
+    if created and not raw:
+        attempt = instance.attempt  # usually cached: the writer passed the attempt object
+        publish_log_lines(attempt.job_id, attempt.number)
+
+
+def connect_signals() -> None:
+    """Publish on every saved JobEvent and AttemptLog (idempotent)."""
+    from django.db.models.signals import post_save
+
+    from scheduler.models import AttemptLog, JobEvent
+
+    post_save.connect(_on_job_event, sender=JobEvent, dispatch_uid="realtime.job_event")
+    post_save.connect(_on_log_chunk, sender=AttemptLog, dispatch_uid="realtime.log_chunk")

@@ -1,0 +1,122 @@
+"""portal.realtime: hints go out on commit, are coalesced, never on rollback, never raise."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from portal import realtime
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def memory_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    realtime._pending().clear()
+    realtime.reset_cooldown()
+    yield get_channel_layer()
+    realtime._pending().clear()
+    realtime.reset_cooldown()
+
+
+def listen(layer, *groups: str) -> str:
+    name = async_to_sync(layer.new_channel)()
+    for group in groups:
+        async_to_sync(layer.group_add)(group, name)
+    return name
+
+
+def drain(layer, channel: str) -> list[dict]:
+    async def read() -> list[dict]:
+        out = []
+        while True:
+            try:
+                out.append(await asyncio.wait_for(layer.receive(channel), timeout=0.05))
+            except asyncio.TimeoutError:
+                return out
+
+    return async_to_sync(read)()
+
+
+def test_job_change_reaches_job_cluster_and_latency_groups_on_commit(memory_layer, django_capture_on_commit_callbacks):
+    job_ch = listen(memory_layer, realtime.job_group(7))
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    latency_ch = listen(memory_layer, realtime.LATENCY_GROUP)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        realtime.publish_job_changed(7)
+    assert drain(memory_layer, job_ch) == []  # nothing before the commit
+    for callback in callbacks:
+        callback()
+    assert drain(memory_layer, job_ch) == [{"type": "job.changed", "job_id": 7}]
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    assert drain(memory_layer, latency_ch) == [{"type": "latency.changed"}]
+
+
+def test_hints_of_one_transaction_are_coalesced(memory_layer, django_capture_on_commit_callbacks):
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    job_ch = listen(memory_layer, realtime.job_group(3))
+    with django_capture_on_commit_callbacks(execute=True):
+        for job_id in (1, 2, 3, 3):
+            realtime.publish_job_changed(job_id)
+        realtime.publish_cluster_changed()
+        realtime.publish_log_lines(3, 1)
+        realtime.publish_log_lines(3, 1)
+        realtime.publish_log_lines(3, 2)
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    assert drain(memory_layer, job_ch) == [
+        {"type": "job.changed", "job_id": 3},
+        {"type": "job.log", "job_id": 3, "attempt": 1},
+        {"type": "job.log", "job_id": 3, "attempt": 2},
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rolled_back_change_is_not_announced(memory_layer):
+    job_ch = listen(memory_layer, realtime.job_group(5))
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            realtime.publish_job_changed(5)
+            raise RuntimeError("abort")
+    assert drain(memory_layer, job_ch) == []
+
+
+def test_no_channel_layer_is_a_no_op(settings, django_capture_on_commit_callbacks):
+    settings.CHANNEL_LAYERS = {}
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_job_changed(1)
+    assert realtime._pending() == {}
+
+
+def test_unreachable_layer_is_logged_not_raised_and_pauses_publishing(settings, caplog, django_capture_on_commit_callbacks):
+    # Port 1 on localhost refuses connections at once.
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_cluster_changed()
+    assert "live update not sent" in caplog.text
+    caplog.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_cluster_changed()
+    assert "live update not sent" not in caplog.text  # dropped during the cooldown, not retried
+    assert realtime._pending() == {}
+
+
+def test_saved_job_event_and_log_chunk_publish_through_signals(memory_layer, roles, make_job, django_capture_on_commit_callbacks):
+    from scheduler.models import Attempt, AttemptLog, JobEvent, JobState
+
+    job = make_job(roles.owner, state=JobState.RUNNING)
+    attempt = Attempt.objects.get(job=job)
+    job_ch = listen(memory_layer, realtime.job_group(job.pk))
+    with django_capture_on_commit_callbacks(execute=True):
+        JobEvent.objects.create(job=job, from_state=JobState.RUNNING, to_state=JobState.COMPLETED)
+        AttemptLog.objects.create(attempt=attempt, text="step 1")
+    assert drain(memory_layer, job_ch) == [
+        {"type": "job.changed", "job_id": job.pk},
+        {"type": "job.log", "job_id": job.pk, "attempt": 1},
+    ]
