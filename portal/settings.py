@@ -142,6 +142,10 @@ STORAGES = {
 }
 # Serve from the app/static directories directly when collectstatic has not run.
 WHITENOISE_USE_FINDERS = True
+try:  # WhiteNoise warns about a missing root on every start until collectstatic runs
+    STATIC_ROOT.mkdir(exist_ok=True)
+except OSError:
+    pass
 
 # --- Redis, Celery, Channels ---------------------------------------------
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", ("redis", "rediss", "unix"))

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
@@ -168,7 +169,7 @@ def _fields(req: JobRequest) -> dict:
 
 def _lock_quota_subjects(owner) -> None:  # noqa: ANN001
     """Lock the owner's row and their groups' rows (in id order, so no deadlock)."""
-    type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
     list(Group.objects.select_for_update().filter(user=owner).order_by("pk").values_list("pk", flat=True))
 
 

@@ -1,0 +1,93 @@
+"""The admin for staff: every job, quotas with search, filters and usage beside each limit."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth.models import Group
+
+from scheduler.models import Job, JobState, Quota
+
+pytestmark = pytest.mark.django_db
+
+
+def test_quota_list_shows_usage_beside_each_limit(roles, browser_as, make_job) -> None:
+    team = Group.objects.create(name="nlp")
+    team.user_set.add(roles.owner, roles.other)
+    Quota.objects.create(user=roles.owner, max_gpus=8, max_pending_jobs=3)
+    Quota.objects.create(group=team, max_te_gpus=4, gpu_hours_budget=100)
+    make_job(roles.owner, JobState.RUNNING, num_gpus=2, job_class="TE")
+    make_job(roles.other, JobState.RUNNING, num_gpus=1, job_class="TE")
+    make_job(roles.owner)
+    html = browser_as(roles.staff).get("/admin/scheduler/quota/").content.decode()
+    rows = {re.search(r"quota of (user|group) (\w+)", row).group(2): row
+            for row in re.findall(r"<tr>.*?</tr>", html, re.S) if "quota of" in row}
+    assert "2 / 8" in rows["alice"] and "1 / 3" in rows["alice"]  # GPUs held, pending jobs
+    assert "3 / 4" in rows["nlp"]  # TE GPUs of both members
+    assert "0.0 / 100.0" in rows["nlp"]  # no attempt has ended inside the period worth an hour yet
+    assert "/ ∞" in rows["nlp"]
+
+
+def test_quota_search_and_filters(roles, browser_as) -> None:
+    Quota.objects.create(user=roles.owner, max_gpus=1)
+    Quota.objects.create(user=roles.other, max_gpus=2)
+    Quota.objects.create(group=Group.objects.create(name="robotics"), max_gpus=3)
+    client = browser_as(roles.staff)
+
+    def listed(query: str) -> set[str]:
+        html = client.get(f"/admin/scheduler/quota/?{query}").content.decode()
+        return set(re.findall(r"quota of (?:user|group) (\w+)", html))
+
+    assert listed("q=bob") == {"bob"}
+    assert listed("q=robot") == {"robotics"}
+    assert listed("scope=group") == {"robotics"}
+    assert listed("scope=user") == {"alice", "bob"}
+
+
+def test_quota_change_form_shows_current_usage(roles, browser_as, make_job) -> None:
+    quota = Quota.objects.create(user=roles.owner, max_gpus=8)
+    make_job(roles.owner, JobState.RUNNING, num_gpus=3)
+    html = browser_as(roles.staff).get(f"/admin/scheduler/quota/{quota.pk}/change/").content.decode()
+    assert "<th>GPUs held / max</th><td>3 / 8</td>" in html
+
+
+def test_staff_change_a_quota_and_it_applies_at_once(roles, browser_as, api_as) -> None:
+    quota = Quota.objects.create(user=roles.owner, max_gpus=8)
+    response = browser_as(roles.staff).post(f"/admin/scheduler/quota/{quota.pk}/change/", {
+        "user": roles.owner.pk, "group": "", "note": "", "max_gpus": "1", "budget_period_days": "7"})
+    assert response.status_code == 302
+    refused = api_as(roles.owner).post("/api/v1/jobs/", {"name": "x", "command": "y", "num_gpus": 2}, format="json")
+    assert refused.status_code == 403 and refused.json()["limit_value"] == 1
+
+
+def test_quota_form_refuses_both_or_neither_scope(roles, browser_as) -> None:
+    group = Group.objects.create(name="g")
+    client = browser_as(roles.staff)
+    for scope in ({"user": roles.owner.pk, "group": group.pk}, {"user": "", "group": ""}):
+        response = client.post("/admin/scheduler/quota/add/", {**scope, "note": "", "budget_period_days": "7"})
+        assert response.status_code == 200 and "quota_exactly_one_scope" in response.content.decode()
+    assert not Quota.objects.exists()
+
+
+def test_staff_see_every_job_and_cancel_from_the_admin(roles, browser_as, make_job) -> None:
+    mine = make_job(roles.owner, name="alices-job")
+    theirs = make_job(roles.other, JobState.RUNNING, name="bobs-job")
+    done = make_job(roles.other, JobState.COMPLETED, name="done-job")
+    client = browser_as(roles.staff)
+    html = client.get("/admin/scheduler/job/").content.decode()
+    assert "alices-job" in html and "bobs-job" in html
+    response = client.post("/admin/scheduler/job/", {
+        "action": "cancel_jobs", "_selected_action": [mine.pk, theirs.pk, done.pk]}, follow=True)
+    assert "2 job(s) cancelled or cancelling; 1 had already finished." in response.content.decode()
+    states = dict(Job.objects.values_list("name", "state"))
+    assert states == {"alices-job": "CANCELLED", "bobs-job": "CANCELLING", "done-job": "COMPLETED"}
+
+
+def test_jobs_are_read_only_in_the_admin(roles, browser_as, make_job) -> None:
+    job = make_job(roles.owner)
+    client = browser_as(roles.staff)
+    client.post(f"/admin/scheduler/job/{job.pk}/change/", {"state": "COMPLETED", "name": "renamed"})
+    job.refresh_from_db()
+    assert (job.state, job.name) == (JobState.PENDING, "job")
+    assert client.get("/admin/scheduler/job/add/").status_code == 403

@@ -1,0 +1,138 @@
+"""Browser pages: login, the submission form, my jobs, job detail, cancel; phone-friendly, no CDN."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from scheduler.models import Attempt, AttemptLog, Job, JobState
+
+pytestmark = pytest.mark.django_db
+
+FORM = {"name": "notebook", "command": "python explore.py", "job_class": "TE", "num_gpus": "1",
+        "num_cpus": "", "mem_gb": "", "grace_period": "", "time_limit": "", "priority": ""}
+
+
+def test_login_and_logout_through_the_pages(roles, password) -> None:
+    client = Client()
+    page = client.get("/jobs/", follow=True)
+    assert page.redirect_chain[-1][0].startswith("/accounts/login/?next=/jobs/")
+    bad = client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    assert bad.status_code == 200 and bad.context["form"].non_field_errors()
+    good = client.post("/accounts/login/", {"username": "alice", "password": password, "next": "/jobs/"})
+    assert good.status_code == 302 and good["Location"] == "/jobs/"
+    assert client.get("/jobs/").status_code == 200
+    assert client.get("/accounts/logout/").status_code == 405  # logging out is a POST
+    assert client.post("/accounts/logout/").status_code == 302
+    assert client.get("/jobs/").status_code == 302
+
+
+def test_form_submission_creates_the_job_and_shows_it(roles, browser_as) -> None:
+    client = browser_as(roles.owner)
+    response = client.post("/jobs/new/", FORM)
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert (job.owner, job.job_class, job.num_gpus, job.grace_period, job.priority) == (roles.owner, "TE", 1, 30, 0)
+    detail = client.get(response["Location"]).content.decode()
+    assert f"Job {job.pk} submitted." in detail and "python explore.py" in detail
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"num_gpus": "0"}, "num_gpus"),
+    ({"num_gpus": "-2"}, "num_gpus"),
+    ({"num_gpus": "100000"}, "num_gpus"),
+    ({"num_gpus": "two"}, "num_gpus"),
+    ({"job_class": "XL"}, "job_class"),
+    ({"command": "   "}, "command"),
+    ({"name": ""}, "name"),
+    ({"time_limit": "0"}, "time_limit"),
+    ({"grace_period": "-5"}, "grace_period"),
+    ({"mem_gb": "lots"}, "mem_gb"),
+])
+def test_form_errors_appear_next_to_their_field_and_nothing_is_written(roles, browser_as, change, field) -> None:
+    response = browser_as(roles.owner).post("/jobs/new/", {**FORM, **change})
+    assert response.status_code == 400
+    assert list(response.context["form"].errors) == [field]
+    html = response.content.decode()
+    # the error list sits inside the field's own block, right after its input
+    block = re.search(rf'<div class="field has-error">\s*<label for="id_{field}">.*?</div>', html, re.S)
+    assert block and f'id="id_{field}-errors"' in block.group(0)
+    assert Job.objects.count() == 0
+
+
+def test_form_error_for_gpus_beyond_the_cluster(roles, browser_as, make_node) -> None:
+    make_node("n1", 4)
+    response = browser_as(roles.owner).post("/jobs/new/", {**FORM, "num_gpus": "5"})
+    assert response.status_code == 400
+    assert "largest node has 4" in response.context["form"].errors["num_gpus"][0]
+    assert Job.objects.count() == 0
+
+
+def test_my_jobs_page_filters_and_paginates(roles, browser_as, make_job) -> None:
+    for i in range(27):
+        make_job(roles.owner, name=f"be-{i}", job_class="BE")
+    make_job(roles.owner, JobState.RUNNING, name="te-running", job_class="TE")
+    make_job(roles.other, name="bobs-job")
+    client = browser_as(roles.owner)
+    first = client.get("/jobs/")
+    assert first.context["page"].paginator.count == 28 and len(first.context["page"]) == 25
+    assert "bobs-job" not in first.content.decode()
+    second = client.get("/jobs/?page=2")
+    assert len(second.context["page"]) == 3
+    running = client.get("/jobs/?state=RUNNING&job_class=TE")
+    assert [j.name for j in running.context["page"]] == ["te-running"]
+    assert client.get("/jobs/?job_class=BE&page=2").context["page"].paginator.count == 27
+    page_links = re.findall(r'href="\?([^"]+)"', client.get("/jobs/?job_class=BE").content.decode())
+    assert page_links == ["job_class=BE&amp;page=2"]
+
+
+def test_staff_see_every_job_with_owner_and_can_filter_by_owner(roles, browser_as, make_job) -> None:
+    make_job(roles.owner, name="alices")
+    make_job(roles.other, name="bobs")
+    page = browser_as(roles.staff).get("/jobs/")
+    assert {j.name for j in page.context["page"]} == {"alices", "bobs"} and page.context["show_owner"]
+    assert [j.name for j in browser_as(roles.staff).get("/jobs/?owner=bob").context["page"]] == ["bobs"]
+
+
+def test_detail_shows_timeline_attempts_ledger_and_log(roles, browser_as, make_job) -> None:
+    job = make_job(roles.owner, JobState.RUNNING, num_gpus=2)
+    attempt = job.attempts.get()
+    Attempt.objects.filter(pk=attempt.pk).update(checkpointed=True, lost_gpu_seconds=12.5)
+    AttemptLog.objects.create(attempt=attempt, text="epoch 1 loss 0.93")
+    html = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
+    timeline = re.search(r'<ol class="timeline".*?</ol>', html, re.S).group(0)
+    assert timeline.index("PENDING") < timeline.index("RUNNING")
+    assert "n1: 0,1" in html and "12.5" in html and ">yes<" in html
+    assert "epoch 1 loss 0.93" in html
+    assert f'action="/jobs/{job.pk}/cancel/"' in html
+
+
+def test_cancel_from_the_page(roles, browser_as, make_job) -> None:
+    job = make_job(roles.owner, JobState.RUNNING)
+    client = browser_as(roles.owner)
+    response = client.post(f"/jobs/{job.pk}/cancel/", follow=True)
+    assert f"Job {job.pk} is CANCELLING." in response.content.decode()
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLING
+    finished = make_job(roles.owner, JobState.COMPLETED)
+    response = client.post(f"/jobs/{finished.pk}/cancel/", follow=True)
+    assert "already finished" in response.content.decode()
+    assert 'action="/jobs/%d/cancel/"' % finished.pk not in response.content.decode()
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/jobs/", "/jobs/new/", "/account/tokens/"])
+def test_pages_are_phone_friendly_and_use_only_local_assets(roles, browser_as, path) -> None:
+    user = None if path == "/accounts/login/" else roles.owner
+    html = browser_as(user).get(path).content.decode()
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html
+    assets = re.findall(r'<(?:link|script|img)[^>]+(?:src|href)="([^"]+)"', html)
+    assert assets and all(a.startswith("/static/") for a in assets)
+    assert "http://" not in html and "https://" not in html
+
+
+def test_stylesheet_is_served_and_fluid() -> None:
+    css = Path(__file__).resolve().parents[2].joinpath("static/portal/site.css").read_text()
+    assert "@media" in css and "max-width" in css and "url(" not in css
+    assert Client().get("/static/portal/site.css").status_code == 200

@@ -1,0 +1,81 @@
+"""A submission or cancellation enqueues one scheduling cycle on the real broker, after commit only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from portal.celery import app
+from scheduler.triggers import RUN_CYCLE_TASK, request_scheduling
+
+pytestmark = [pytest.mark.django_db, pytest.mark.redis]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def broker(redis_url: str, settings) -> Iterator[redis.Redis]:  # noqa: ANN001
+    """The configured broker (the test Redis), with an empty default queue; scheduling on."""
+    if app.conf.broker_url != redis_url:
+        pytest.fail(f"the portal's broker {app.conf.broker_url} is not the test Redis {redis_url}; "
+                    "set REDIS_URL only (not CELERY_BROKER_URL or TEST_REDIS_URL)", pytrace=False)
+    settings.SCHEDULER_AUTORUN = True
+    client = redis.Redis.from_url(redis_url)
+    queue = app.conf.task_default_queue
+    client.delete(queue)
+    yield client
+    client.delete(queue)
+
+
+def queued_tasks(client: redis.Redis) -> list[str]:
+    return [json.loads(raw)["headers"]["task"] for raw in client.lrange(app.conf.task_default_queue, 0, -1)]
+
+
+def test_request_scheduling_enqueues_run_cycle(broker) -> None:
+    assert request_scheduling() is True
+    assert queued_tasks(broker) == [RUN_CYCLE_TASK]
+
+
+def test_nothing_is_enqueued_when_autorun_is_off(broker, settings) -> None:
+    settings.SCHEDULER_AUTORUN = False
+    assert request_scheduling() is False
+    assert queued_tasks(broker) == []
+
+
+def test_submit_and_cancel_enqueue_on_commit(broker, roles, api_as, django_capture_on_commit_callbacks) -> None:
+    client = api_as(roles.owner)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        job_id = client.post("/api/v1/jobs/", {"name": "x", "command": "y"}, format="json").json()["id"]
+    assert queued_tasks(broker) == []  # not before the transaction commits
+    for callback in callbacks:
+        callback()
+    assert queued_tasks(broker) == [RUN_CYCLE_TASK]
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/api/v1/jobs/{job_id}/cancel/")
+    assert queued_tasks(broker) == [RUN_CYCLE_TASK, RUN_CYCLE_TASK]
+
+
+def test_refused_submission_enqueues_nothing(broker, roles, api_as, django_capture_on_commit_callbacks) -> None:
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = api_as(roles.owner).post("/api/v1/jobs/", {"name": "x", "command": ""}, format="json")
+    assert response.status_code == 400 and callbacks == []
+    assert queued_tasks(broker) == []
+
+
+def test_unreachable_broker_is_logged_not_raised() -> None:
+    """In a fresh process whose broker is a closed port: False and a warning, no exception."""
+    env = {**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0", "SCHEDULER_AUTORUN": "1",
+           "DJANGO_SETTINGS_MODULE": "portal.settings", "SECRET_KEY": "test-only", "CELERY_BROKER_URL": ""}
+    code = "import django; django.setup(); from scheduler.triggers import request_scheduling as r; print(r())"
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert "could not enqueue scheduler.run_cycle" in result.stderr
