@@ -198,3 +198,9 @@ def test_docs_page_loads_only_local_assets(client) -> None:
     assert "cdn" not in html.lower()
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
+
+
+def test_unknown_api_path_is_json_404(roles, api_as) -> None:
+    response = api_as(roles.owner).get("/api/v1/no-such-thing/")
+    assert response.status_code == 404 and response.json() == {"detail": "Not found."}
+    assert api_as(roles.owner).get("/api/v1/jobs/abc/").json() == {"detail": "Not found."}

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from scheduler import quotas, selectors
-from scheduler.models import Attempt, AttemptState, Job, JobState, Quota
+from scheduler.models import Attempt, Job, JobState, Quota
 
 pytestmark = pytest.mark.django_db
 

@@ -78,3 +78,30 @@ def test_production_values_are_read(tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "django.db.backends.postgresql", "['gpu.example.org',",
                                      "'10.0.0.5']", "fifo", "redis://cache:6379/2"]
+
+
+def test_celery_app_reads_django_settings() -> None:
+    from django.conf import settings
+
+    from portal import celery_app
+
+    assert celery_app.main == "portal"
+    assert celery_app.conf.broker_url == settings.CELERY_BROKER_URL
+    assert celery_app.conf.task_default_queue == "celery"
+
+
+def test_asgi_app_routes_http_to_django_and_websockets_to_channels() -> None:
+    from channels.routing import ProtocolTypeRouter
+
+    from portal.asgi import application
+
+    assert isinstance(application, ProtocolTypeRouter)
+    assert set(application.application_mapping) == {"http", "websocket"}
+
+
+def test_channel_layer_uses_redis() -> None:
+    from django.conf import settings
+
+    layer = settings.CHANNEL_LAYERS["default"]
+    assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert layer["CONFIG"]["hosts"] == [settings.REDIS_URL]
