@@ -43,7 +43,9 @@ class ModelSpec:
         return self.seq_hid / self.layers
 
 
-def _spec(name, profile, placements, authors, params, batch, seq_hid, layers, profile_model=None):
+def _spec(name: str, profile: str, placements: str, authors: str, params: int, batch: int, seq_hid: int,
+          layers: int, profile_model: str | None = None) -> ModelSpec:
+    """A spec from a parameter count (not Mi)."""
     return ModelSpec(name, profile, placements, authors, params / MI, batch, seq_hid, layers, profile_model)
 
 

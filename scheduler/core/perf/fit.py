@@ -11,8 +11,12 @@ run weigh alike), both with scipy's trust-region solver under bounds:
 
 Both use a soft-L1 loss (quadratic near zero, linear beyond ``F_SCALE`` in
 log units) so that a single inconsistent row, such as t5's 4 ms forward time
-at 4 GPUs next to 54 ms at 8, cannot drag the fit. Starting points are a
-fixed grid, so a fit is deterministic: same runs, same coefficients.
+at 4 GPUs next to 54 ms at 8, cannot drag the fit. The phase residuals weigh
+``PHASE_WEIGHT`` against the iteration's 1 (chosen by leave-one-out over the
+profiling runs: ``benchmarks/perf_phase_weight.py``), and a phase measured
+under ``PHASE_FLOOR`` of its iteration gives none. Coefficients a model's runs
+cannot identify are borrowed (``identifiable``, ``fit_all``). Starting points
+are a fixed grid, so a fit is deterministic: same runs, same coefficients.
 """
 
 from __future__ import annotations

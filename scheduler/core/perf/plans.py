@@ -36,7 +36,6 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-DP_MEMORY_KINDS = ("none", "zero-dp", "zero-offload")
 
 HOST_MEM_PER_PROCESS_GB = 4.0
 OFFLOAD_HOST_BYTES_PER_PARAM = 16.0
