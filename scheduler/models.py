@@ -173,8 +173,9 @@ class Attempt(models.Model):
     ``gpu_allocation`` maps node name to the GPU indices used there, e.g.
     ``{"node-a": [0, 1], "node-b": [3]}``. The ledger fields are filled when
     the attempt is preempted: ``notice_at`` (SIGTERM sent), ``vacated_at``
-    (process gone), ``checkpointed`` (None: unknown / not preempted) and
-    ``lost_gpu_seconds`` (GPU-seconds of work not kept by a checkpoint).
+    (process gone), ``checkpointed`` (None: unknown / not preempted),
+    ``lost_gpu_seconds`` (GPU-seconds of work not kept by a checkpoint) and
+    ``preempted_for`` (id of the job the GPUs are being freed for, if any).
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
@@ -193,6 +194,10 @@ class Attempt(models.Model):
     vacated_at = models.DateTimeField(null=True, blank=True)
     checkpointed = models.BooleanField(null=True, blank=True)
     lost_gpu_seconds = models.FloatField(null=True, blank=True)
+    preempted_for = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="Id of the job the preemption frees this attempt's GPUs for (the scheduler counts them as promised).",
+    )
 
     class Meta:
         ordering = ["job_id", "number"]
