@@ -7,6 +7,7 @@ oddly later.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 
@@ -51,6 +52,30 @@ def env_int(
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_float(
+    name: str,
+    default: float,
+    environ: Mapping[str, str] = os.environ,
+    minimum: float | None = None,
+    positive: bool = False,
+) -> float:
+    """A finite number, at least ``minimum`` when given, and > 0 when ``positive``."""
+    raw = environ.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum:g}")
+    if positive and not value > 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be greater than 0")
     return value
 
 

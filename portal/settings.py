@@ -15,6 +15,10 @@ Variables (all optional unless noted):
   ``fitgpp`` (checked against the registry by ``manage.py check``).
 * ``SCHEDULER_AUTORUN``: whether a submission or cancellation enqueues a
   scheduling cycle; default true.
+* ``SCHEDULER_TICK_SECONDS`` (5), ``SCHEDULER_LOCK_TIMEOUT`` (60),
+  ``SCHEDULER_RESUME_OVERHEAD`` (30), ``AGENT_HEARTBEAT_SECONDS`` (5),
+  ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty): the live
+  cluster; see docs/live_cluster.md.
 * ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
 
 A bad value raises ``ImproperlyConfigured`` naming the variable.
@@ -28,7 +32,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_int, env_list, env_str, env_url
+from portal.env import env_bool, env_float, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -158,7 +162,6 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULE: dict = {}
 
 CHANNEL_LAYER_URL = env_url("CHANNEL_LAYER_URL", REDIS_URL, ("redis", "rediss", "unix"))
 CHANNEL_LAYERS = {
@@ -173,6 +176,28 @@ SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fitgpp") or "fitgpp"
 if not re.fullmatch(r"[a-z][a-z0-9_\-]*", SCHEDULER_POLICY):
     raise ImproperlyConfigured(f"SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy name")
 SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
+
+# --- Live cluster: the scheduling loop and the node agents (docs/live_cluster.md)
+# Seconds between Celery beat's safety ticks (node-lost detection, overdue
+# commands re-sent, one scheduling cycle).
+SCHEDULER_TICK_SECONDS = env_float("SCHEDULER_TICK_SECONDS", 5.0, positive=True)
+# A cycle holding the loop's Redis lock longer than this loses it.
+SCHEDULER_LOCK_TIMEOUT = env_float("SCHEDULER_LOCK_TIMEOUT", 60.0, positive=True)
+# Seconds a resumed attempt spends restoring its checkpoint: not counted as progress.
+SCHEDULER_RESUME_OVERHEAD = env_float("SCHEDULER_RESUME_OVERHEAD", 30.0, minimum=0)
+# The agents' --heartbeat; a node silent for NODE_LOST_HEARTBEATS of them is NODE_LOST.
+AGENT_HEARTBEAT_SECONDS = env_float("AGENT_HEARTBEAT_SECONDS", 5.0, positive=True)
+NODE_LOST_HEARTBEATS = env_int("NODE_LOST_HEARTBEATS", 3, minimum=1)
+# Shared secret every agent report must carry (the agents' GPUSCHED_AGENT_TOKEN); empty: not checked.
+AGENT_TOKEN = env_str("GPUSCHED_AGENT_TOKEN", "") or ""
+CELERY_BEAT_SCHEDULE = {
+    "scheduler-tick": {
+        "task": "scheduler.tick",
+        "schedule": SCHEDULER_TICK_SECONDS,
+        # A tick nobody ran in time is superseded by the next one.
+        "options": {"expires": SCHEDULER_TICK_SECONDS},
+    },
+}
 
 # --- REST API -------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
