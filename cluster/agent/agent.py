@@ -131,16 +131,19 @@ class Agent:
 
     # ----- reports -----------------------------------------------------------
 
-    def report(self, task: str, kwargs: dict[str, Any]) -> None:
-        """Queue a report; node and token are added here."""
-        self.outbox.append([task, {"node": self.config.name, **kwargs, "token": self.config.token}])
+    def report(self, task: str, kwargs: dict[str, Any], *, first: bool = False) -> None:
+        """Queue a report (at the head if ``first``); node and token are added here."""
+        item = [task, {"node": self.config.name, **kwargs, "token": self.config.token}]
+        self.outbox.insert(0, item) if first else self.outbox.append(item)
         self._outbox_dirty = True
 
     def _queue_register(self) -> None:
+        # Ahead of anything queued: the server hears who we are before what happened.
         r = self.resources
         self.report(
             protocol.REPORT_REGISTER,
             {"gpus": r.gpus, "cpus": r.cpus, "mem_gb": r.mem_gb, "gpu_models": list(r.gpu_models), "agent_version": __version__},
+            first=True,
         )
 
     def _heartbeat(self, now: float) -> None:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 # Messages the broker hands over before they are acked; commands are cheap, so
 # a small window is enough and limits what a crashed agent leaves unacked.
 PREFETCH = 16
+CONNECT_TIMEOUT = 2.0  # seconds
 
 
 class BrokerDown(ConnectionError):
@@ -43,6 +44,7 @@ class BrokerLink:
             task_serializer="json",
             accept_content=["json"],
             broker_connection_retry_on_startup=False,
+            broker_connection_timeout=CONNECT_TIMEOUT,
         )
         name = node_queue(node)
         # The same declaration Celery makes for a missing queue named in send_task(queue=...).
@@ -60,7 +62,9 @@ class BrokerLink:
         """Connect and start consuming; raises BrokerDown on failure."""
         conn = self.app.connection_for_read()
         try:
-            conn.ensure_connection(max_retries=1)
+            # One quick try: the agent loop retries, and must not stall while
+            # jobs need supervising.
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=CONNECT_TIMEOUT)
             consumer = Consumer(
                 conn.channel(),
                 queues=[self.queue],

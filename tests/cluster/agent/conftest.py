@@ -12,6 +12,7 @@ whatever the test's outcome.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -44,14 +45,27 @@ def make_node(agent_broker_url: str, tmp_path: Path) -> Iterator[Callable[..., N
     """Factory of Node objects (agent not yet started); all are cleaned up."""
     nodes: list[Node] = []
 
-    def make(*extra_args: str) -> Node:
-        node = Node(agent_broker_url, tmp_path, list(extra_args))
+    def make(*extra_args: str, url: str | None = None) -> Node:
+        node = Node(url or agent_broker_url, tmp_path, list(extra_args))
         nodes.append(node)
         return node
 
     yield make
     for node in nodes:
         node.cleanup()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator["PrivateRedis"]:
+    """A redis-server of the test's own, which the test may stop and restart."""
+    from agent_testlib import PrivateRedis
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -305,3 +305,41 @@ def test_a_second_agent_on_the_same_workdir_is_refused(node):
     assert result.returncode == 2
     assert "another agent is running with work dir" in result.stderr
     assert node.agent.poll() is None
+
+
+def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_returns(private_redis, make_node):
+    from agent_testlib import ReportReader
+
+    n = make_node(url=private_redis.url)
+    n.start()
+    n.reports.wait(protocol.REPORT_REGISTER)
+    n.launch("outage", 1, "while [ ! -e go ]; do sleep 0.05; done; echo bye")
+    n.reports.wait(protocol.REPORT_STARTED, job_id="outage")
+
+    private_redis.stop()
+    (n.job_dir("outage") / "work" / "go").touch()
+
+    def queued_tasks() -> list[str]:
+        state = json.loads((n.workdir / "agent-state.json").read_text())
+        return [task for task, _ in state["outbox"]]
+
+    # The exit happened with no broker: the report waits in the saved outbox.
+    assert wait_until(lambda: protocol.REPORT_EXITED in queued_tasks(), what="EXITED queued")
+    assert n.agent.poll() is None
+
+    private_redis.start()  # a fresh, empty server on the same port
+    try:
+        n.reports.close()
+    except Exception:
+        pass
+    n.reports = ReportReader(private_redis.url, n.name)
+    exited = n.reports.wait(protocol.REPORT_EXITED, job_id="outage")
+    assert exited["exit_code"] == 0
+    assert n.reports.log_lines("outage", 1) == ["bye"]
+    # It says who it is again after reconnecting, before what happened meanwhile.
+    tasks = [task for task, _ in n.reports.reports]
+    assert tasks.index(protocol.REPORT_REGISTER) < tasks.index(protocol.REPORT_EXITED)
+    wait_until(lambda: queued_tasks() == [], what="outbox drained")
+    # Commands flow again (the agent re-declared its queue on the new server).
+    n.launch("after", 1, "echo back")
+    n.reports.wait(protocol.REPORT_EXITED, job_id="after", exit_code=0)
