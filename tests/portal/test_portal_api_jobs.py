@@ -204,3 +204,13 @@ def test_unknown_api_path_is_json_404(roles, api_as) -> None:
     response = api_as(roles.owner).get("/api/v1/no-such-thing/")
     assert response.status_code == 404 and response.json() == {"detail": "Not found."}
     assert api_as(roles.owner).get("/api/v1/jobs/abc/").json() == {"detail": "Not found."}
+
+
+def test_list_query_count_does_not_grow_with_the_page(roles, api_as, make_job, django_assert_max_num_queries) -> None:
+    for _ in range(25):
+        make_job(roles.owner, JobState.RUNNING)
+    client = api_as(roles.owner)
+    # token lookup and last-used write, count, page, attempts, events
+    with django_assert_max_num_queries(7):
+        body = client.get("/api/v1/jobs/").json()
+    assert len(body["results"]) == 25 and all(len(j["attempts"]) == 1 for j in body["results"])

@@ -22,14 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def broker(redis_url: str, settings) -> Iterator[redis.Redis]:  # noqa: ANN001
-    """The configured broker (the test Redis), with an empty default queue; scheduling on."""
+    """The configured broker (the test Redis), whose default queue must start empty; scheduling on."""
     if app.conf.broker_url != redis_url:
         pytest.fail(f"the portal's broker {app.conf.broker_url} is not the test Redis {redis_url}; "
                     "set REDIS_URL only (not CELERY_BROKER_URL or TEST_REDIS_URL)", pytrace=False)
     settings.SCHEDULER_AUTORUN = True
     client = redis.Redis.from_url(redis_url)
     queue = app.conf.task_default_queue
-    client.delete(queue)
+    if client.llen(queue):  # never empty a queue that something else fills
+        pytest.fail(f"queue {queue!r} at {redis_url} already holds messages; give the tests a Redis db of their own "
+                    "(REDIS_URL=redis://host:6379/N)", pytrace=False)
     yield client
     client.delete(queue)
 
