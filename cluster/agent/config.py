@@ -11,6 +11,7 @@ from pathlib import Path
 from cluster.protocol import ENV_AGENT_TOKEN
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
+ENV_CHECKPOINT_ROOT = "GPUSCHED_CHECKPOINT_ROOT"
 _NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
@@ -61,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--checkpoint-root",
         type=Path,
-        help="CHECKPOINT_DIR = <this>/<job id> (default: <workdir>/checkpoints); share it between nodes "
-        "so a job preempted on one node resumes on another",
+        help=f"CHECKPOINT_DIR = <this>/<job id> (default: ${ENV_CHECKPOINT_ROOT}, else <workdir>/checkpoints); "
+        "share it between nodes so a job preempted on one node resumes on another",
     )
     p.add_argument("--heartbeat", type=_positive("--heartbeat"), default=5.0, help="seconds between heartbeats (default 5)")
     p.add_argument("--log-interval", type=_positive("--log-interval"), default=0.5, help="seconds between log batches (default 0.5)")
@@ -87,7 +88,7 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         gpus=args.gpus,
         broker=args.broker or env.get("CELERY_BROKER_URL") or env.get("REDIS_URL") or DEFAULT_BROKER,
         workdir=workdir,
-        checkpoint_root=(args.checkpoint_root or workdir / "checkpoints").resolve(),
+        checkpoint_root=Path(args.checkpoint_root or env.get(ENV_CHECKPOINT_ROOT) or workdir / "checkpoints").resolve(),
         heartbeat=args.heartbeat,
         log_interval=args.log_interval,
         cpus=args.cpus,

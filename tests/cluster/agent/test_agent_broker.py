@@ -343,3 +343,20 @@ def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_re
     # Commands flow again (the agent re-declared its queue on the new server).
     n.launch("after", 1, "echo back")
     n.reports.wait(protocol.REPORT_EXITED, job_id="after", exit_code=0)
+
+
+def test_with_a_shared_checkpoint_root_a_job_resumes_on_another_node(make_node, tmp_path):
+    shared = tmp_path / "shared-checkpoints"
+    a, b = make_node("--checkpoint-root", str(shared)), make_node("--checkpoint-root", str(shared))
+    a.start()
+    b.start()
+    settings = {"TRAIN_STEPS": 80, "TRAIN_SLEEP": 0.02, "TRAIN_EVAL_EVERY": 0}
+    a.launch("mover", 1, train_command(**settings), grace_period=30)
+    a.reports.wait_log("mover", 1, lambda l: l.startswith("step 10/"), "step 10")
+    a.send(protocol.AGENT_PREEMPT, job_id="mover", attempt=1, grace_period=30)
+    assert a.reports.wait(protocol.REPORT_EXITED, job_id="mover")["checkpointed"] is True
+    saved_at = step_numbers(a.reports.log_lines("mover", 1))[-1]
+
+    b.launch("mover", 2, train_command(**settings), grace_period=30, resume=True)
+    assert b.reports.wait(protocol.REPORT_EXITED, job_id="mover", attempt=2)["exit_code"] == 0
+    assert step_numbers(b.reports.log_lines("mover", 2)) == list(range(saved_at + 1, 81))

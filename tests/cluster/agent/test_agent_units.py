@@ -258,6 +258,8 @@ def test_options_defaults_and_environment_fallbacks(tmp_path, monkeypatch):
     assert (c2.broker, c2.token, c2.checkpoint_root) == ("redis://b/2", "cli", tmp_path / "shared")
     assert config.parse_args(["--name", "n", "--gpus", "1"], environ={"CELERY_BROKER_URL": "redis://c/0",
                                                                      "REDIS_URL": "redis://r/0"}).broker == "redis://c/0"
+    shared = config.parse_args(["--name", "n", "--gpus", "1"], environ={config.ENV_CHECKPOINT_ROOT: str(tmp_path / "s")})
+    assert shared.checkpoint_root == tmp_path / "s"
 
 
 @pytest.mark.parametrize(
