@@ -59,7 +59,8 @@ def test_form_errors_appear_next_to_their_field_and_nothing_is_written(roles, br
     html = response.content.decode()
     # the error list sits inside the field's own block, right after its input
     block = re.search(rf'<div class="field has-error">\s*<label for="id_{field}">.*?</div>', html, re.S)
-    assert block and f'id="id_{field}-errors"' in block.group(0)
+    assert block and f'id="id_{field}_error"' in block.group(0)
+    assert re.search(rf'aria-describedby="[^"]*\bid_{field}_error\b', block.group(0))  # read out with the input
     assert Job.objects.count() == 0
 
 
