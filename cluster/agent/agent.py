@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import protocol
-from cluster.agent import __version__, statefile
+from cluster.agent import __version__, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig
 from cluster.agent.messages import decode_task, is_expired
@@ -111,6 +111,7 @@ class Agent:
         adopted = self.supervisor.restore(state)
         if adopted:
             log.info("re-adopting %d attempt(s) left by the previous agent: %s", len(adopted), adopted)
+        self.supervisor.stop_orphans(procs.find_shims(self.config.workdir / "jobs"))
 
     def _shutdown(self) -> None:
         if self.config.kill_jobs_on_exit and self.supervisor.attempts:

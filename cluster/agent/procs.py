@@ -136,3 +136,43 @@ def spawn(command: str, *, cwd: Path, env: dict[str, str], log_path: Path, exit_
     finally:
         os.close(out)
     return ChildHandle(pid)
+
+
+@dataclass(frozen=True)
+class FoundShim:
+    """A live shim found in /proc (see ``find_shims``)."""
+
+    pid: int
+    start_ticks: int
+    exit_path: Path
+    env: dict[str, str]
+
+
+def find_shims(jobs_dir: Path) -> list[FoundShim]:
+    """Live shims whose exit file lies under ``jobs_dir`` (this agent's jobs), by scanning /proc.
+
+    Used when the agent has lost track of attempts (no usable state file):
+    their processes still run and hold GPUs. Processes that cannot be read
+    (other users) are skipped.
+    """
+    found = []
+    prefix = str(jobs_dir.resolve()) + os.sep
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
+            if len(argv) < 6 or argv[3].decode(errors="replace") != str(SHIM_PATH):
+                continue
+            exit_path = argv[4].decode(errors="replace")
+            if not exit_path.startswith(prefix):
+                continue
+            raw_env = (proc_dir / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        stat = proc_stat(int(proc_dir.name))
+        if stat is None or stat[0] in ("Z", "X"):
+            continue
+        env = dict(item.decode(errors="replace").split("=", 1) for item in raw_env if b"=" in item)
+        found.append(FoundShim(int(proc_dir.name), stat[1], Path(exit_path), env))
+    return found

@@ -157,6 +157,47 @@ class Supervisor:
             self.attempts[att.key] = att
         return list(self.attempts)
 
+    def stop_orphans(self, found: list[procs.FoundShim]) -> list[Key]:
+        """Stop live attempts of this work dir that the saved state does not list.
+
+        That happens only when the state file was lost or unreadable. Such an
+        attempt cannot be supervised as launched (its launch is unknown), and
+        the server no longer counts on it (no heartbeat lists it), so it is
+        stopped (SIGTERM, its GRACE_PERIOD, SIGKILL) and reported with reason
+        "stale". Its identity comes from its environment; a job id of digits
+        only is reported as an integer.
+        """
+        known = {a.pgid for a in self.attempts.values()}
+        stopped = []
+        for shim in found:
+            if shim.pid in known:
+                continue
+            env = shim.env
+            try:
+                job = env[protocol.ENV_JOB_ID]
+                job_id = int(job) if job.isdigit() else protocol.check_job_id(job)
+                attempt = protocol.check_attempt(int(env[protocol.ENV_ATTEMPT]))
+                grace = protocol.check_seconds(float(env.get(protocol.ENV_GRACE_PERIOD, "0")), "grace_period")
+            except (KeyError, ValueError):
+                log.error("process group %d runs a job of this node without its identity; SIGKILL", shim.pid)
+                procs.signal_group(shim.pid, signal.SIGKILL)
+                continue
+            checkpoint_dir = Path(env.get(protocol.ENV_CHECKPOINT_DIR, self.checkpoint_root / str(job_id)))
+            log_path = attempt_log_path(shim.exit_path.parent, attempt)
+            att = Attempt(
+                job_id=job_id, attempt=attempt, pgid=shim.pid, start_ticks=shim.start_ticks,
+                started_at=self.clock(), grace_period=grace, time_limit=None,
+                job_dir=str(shim.exit_path.parent), checkpoint_dir=str(checkpoint_dir),
+                marker_before=_marker_identity(checkpoint_dir),
+                log_offset=log_path.stat().st_size if log_path.exists() else 0,
+                handle=procs.AdoptedHandle(shim.pid, shim.start_ticks),
+            )
+            log.warning("%s attempt %d (process group %d) is not in the saved state; stopping it", job_id, attempt, shim.pid)
+            self.attempts[att.key] = att
+            self._stop(att, protocol.EXIT_STALE, grace)
+            stopped.append(att.key)
+        return stopped
+
     def running(self) -> list[list[Any]]:
         """[[job_id, attempt], ...] of every attempt with a live process (heartbeat payload)."""
         return [[a.job_id, a.attempt] for a in self.attempts.values()]
