@@ -53,3 +53,19 @@ def nodes_for(user) -> list[NodeView]:  # noqa: ANN001 - a user model instance
                      node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version)
         )
     return views
+
+
+def expected_attempts(node_name: str) -> set[tuple[int, int]]:
+    """``(job_id, attempt)`` of every attempt the database has running on ``node_name``.
+
+    A job's GPUs on a node belong to its current attempt (``attempt_count``)
+    until that attempt has vacated them, so the GPU rows answer the question
+    in one query. Heartbeats and reconciliation compare an agent's processes
+    with this set.
+    """
+    rows = (
+        Gpu.objects.filter(node__name=node_name, allocated_to__isnull=False)
+        .values_list("allocated_to_id", "allocated_to__attempt_count")
+        .distinct()
+    )
+    return {(job_id, attempt) for job_id, attempt in rows}

@@ -1,0 +1,72 @@
+"""Commands to node agents (AGENT_* in ``cluster.protocol``), sent through the broker.
+
+Callers send commands only after the database transaction that decided them
+has committed (``transaction.on_commit``), so an agent never acts on a
+decision that was rolled back. Every command names ``(job_id, attempt)`` and
+agents treat repeats as no-ops, so re-sending is always safe.
+
+``send`` is the single exit point; tests replace it to observe commands.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from cluster import protocol
+
+log = logging.getLogger(__name__)
+
+# A command is published at most this many times when the broker hiccups; a
+# lost command is recovered by the periodic tick (overdue commands re-sent).
+_RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+
+
+def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
+    """Publish ``task`` with ``kwargs`` on ``node``'s queue; False (logged) if the broker refused."""
+    from portal.celery import app
+
+    try:
+        app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(node), retry=True, retry_policy=_RETRY_POLICY)
+    except Exception:  # the broker is down; the tick re-sends what is overdue
+        log.warning("could not send %s to node %s: %s", task, node, kwargs, exc_info=True)
+        return False
+    log.info("sent %s to node %s: %s", task, node, kwargs)
+    return True
+
+
+def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int]) -> protocol.LaunchCommand:
+    """The AGENT_LAUNCH of ``attempt`` of ``job`` (anything with pk, command, grace_period,
+    time_limit) on one node's ``gpu_indices``; attempts after the first resume."""
+    return protocol.LaunchCommand(
+        job_id=job.pk,
+        attempt=attempt,
+        command=job.command,
+        gpu_indices=tuple(gpu_indices),
+        grace_period=float(job.grace_period),
+        time_limit=float(job.time_limit) if job.time_limit is not None else None,
+        resume=attempt > 1,
+    )
+
+
+def launch(node: str, command: protocol.LaunchCommand) -> bool:
+    return send(node, protocol.AGENT_LAUNCH, command.to_kwargs())
+
+
+def preempt(node: str, job_id: int, attempt: int, grace_period: float) -> bool:
+    return send(node, protocol.AGENT_PREEMPT, {"job_id": job_id, "attempt": attempt, "grace_period": float(grace_period)})
+
+
+def kill(node: str, job_id: int, attempt: int, grace_period: float, reason: str) -> bool:
+    """AGENT_KILL; ``reason`` is one of protocol.EXIT_CANCEL, EXIT_TIMEOUT, EXIT_STALE."""
+    return send(
+        node,
+        protocol.AGENT_KILL,
+        {"job_id": job_id, "attempt": attempt, "grace_period": float(grace_period), "reason": reason},
+    )
+
+
+def reconcile(node: str, keep: Iterable[tuple[int, int]]) -> bool:
+    """AGENT_RECONCILE: the agent stops every attempt it runs that is not in ``keep``."""
+    return send(node, protocol.AGENT_RECONCILE, {"keep": [[job, attempt] for job, attempt in sorted(keep)]})

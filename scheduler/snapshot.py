@@ -1,0 +1,206 @@
+"""Step 1 of a scheduling cycle: read the database into the core's ``Snapshot``.
+
+Only UP nodes are schedulable. A job holding GPUs (STARTING, RUNNING,
+PREEMPTING, CANCELLING) becomes a ``RunningJob`` placed where its current
+attempt runs; PREEMPTING and CANCELLING jobs are vacating (``preempting``), so
+policies count their GPUs as still held and never pick them as victims. A job
+touching a node that is not UP (draining, down) is left out of ``running``
+and its GPUs there are simply not offered: the free map, built from the
+``Gpu`` rows that the apply step allocates, is the truth about what is free.
+
+Pending jobs come in submission order; a job a quota keeps waiting gets
+``hold_reason = QuotaExceeded`` from ``scheduler.quotas`` with usage computed
+once per cycle. Times are Unix epoch seconds.
+
+Besides the snapshot, ``CycleInput`` carries what the apply step needs to
+write conditionally and to build agent commands (``JobRow`` per job id).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Count, F
+
+from cluster.models import Gpu, Node, NodeState
+from scheduler import quotas
+from scheduler.accounting import attempt_work_seconds
+from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import Node as CoreNode
+from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
+from scheduler.selectors import quota_usage
+
+log = logging.getLogger(__name__)
+
+VACATING_STATES = frozenset({JobState.PREEMPTING, JobState.CANCELLING})
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """What the apply step knows of a job as read for this cycle.
+
+    ``state`` and ``attempt_count`` are the values every conditional write
+    expects; ``allocation`` is the current attempt's ``{node: [gpu indices]}``
+    (empty for a pending job). ``owner_id``, ``job_class``, ``num_gpus`` and
+    ``time_limit`` make it a ``scheduler.quotas.JobLike``.
+    """
+
+    pk: int
+    state: str
+    attempt_count: int
+    owner_id: int
+    job_class: str
+    num_gpus: int
+    time_limit: int | None
+    command: str
+    grace_period: int
+    pending_reason: str = ""
+    pending_message: str = ""
+    allocation: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CycleInput:
+    """The snapshot handed to the policy and the rows the apply step writes against."""
+
+    snapshot: Snapshot
+    jobs: dict[str, JobRow]
+    usage: quotas.UsageSnapshot
+    now: datetime
+
+
+def epoch(when: datetime | None) -> float | None:
+    return None if when is None else when.timestamp()
+
+
+def _spec(job: Job) -> JobSpec:
+    return JobSpec(
+        id=str(job.pk),
+        job_class=JobClass(job.job_class),
+        num_gpus=job.num_gpus,
+        submit_time=job.submitted_at.timestamp(),
+        num_cpus=job.num_cpus,
+        mem_gb=job.mem_gb,
+        grace_period=float(job.grace_period),
+        priority=job.priority,
+        user=str(job.owner_id),
+        time_limit=float(job.time_limit) if job.time_limit is not None else None,
+    )
+
+
+def _row(job: Job, allocation: dict[str, list[int]] | None = None) -> JobRow:
+    return JobRow(
+        pk=job.pk, state=job.state, attempt_count=job.attempt_count, owner_id=job.owner_id,
+        job_class=job.job_class, num_gpus=job.num_gpus, time_limit=job.time_limit, command=job.command,
+        grace_period=job.grace_period, pending_reason=job.pending_reason, pending_message=job.pending_message,
+        allocation=allocation or {},
+    )
+
+
+def _nodes() -> list[CoreNode]:
+    return [
+        CoreNode(name=n.name, gpus=n.gpus, cpus=n.cpus, mem_gb=n.mem_gb)
+        for n in Node.objects.filter(state=NodeState.UP).order_by("name")
+    ]
+
+
+def _free_map(nodes: list[CoreNode], active: list[tuple[Job, Attempt]]) -> dict[str, tuple[int, float, float]]:
+    """Free (GPUs, CPUs, GB) per UP node: unallocated GPU rows, capacity minus held shares."""
+    names = {n.name for n in nodes}
+    free_gpus = dict(
+        Gpu.objects.filter(node__state=NodeState.UP, allocated_to__isnull=True, index__lt=F("node__gpus"))
+        .values_list("node__name")
+        .annotate(n=Count("id"))
+    )
+    cpus: dict[str, float] = defaultdict(float)
+    mem: dict[str, float] = defaultdict(float)
+    for job, attempt in active:
+        for node, indices in (attempt.gpu_allocation or {}).items():
+            if node in names and job.num_gpus:
+                cpus[node] += job.num_cpus * len(indices) / job.num_gpus
+                mem[node] += job.mem_gb * len(indices) / job.num_gpus
+    return {
+        n.name: (
+            free_gpus.get(n.name, 0),
+            n.cpus - cpus[n.name] if n.cpus > 0 else math.inf,
+            n.mem_gb - mem[n.name] if n.mem_gb > 0 else math.inf,
+        )
+        for n in nodes
+    }
+
+
+def _active() -> list[tuple[Job, Attempt]]:
+    """Jobs holding GPUs, each with its current attempt (the one numbered ``attempt_count``)."""
+    jobs = {j.pk: j for j in Job.objects.filter(state__in=ACTIVE_STATES)}
+    attempts = Attempt.objects.filter(job_id__in=jobs, number=F("job__attempt_count"))
+    pairs = []
+    by_job = {a.job_id: a for a in attempts}
+    for pk, job in sorted(jobs.items()):
+        attempt = by_job.get(pk)
+        if attempt is None:
+            log.error("job %s is %s but has no attempt %d; left out of the snapshot", pk, job.state, job.attempt_count)
+            continue
+        pairs.append((job, attempt))
+    return pairs
+
+
+def _running(job: Job, attempt: Attempt, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
+    allocation = attempt.gpu_allocation or {}
+    placement = Placement.of({node: len(indices) for node, indices in allocation.items()})
+    if placement.num_gpus != job.num_gpus:
+        log.error("job %s attempt %d holds %d GPUs, not %d; left out of the snapshot",
+                  job.pk, attempt.number, placement.num_gpus, job.num_gpus)
+        return None
+    if not set(placement.nodes) <= up:
+        return None  # on a node that is not schedulable: its GPUs there are simply not free
+    vacating = job.state in VACATING_STATES
+    notice = attempt.notice_at or (now if vacating else None)
+    return RunningJob(
+        spec=_spec(job),
+        placement=placement,
+        attempt_start=attempt.started_at.timestamp(),
+        first_start=(job.first_started_at or attempt.started_at).timestamp(),
+        progress=job.progress_seconds + attempt_work_seconds(attempt.started_at, now, attempt.number, overhead),
+        preemptions=job.preemption_count,
+        preempting=vacating,
+        preempted_for=str(attempt.preempted_for) if attempt.preempted_for is not None else None,
+        notice_time=epoch(notice),
+    )
+
+
+def build(now: datetime) -> CycleInput:
+    """Read the cluster as one cycle sees it at ``now`` (a handful of queries)."""
+    overhead = settings.SCHEDULER_RESUME_OVERHEAD
+    nodes = _nodes()
+    up = {n.name for n in nodes}
+    active = _active()
+    jobs: dict[str, JobRow] = {}
+    running: list[RunningJob] = []
+    for job, attempt in active:
+        jobs[str(job.pk)] = _row(job, attempt.gpu_allocation)
+        entry = _running(job, attempt, up, now, overhead)
+        if entry is not None:
+            running.append(entry)
+    usage = quota_usage(now=now)
+    pending: list[PendingJob] = []
+    for job in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id"):
+        row = _row(job)
+        jobs[str(job.pk)] = row
+        hold = quotas.blocking_reason(row, usage)
+        pending.append(
+            PendingJob(
+                spec=_spec(job),
+                progress=job.progress_seconds,
+                preemptions=job.preemption_count,
+                first_start=epoch(job.first_started_at),
+                hold_reason=hold[0] if hold else None,
+                hold_message=hold[1] if hold else "",
+            )
+        )
+    snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active))
+    return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now)
