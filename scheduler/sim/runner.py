@@ -72,6 +72,8 @@ def parse_value(text: str) -> object:
 
 
 def _format_value(v: object) -> str:
+    if v is None or isinstance(v, bool):
+        return str(v).lower()
     return "inf" if isinstance(v, float) and math.isinf(v) else str(v)
 
 
