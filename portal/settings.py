@@ -20,12 +20,18 @@ Variables (all optional unless noted):
   ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty): the live
   cluster; see docs/live_cluster.md.
 * ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
+* ``METRICS_TOKEN``, ``METRICS_ALLOWED_IPS``: who may read ``/metrics`` (a
+  bearer token; comma-separated IPs or networks); neither set: nobody.
+* ``SIMULATION_MAX_UPLOAD_BYTES`` (5 MiB), ``SIMULATION_MAX_JOBS`` (20000),
+  ``SIMULATION_MAX_ACTIVE_RUNS`` (2 per user), ``SIMULATION_QUEUE`` (Celery
+  queue of simulation runs; default ``celery``).
 
 A bad value raises ``ImproperlyConfigured`` naming the variable.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 
@@ -228,6 +234,29 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# --- Dashboard: live pages, /metrics, the simulation page (docs/dashboard.md)
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.js from the installed plotly package, as dashboard/vendor/plotly.min.js
+    "portal.dashboard.staticfinders.PlotlyFinder",
+]
+# /metrics answers a request with "Authorization: Bearer <METRICS_TOKEN>" or from an
+# address in METRICS_ALLOWED_IPS (comma-separated IPs or CIDR networks); with neither set, nobody.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", [])
+for _item in METRICS_ALLOWED_IPS:
+    try:
+        ipaddress.ip_network(_item, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED_IPS item {_item!r} is not an IP address or network") from None
+SIMULATION_MAX_UPLOAD_BYTES = env_int("SIMULATION_MAX_UPLOAD_BYTES", 5 * 1024 * 1024, minimum=1024)
+SIMULATION_MAX_JOBS = env_int("SIMULATION_MAX_JOBS", 20000, minimum=1)
+SIMULATION_MAX_ACTIVE_RUNS = env_int("SIMULATION_MAX_ACTIVE_RUNS", 2, minimum=1)
+# Celery queue of simulation runs: give them their own worker (-Q simulations) so a long
+# run never delays a scheduling cycle on the default queue.
+SIMULATION_QUEUE = env_str("SIMULATION_QUEUE", "celery") or "celery"
 
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from portal import realtime
@@ -15,13 +14,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def memory_layer(settings):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    realtime._pending().clear()
-    realtime.reset_cooldown()
-    yield get_channel_layer()
-    realtime._pending().clear()
-    realtime.reset_cooldown()
+def _isolated(memory_layer):
+    """Every test starts with the in-memory layer and nothing pending."""
 
 
 def listen(layer, *groups: str) -> str:

@@ -1,0 +1,218 @@
+"""WebSocket consumers of the live pages: thin adapters between ``portal.realtime`` hints and selectors.
+
+Each consumer checks the same permissions as its page when it connects
+(anonymous: close code 4401; a job that is not the viewer's and the viewer is
+not staff: 4404, exactly like the page's 404), joins its group, sends the full
+state once, and afterwards sends fresh state whenever a hint arrives. Hints
+are coalesced: however many arrive within ``DEBOUNCE_S`` (and during a
+refresh), one refresh follows. On (re)connection the page gets the full state
+again, so a dropped connection loses nothing.
+
+Messages to the browser are JSON objects with a ``type``:
+
+* cluster page: ``{"type": "cluster", "state": {...}}`` (``selectors.cluster_state``);
+* latency page: ``{"type": "latency", "state": {...}}`` (``selectors.latency_stats``);
+  the browser may send ``{"window": seconds}`` (one of ``LATENCY_WINDOWS``);
+* job page: ``{"type": "job", "state": {...}}`` (``selectors.job_state``) and
+  ``{"type": "log", "attempt": N, "lines": [...], "reset": bool, "truncated": bool}``:
+  ``reset`` replaces what the page shows (first message of an attempt),
+  otherwise the lines are appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from portal import realtime
+from portal.dashboard import selectors
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+#: Hints arriving within this many seconds are answered with one refresh.
+DEBOUNCE_S = 0.1
+#: The latency page recomputes percentiles at most this often.
+LATENCY_MIN_INTERVAL_S = 1.0
+
+
+class Coalescer:
+    """Runs ``refresh`` after ``delay`` seconds once per burst of ``poke()`` calls.
+
+    A poke during a refresh schedules exactly one more, so the last change is
+    never missed and a burst never queues more than one refresh.
+    """
+
+    def __init__(self, refresh: Callable[[], Awaitable[None]], delay: float) -> None:
+        self._refresh = refresh
+        self._delay = delay
+        self._dirty = False
+        self._task: asyncio.Task | None = None
+
+    def poke(self) -> None:
+        self._dirty = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self._dirty:
+            await asyncio.sleep(self._delay)
+            self._dirty = False
+            try:
+                await self._refresh()
+            except Exception:  # a failed refresh must not kill the connection; the next hint retries
+                logger.exception("live refresh failed")
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+class _LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Common connect/disconnect: authentication, group membership, coalesced refresh."""
+
+    group: str = ""
+    debounce: float = DEBOUNCE_S
+
+    async def connect(self) -> None:
+        self.coalescer = Coalescer(self.refresh, self.debounce)
+        await self.accept()  # accept first so the close code reaches the browser
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await self.authorize(user):
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.joined = self.group_name()
+        await self.channel_layer.group_add(self.joined, self.channel_name)
+        await self.refresh()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "coalescer", None) is not None:
+            self.coalescer.cancel()
+        if getattr(self, "joined", None):
+            await self.channel_layer.group_discard(self.joined, self.channel_name)
+
+    async def authorize(self, user) -> bool:  # noqa: ANN001
+        return True
+
+    def group_name(self) -> str:
+        return self.group
+
+    async def refresh(self) -> None:
+        raise NotImplementedError
+
+
+class ClusterConsumer(_LiveConsumer):
+    group = realtime.CLUSTER_GROUP
+
+    async def refresh(self) -> None:
+        state = await database_sync_to_async(selectors.cluster_state)(self.scope["user"])
+        await self.send_json({"type": "cluster", "state": state})
+
+    async def cluster_changed(self, message: dict) -> None:
+        self.coalescer.poke()
+
+
+class LatencyConsumer(_LiveConsumer):
+    group = realtime.LATENCY_GROUP
+    debounce = LATENCY_MIN_INTERVAL_S
+
+    async def connect(self) -> None:
+        self.window = _window_from_query(self.scope.get("query_string", b""))
+        await super().connect()
+
+    async def receive_json(self, content: dict, **kwargs: object) -> None:
+        window = content.get("window") if isinstance(content, dict) else None
+        if window in selectors.LATENCY_WINDOWS:
+            self.window = window
+            await self.refresh()
+        else:
+            await self.send_json({"type": "error", "message": f"window must be one of {list(selectors.LATENCY_WINDOWS)}"})
+
+    async def refresh(self) -> None:
+        state = await database_sync_to_async(selectors.latency_stats)(self.window)
+        await self.send_json({"type": "latency", "state": state})
+
+    async def latency_changed(self, message: dict) -> None:
+        self.coalescer.poke()
+
+
+def _window_from_query(query: bytes) -> int:
+    from urllib.parse import parse_qs
+
+    values = parse_qs(query.decode("latin-1")).get("window", [])
+    try:
+        window = int(values[0]) if values else selectors.DEFAULT_LATENCY_WINDOW
+    except ValueError:
+        return selectors.DEFAULT_LATENCY_WINDOW
+    return window if window in selectors.LATENCY_WINDOWS else selectors.DEFAULT_LATENCY_WINDOW
+
+
+class JobConsumer(_LiveConsumer):
+    """One job's page: state, timeline and ledger, and the log of its latest attempt as it is written."""
+
+    async def connect(self) -> None:
+        self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
+        self.log_attempt: int | None = None  # the attempt whose log the page shows
+        self.log_after: int | None = None  # last chunk id sent for it
+        self.log_coalescer = Coalescer(self.refresh_log, DEBOUNCE_S)
+        self.log_lock = asyncio.Lock()  # one log read at a time, so no line is sent twice
+        await super().connect()
+
+    async def disconnect(self, code: int) -> None:
+        self.log_coalescer.cancel()
+        await super().disconnect(code)
+
+    def group_name(self) -> str:
+        return realtime.job_group(self.job_id)
+
+    async def authorize(self, user) -> bool:  # noqa: ANN001
+        return await database_sync_to_async(selectors.job_for)(user, self.job_id) is not None
+
+    async def refresh(self) -> None:
+        state = await database_sync_to_async(self._state)()
+        if state is None:  # the job went away (deleted by an admin)
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        await self.send_json({"type": "job", "state": state})
+        await self.refresh_log()
+
+    def _state(self) -> dict | None:
+        job = selectors.job_for(self.scope["user"], self.job_id)
+        return selectors.job_state(job) if job is not None else None
+
+    async def refresh_log(self) -> None:
+        async with self.log_lock:
+            await self._send_new_log_lines()
+
+    async def _send_new_log_lines(self) -> None:
+        latest = await database_sync_to_async(self._latest_attempt)()
+        if latest is None:
+            return
+        reset = latest != self.log_attempt
+        after = None if reset else self.log_after
+        lines, last, truncated = await database_sync_to_async(selectors.log_chunks_after)(
+            self.job_id, latest, after
+        )
+        if not reset and not lines:
+            return
+        self.log_attempt, self.log_after = latest, last
+        await self.send_json({"type": "log", "attempt": latest, "lines": lines, "reset": reset, "truncated": truncated})
+
+    def _latest_attempt(self) -> int | None:
+        from scheduler.models import Attempt
+
+        return Attempt.objects.filter(job_id=self.job_id).order_by("-number").values_list("number", flat=True).first()
+
+    async def job_changed(self, message: dict) -> None:
+        self.coalescer.poke()
+
+    async def job_log(self, message: dict) -> None:
+        self.log_coalescer.poke()

@@ -1,0 +1,122 @@
+/* The cluster page: GPU grid, queue by class and utilization, redrawn from each pushed state. */
+"use strict";
+
+(() => {
+  const { el, duration } = Live;
+  const STATUS_TEXT = { free: "free", TE: "TE job", BE: "BE job", preempting: "preempting", lost: "node lost", down: "node down" };
+  let skewMs = 0; // client clock minus server clock, so waiting times tick without drifting
+
+  function jobText(job) {
+    let text = "job " + job.id + " " + job.name + " (" + job.owner + ", " + job.job_class + ", " + job.state;
+    if (job.running_s !== undefined) text += " for " + duration(job.running_s);
+    return text + ")";
+  }
+
+  function gpuTitle(node, gpu) {
+    const head = node.name + " GPU " + gpu.index + (gpu.model ? " · " + gpu.model : "");
+    return gpu.job ? head + ": " + jobText(gpu.job) : head + ": " + STATUS_TEXT[gpu.status];
+  }
+
+  function showDetail(text) {
+    document.getElementById("gpu-detail").textContent = text;
+  }
+
+  function renderGrid(nodes) {
+    const grid = document.getElementById("grid");
+    if (!nodes.length) {
+      grid.replaceChildren(el("p", { class: "empty" }, "No node has registered yet. Start a node agent to see its GPUs here."));
+      return;
+    }
+    grid.replaceChildren(...nodes.map((node) => {
+      const cells = node.gpus.map((gpu) => {
+        const title = gpuTitle(node, gpu);
+        const attrs = {
+          class: "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : ""),
+          title, "aria-label": title, tabindex: "0",
+          dataset: { status: gpu.status, node: node.name, index: String(gpu.index), jobId: gpu.job ? String(gpu.job.id) : "" },
+        };
+        const cell = gpu.job && gpu.job.url ? el("a", { ...attrs, href: gpu.job.url }, String(gpu.index))
+                                             : el("span", attrs, String(gpu.index));
+        for (const type of ["mouseenter", "focus", "click"]) cell.addEventListener(type, () => showDetail(title));
+        return cell;
+      });
+      return el("section", { class: "node node-" + node.state.toLowerCase(), dataset: { node: node.name } },
+        el("header", {},
+          el("strong", {}, node.name), " ",
+          el("span", { class: "badge badge-" + node.state.toLowerCase() }, node.state), " ",
+          el("span", { class: "muted" }, node.free + "/" + node.total + " free")),
+        el("div", { class: "gpus" }, ...cells));
+    }));
+  }
+
+  function renderTotals(totals, queue) {
+    const items = [
+      ["GPUs", totals.gpus], ["allocated", totals.allocated], ["TE", totals.TE || 0], ["BE", totals.BE || 0],
+      ["free", totals.free], ["preempting", totals.preempting || 0], ["lost", totals.lost || 0],
+      ["TE waiting", queue.TE.count], ["BE waiting", queue.BE.count],
+    ];
+    document.getElementById("totals").replaceChildren(...items.map(([label, value]) =>
+      el("div", { class: "stat" }, el("span", { class: "value" }, String(value)), el("span", { class: "label" }, label))));
+  }
+
+  function waitingCell(job) {
+    return el("td", { class: "waiting", dataset: { submitted: job.submitted_at } }, duration(job.waiting_s));
+  }
+
+  function renderQueue(cls, queue) {
+    document.getElementById("queue-count-" + cls).textContent = String(queue.count);
+    const reasons = Object.entries(queue.by_reason).map(([reason, n]) => reason + ": " + n).join(", ");
+    document.getElementById("queue-reasons-" + cls).textContent = reasons || "empty";
+    const body = document.getElementById("queue-" + cls);
+    if (!queue.jobs.length) {
+      body.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No " + cls + " job waiting.")));
+      return;
+    }
+    body.replaceChildren(...queue.jobs.map((job) => el("tr", { dataset: { jobId: String(job.id) }, class: job.mine ? "mine" : null },
+      el("td", {}, String(job.position)),
+      el("td", {}, job.url ? el("a", { href: job.url }, "#" + job.id + " " + job.name) : "#" + job.id + " " + job.name),
+      el("td", {}, job.owner),
+      el("td", {}, String(job.num_gpus)),
+      waitingCell(job),
+      el("td", {}, job.reason || "-"),
+      el("td", { class: "message" }, job.message || ""))));
+    if (queue.count > queue.jobs.length) {
+      body.append(el("tr", {}, el("td", { colspan: "7", class: "empty" }, (queue.count - queue.jobs.length) + " more not listed.")));
+    }
+  }
+
+  function tickWaiting() {
+    const now = Date.now() - skewMs;
+    for (const cell of document.querySelectorAll("td.waiting")) {
+      cell.textContent = duration((now - Date.parse(cell.dataset.submitted)) / 1000);
+    }
+  }
+
+  function renderUtilization(util) {
+    const traces = [
+      { x: util.t, y: util.TE, name: "TE", stackgroup: "gpus", line: { color: "#2d5bd3" }, hovertemplate: "%{y:.0%}" },
+      { x: util.t, y: util.BE, name: "BE", stackgroup: "gpus", line: { color: "#e08a00" }, hovertemplate: "%{y:.0%}" },
+    ];
+    const layout = {
+      margin: { t: 10, r: 10, b: 40, l: 50 }, height: 260, legend: { orientation: "h", y: 1.12 },
+      yaxis: { tickformat: ".0%", range: [0, 1.05], title: { text: "of " + util.capacity + " GPUs" } },
+      xaxis: { type: "date" }, template: "plotly_white",
+    };
+    Plotly.react("util-chart", traces, layout, Live.PLOT_CONFIG);
+  }
+
+  function render(state) {
+    skewMs = Date.now() - Date.parse(state.generated_at);
+    renderTotals(state.totals, state.queue);
+    renderGrid(state.nodes);
+    renderQueue("TE", state.queue.TE);
+    renderQueue("BE", state.queue.BE);
+    renderUtilization(state.utilization);
+    document.getElementById("updated").textContent = Live.time(state.generated_at);
+  }
+
+  render(Live.readJson("initial-state"));
+  setInterval(tickWaiting, 5000);
+  Live.connect("/ws/cluster/", (message) => { if (message.type === "cluster") render(message.state); },
+               document.getElementById("live-status"));
+})();

@@ -1,0 +1,195 @@
+/* The job page, live: state, reason, timeline, attempts with the preemption ledger, the log as it is
+ * written (every attempt's log can be opened), and cancel without leaving the page.
+ * It updates the server-rendered page in place (templates/portal/job_detail.html). */
+"use strict";
+
+(() => {
+  const { el, time } = Live;
+  const config = document.currentScript.dataset; // jobId, cancelPageUrl, cancelApiUrl, logsUrl
+  const view = { following: null, shown: null, lines: 0 }; // attempt followed live, attempt shown, lines shown
+
+  function setState(state) {
+    const badge = document.getElementById("job-state");
+    badge.textContent = state.state;
+    badge.className = "state state-" + state.state.toLowerCase();
+    const line = badge.parentElement;
+    for (const old of line.querySelectorAll(".reason")) old.remove();
+    if (state.pending_reason) {
+      line.append(el("span", { class: "reason", id: "job-reason" },
+        state.pending_reason + (state.pending_message ? ": " + state.pending_message : "")));
+    }
+    setFact("Attempts", state.attempt_count + " (" + state.preemption_count + " preempted)");
+    setFact("First started", state.first_started_at ? new Date(state.first_started_at).toLocaleString() : "-");
+    setFact("Ended", state.ended_at ? new Date(state.ended_at).toLocaleString() : "-");
+    setFact("Exit code", state.exit_code === null ? "-" : String(state.exit_code));
+    const cancel = cancelForm();
+    if (cancel && !state.can_cancel) cancel.hidden = true;
+  }
+
+  function setFact(label, text) {
+    for (const dt of document.querySelectorAll("dl.facts dt")) {
+      if (dt.textContent.trim() === label && dt.nextElementSibling) dt.nextElementSibling.textContent = text;
+    }
+  }
+
+  function renderTimeline(events) {
+    const list = document.getElementById("timeline");
+    if (!list) return;
+    list.replaceChildren(...events.map((e) => el("li", {},
+      el("time", { datetime: e.at }, new Date(e.at).toLocaleString()), " ",
+      el("span", { class: "state state-" + e.state.toLowerCase() }, e.state), " ",
+      e.reason ? el("span", { class: "reason" }, e.reason) : null, " ", e.message)));
+  }
+
+  function yesNo(value) { return value === null ? "-" : value ? "yes" : "no"; }
+
+  function renderAttempts(attempts) {
+    const body = document.querySelector("table.attempts tbody");
+    if (!body) return;
+    if (!attempts.length) {
+      body.replaceChildren(el("tr", {}, el("td", { colspan: "11", class: "empty" }, "Not started yet.")));
+      return;
+    }
+    body.replaceChildren(...attempts.map((a) => el("tr", { dataset: { attempt: String(a.number) } },
+      el("td", {}, String(a.number)),
+      el("td", {}, Object.entries(a.allocation).map(([node, gpus]) => node + ": " + gpus.join(",")).join("; ")),
+      el("td", {}, time(a.started_at)), el("td", {}, time(a.ended_at)), el("td", {}, a.state),
+      el("td", {}, a.exit_code === null ? "-" : String(a.exit_code)),
+      el("td", {}, a.signal === null ? "-" : String(a.signal)),
+      el("td", {}, time(a.notice_at)), el("td", {}, time(a.vacated_at)), el("td", {}, yesNo(a.checkpointed)),
+      el("td", {}, a.lost_gpu_seconds === null ? "-" : Number(a.lost_gpu_seconds).toFixed(1)))));
+    renderAttemptTabs(attempts.map((a) => a.number));
+  }
+
+  /* The log section: created when the first attempt starts if the page was rendered before. */
+  function logArea() {
+    let pre = document.getElementById("log");
+    if (!pre) {
+      const anchor = document.querySelector("table.attempts") || document.getElementById("timeline");
+      const host = anchor.closest(".scroll") || anchor;
+      const heading = el("h2", { id: "log-heading" }, "Log");
+      pre = el("pre", { class: "log", id: "log" });
+      host.after(heading, pre);
+    } else if (!document.getElementById("log-heading")) {
+      pre.previousElementSibling.id = "log-heading";
+    }
+    if (!document.getElementById("log-tabs")) {
+      pre.before(el("div", { id: "log-tabs", class: "tabs", role: "tablist" }));
+    }
+    return pre;
+  }
+
+  function renderAttemptTabs(numbers) {
+    if (!numbers.length) return;
+    logArea();
+    const tabs = document.getElementById("log-tabs");
+    tabs.replaceChildren(...numbers.map((n) => {
+      const button = el("button", { type: "button", class: "small " + (n === view.shown ? "" : "secondary"), role: "tab",
+        "aria-selected": n === view.shown ? "true" : "false", dataset: { attempt: String(n) } },
+        "attempt " + n + (n === view.following ? " (live)" : ""));
+      button.addEventListener("click", () => showAttempt(n));
+      return button;
+    }));
+  }
+
+  function setHeading(n, live) {
+    document.getElementById("log-heading").textContent = "Log of attempt " + n + (live ? "" : " (finished attempt)");
+  }
+
+  function writeLog(lines, reset, truncated) {
+    const pre = logArea();
+    const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    if (reset) { pre.textContent = ""; view.lines = 0; }
+    if (reset && truncated) pre.append(el("span", { class: "muted" }, "… earlier lines left out; the API has them all\n"));
+    if (lines.length) {
+      pre.append(document.createTextNode(lines.join("\n") + "\n"));
+      view.lines += lines.length;
+    }
+    if (!view.lines && !truncated) pre.textContent = "(no output yet)";
+    if (atBottom || reset) pre.scrollTop = pre.scrollHeight; // follow the tail unless the reader scrolled up
+  }
+
+  /* A finished attempt's log comes from the REST API; the live one streams over the socket and is
+   * kept here, so switching back to it needs no request. */
+  const live = { attempt: null, lines: [], truncated: false };
+
+  async function showAttempt(n) {
+    view.shown = n;
+    if (n === live.attempt) {
+      setHeading(n, true);
+      writeLog(live.lines, true, live.truncated);
+    } else {
+      setHeading(n, false);
+      const response = await fetch(config.logsUrl + "?attempt=" + n, { credentials: "same-origin" });
+      const body = response.ok ? await response.json() : { lines: ["(could not load the log: HTTP " + response.status + ")"] };
+      if (view.shown === n) writeLog(body.lines, true, false);
+    }
+    refreshTabs();
+  }
+
+  function refreshTabs() {
+    renderAttemptTabs([...document.querySelectorAll("#log-tabs button")].map((b) => Number(b.dataset.attempt)));
+  }
+
+  function onLog(message) {
+    if (message.reset) {
+      // Follow a new attempt unless the reader chose to look at an older one.
+      if (view.shown === null || view.shown === live.attempt) view.shown = message.attempt;
+      live.attempt = message.attempt;
+      live.lines = [];
+      live.truncated = message.truncated;
+    }
+    live.lines.push(...message.lines);
+    view.following = live.attempt;
+    if (view.shown === live.attempt) {
+      setHeading(message.attempt, true);
+      writeLog(message.lines, message.reset, message.truncated);
+    }
+    refreshTabs();
+  }
+
+  function onMessage(message) {
+    if (message.type === "job") {
+      setState(message.state);
+      renderTimeline(message.state.events);
+      renderAttempts(message.state.attempts);
+    } else if (message.type === "log") {
+      onLog(message);
+    }
+  }
+
+  function cancelForm() {
+    return document.querySelector('form[action="' + config.cancelPageUrl + '"]');
+  }
+
+  /* Cancel through the API so the page stays put; the new state arrives over the socket. */
+  const form = cancelForm();
+  if (form) {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (!confirm("Cancel this job?")) return;
+      const button = form.querySelector("button");
+      button.disabled = true;
+      const token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+      const response = await fetch(config.cancelApiUrl, {
+        method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": token, "Accept": "application/json" },
+      });
+      const note = document.getElementById("cancel-note") || el("span", { id: "cancel-note", class: "muted" });
+      form.after(note);
+      if (response.ok) {
+        const job = await response.json();
+        note.textContent = " Cancel requested: " + job.state + ".";
+        setState({ ...job, can_cancel: !["CANCELLED", "COMPLETED", "FAILED", "TIMEOUT"].includes(job.state) });
+      } else {
+        const body = await response.json().catch(() => ({}));
+        note.textContent = " " + (body.detail || "Cancel failed: HTTP " + response.status);
+        button.disabled = false;
+      }
+    });
+  }
+
+  // The connection indicator sits beside the state badge.
+  const status = el("span", { id: "live-status", class: "live-status", dataset: { state: "connecting" } }, "connecting…");
+  document.getElementById("job-state").parentElement.prepend(status, " ");
+  Live.connect("/ws/jobs/" + config.jobId + "/", onMessage, status);
+})();

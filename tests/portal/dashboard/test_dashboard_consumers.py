@@ -1,0 +1,189 @@
+"""WebSocket consumers: the same permissions as the pages, full state on connect, fresh state on hints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+
+from portal import realtime
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT = 5  # generous: a slow shared machine must not fail a correct consumer
+
+
+def run(coro_fn):  # noqa: ANN001, ANN201
+    return async_to_sync(coro_fn)()
+
+
+async def expect_close(communicator, code: int) -> None:  # noqa: ANN001
+    output = await communicator.receive_output(TIMEOUT)
+    assert output == {"type": "websocket.close", "code": code}
+
+
+def test_anonymous_is_closed_with_4401_on_every_route(ws_connect, roles, make_job):
+    job = make_job(roles.owner)
+
+    async def scenario() -> None:
+        for path in ("/ws/cluster/", "/ws/latency/", f"/ws/jobs/{job.pk}/"):
+            communicator, connected = await ws_connect(path, None)
+            assert connected
+            await expect_close(communicator, 4401)
+            await communicator.disconnect()
+
+    run(scenario)
+
+
+def test_job_socket_of_someone_elses_job_closes_like_a_404(ws_connect, roles, make_job):
+    job = make_job(roles.owner)
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.other)
+        await expect_close(communicator, 4404)
+        missing, _ = await ws_connect("/ws/jobs/999999/", roles.owner)
+        await expect_close(missing, 4404)
+        staff, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.staff)
+        message = await staff.receive_json_from(TIMEOUT)
+        assert message["type"] == "job" and message["state"]["id"] == job.pk
+        await staff.disconnect()
+
+    run(scenario)
+
+
+def test_cluster_socket_shows_others_jobs_without_command_or_link(ws_connect, roles, make_job, make_node):
+    from cluster.models import Gpu
+    from scheduler.models import JobState
+
+    make_node("n1", 2)
+    mine = make_job(roles.owner, state=JobState.RUNNING, job_class="TE", command="secret-of-alice")
+    theirs = make_job(roles.other, state=JobState.RUNNING, job_class="BE", command="secret-of-bob")
+    Gpu.objects.filter(node__name="n1", index=0).update(allocated_to=mine)
+    Gpu.objects.filter(node__name="n1", index=1).update(allocated_to=theirs)
+    waiting = make_job(roles.other, name="queued-one", command="secret-of-bob-2")
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
+        message = await communicator.receive_json_from(TIMEOUT)
+        await communicator.disconnect()
+        assert message["type"] == "cluster"
+        assert "secret" not in json.dumps(message)
+        cells = {g["index"]: g for g in message["state"]["nodes"][0]["gpus"]}
+        assert cells[0]["status"] == "TE" and cells[0]["job"]["url"] == f"/jobs/{mine.pk}/"
+        assert cells[1]["status"] == "BE" and cells[1]["job"]["owner"] == "bob" and cells[1]["job"]["url"] is None
+        queued = message["state"]["queue"]["BE"]["jobs"]
+        assert [(j["id"], j["position"], j["url"]) for j in queued] == [(waiting.pk, 1, None)]
+
+    run(scenario)
+
+
+def test_cluster_socket_pushes_a_new_state_after_a_hint(ws_connect, roles, make_job):
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
+        first = await communicator.receive_json_from(TIMEOUT)
+        assert first["state"]["queue"]["TE"]["count"] == 0
+        # A submission: its JobEvent publishes through the signal, on commit.
+        job = await sync_to_async(make_job)(roles.owner, job_class="TE", name="fresh")
+        second = await communicator.receive_json_from(TIMEOUT)
+        await communicator.disconnect()
+        assert [j["id"] for j in second["state"]["queue"]["TE"]["jobs"]] == [job.pk]
+
+    run(scenario)
+
+
+def test_burst_of_hints_gives_one_refresh(ws_connect, roles):
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
+        await communicator.receive_json_from(TIMEOUT)
+        for _ in range(20):
+            await sync_to_async(realtime.publish_cluster_changed)()
+        await communicator.receive_json_from(TIMEOUT)
+        assert await communicator.receive_nothing(timeout=0.5)
+        await communicator.disconnect()
+
+    run(scenario)
+
+
+def test_job_socket_streams_new_log_lines_once_and_resets_on_a_new_attempt(ws_connect, roles, make_job):
+    from scheduler.models import Attempt, AttemptLog, JobEvent, JobState
+
+    job = make_job(roles.owner, state=JobState.RUNNING)
+    first_attempt = Attempt.objects.get(job=job)
+    AttemptLog.objects.create(attempt=first_attempt, text="line 1\nline 2")
+
+    def add_log(attempt, text: str) -> None:  # noqa: ANN001
+        AttemptLog.objects.create(attempt=attempt, text=text)
+
+    def new_attempt() -> Attempt:
+        attempt = Attempt.objects.create(job=job, number=2, gpu_allocation={"n1": [0]})
+        JobEvent.objects.create(job=job, from_state=JobState.PENDING, to_state=JobState.STARTING)
+        return attempt
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.owner)
+        state = await communicator.receive_json_from(TIMEOUT)
+        assert state["type"] == "job" and state["state"]["state"] == "RUNNING"
+        log = await communicator.receive_json_from(TIMEOUT)
+        assert log == {"type": "log", "attempt": 1, "lines": ["line 1", "line 2"], "reset": True, "truncated": False}
+
+        await sync_to_async(add_log)(first_attempt, "line 3")
+        log = await communicator.receive_json_from(TIMEOUT)
+        assert log["lines"] == ["line 3"] and log["reset"] is False
+
+        second = await sync_to_async(new_attempt)()
+        state = await communicator.receive_json_from(TIMEOUT)
+        assert [a["number"] for a in state["state"]["attempts"]] == [1, 2]
+        assert state["state"]["events"][-1]["state"] == "STARTING"
+        log = await communicator.receive_json_from(TIMEOUT)
+        assert log == {"type": "log", "attempt": 2, "lines": [], "reset": True, "truncated": False}
+
+        await sync_to_async(add_log)(second, "resumed at step 40")
+        log = await communicator.receive_json_from(TIMEOUT)
+        assert log["attempt"] == 2 and log["lines"] == ["resumed at step 40"]
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(scenario)
+
+
+def test_latency_socket_takes_its_window_from_the_query_and_from_messages(ws_connect, roles):
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/latency/?window=3600", roles.owner)
+        message = await communicator.receive_json_from(TIMEOUT)
+        assert message["type"] == "latency" and message["state"]["window_s"] == 3600
+        await communicator.send_json_to({"window": 900})
+        message = await communicator.receive_json_from(TIMEOUT)
+        assert message["state"]["window_s"] == 900
+        await communicator.send_json_to({"window": 5})
+        message = await communicator.receive_json_from(TIMEOUT)
+        assert message["type"] == "error" and "window" in message["message"]
+        await communicator.disconnect()
+
+    run(scenario)
+
+
+def test_full_asgi_application_authenticates_with_the_session_cookie(roles, memory_layer, client):
+    """Through portal.asgi: origin check and session authentication, as the browser connects."""
+    from channels.testing import WebsocketCommunicator
+    from django.conf import settings
+
+    from portal.asgi import application
+
+    client.force_login(roles.owner)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+    async def scenario() -> None:
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie.encode())]
+        communicator = WebsocketCommunicator(application, "/ws/cluster/", headers=headers)
+        connected, _ = await communicator.connect(TIMEOUT)
+        assert connected
+        message = await communicator.receive_json_from(TIMEOUT)
+        assert message["type"] == "cluster"
+        await communicator.disconnect()
+
+        stranger = WebsocketCommunicator(application, "/ws/cluster/", headers=[(b"origin", b"http://evil.example")])
+        connected, _ = await stranger.connect(TIMEOUT)
+        assert not connected  # refused by the allowed-hosts origin check
+
+    run(scenario)

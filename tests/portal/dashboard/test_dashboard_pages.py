@@ -1,0 +1,82 @@
+"""Dashboard pages through the Django test client: login required, visibility, content, static plotly.js."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/cluster/", "/latency/", "/simulations/"]
+
+
+def initial_state(response) -> dict:  # noqa: ANN001
+    match = re.search(r'<script id="initial-state" type="application/json">(.*?)</script>', response.content.decode(), re.S)
+    assert match, "the page embeds its first state"
+    return json.loads(match.group(1))
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_needs_a_login(browser_as, path):
+    response = browser_as(None).get(path)
+    assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_render_for_a_user_and_load_plotly_locally(browser_as, roles, path):
+    response = browser_as(roles.owner).get(path)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "cdn" not in html.lower()
+    if path != "/simulations/":
+        assert "/static/dashboard/vendor/plotly.min.js" in html
+
+
+def test_plotly_js_is_served_from_the_package(client):
+    from portal.dashboard.staticfinders import plotly_js_path
+
+    response = client.get("/static/dashboard/vendor/plotly.min.js")
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    assert body == plotly_js_path().read_bytes()
+    assert body.startswith(b"/**\n* plotly.js v")
+
+
+def test_cluster_page_shows_others_jobs_without_their_command(browser_as, roles, make_job, make_node):
+    from cluster.models import Gpu
+    from scheduler.models import JobState
+
+    make_node("gpu-a", 2)
+    theirs = make_job(roles.other, state=JobState.RUNNING, name="bobs-training", command="python secret_bob.py")
+    Gpu.objects.filter(node__name="gpu-a", index=0).update(allocated_to=theirs)
+    response = browser_as(roles.owner).get("/cluster/")
+    assert "secret_bob" not in response.content.decode()
+    state = initial_state(response)
+    cell = state["nodes"][0]["gpus"][0]
+    assert cell["job"]["name"] == "bobs-training" and cell["job"]["owner"] == "bob" and cell["job"]["url"] is None
+    staff_state = initial_state(browser_as(roles.staff).get("/cluster/"))
+    assert staff_state["nodes"][0]["gpus"][0]["job"]["url"] == f"/jobs/{theirs.pk}/"
+
+
+def test_latency_page_window_falls_back_to_the_default_on_a_bad_value(browser_as, roles):
+    from portal.dashboard.selectors import DEFAULT_LATENCY_WINDOW
+
+    assert initial_state(browser_as(roles.owner).get("/latency/?window=3600"))["window_s"] == 3600
+    assert initial_state(browser_as(roles.owner).get("/latency/?window=17"))["window_s"] == DEFAULT_LATENCY_WINDOW
+    assert initial_state(browser_as(roles.owner).get("/latency/?window=abc"))["window_s"] == DEFAULT_LATENCY_WINDOW
+
+
+def test_job_page_carries_the_live_script_with_its_urls(browser_as, roles, make_job):
+    job = make_job(roles.owner)
+    html = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
+    assert f'data-job-id="{job.pk}"' in html
+    assert f'data-cancel-api-url="/api/v1/jobs/{job.pk}/cancel/"' in html
+    assert "/static/dashboard/job.js" in html
+
+
+def test_navigation_links_to_the_dashboard(browser_as, roles):
+    html = browser_as(roles.owner).get("/jobs/").content.decode()
+    for path in PAGES:
+        assert f'href="{path}"' in html
