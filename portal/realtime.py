@@ -31,9 +31,10 @@ Contract of every ``publish_*`` function:
   socket reconnects).
 
 ``connect_signals()`` (called once by the dashboard app) makes every saved
-``JobEvent`` (each state transition and the submission) publish its job, and
-every saved ``AttemptLog`` chunk publish its log, so callers that write those
-rows with ``save()``/``create()`` need not call anything. ``bulk_create`` sends
+``JobEvent`` (each state transition and the submission) publish its job,
+every saved ``AttemptLog`` chunk publish its log, and every saved ``Node``
+publish the cluster, so callers that write those rows with
+``save()``/``create()`` need not call anything. ``bulk_create`` sends
 no signals: call the function yourself then.
 """
 
@@ -192,11 +193,22 @@ def _on_log_chunk(sender: Any, instance: Any, created: bool, raw: bool = False, 
         publish_log_lines(attempt.job_id, attempt.number)
 
 
+def _on_node_saved(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    if not raw:
+        publish_cluster_changed()
+
+
 def connect_signals() -> None:
-    """Publish on every saved JobEvent and AttemptLog (idempotent)."""
+    """Publish on every saved JobEvent, AttemptLog and Node (idempotent).
+
+    A node saved with ``save()`` (registration, an admin's edit) refreshes the
+    cluster page; heartbeats written with ``.update()`` do not, on purpose.
+    """
     from django.db.models.signals import post_save
 
+    from cluster.models import Node
     from scheduler.models import AttemptLog, JobEvent
 
     post_save.connect(_on_job_event, sender=JobEvent, dispatch_uid="realtime.job_event")
     post_save.connect(_on_log_chunk, sender=AttemptLog, dispatch_uid="realtime.log_chunk")
+    post_save.connect(_on_node_saved, sender=Node, dispatch_uid="realtime.node")

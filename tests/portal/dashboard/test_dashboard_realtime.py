@@ -114,3 +114,17 @@ def test_saved_job_event_and_log_chunk_publish_through_signals(memory_layer, rol
         {"type": "job.changed", "job_id": job.pk},
         {"type": "job.log", "job_id": job.pk, "attempt": 1},
     ]
+
+
+def test_saving_a_node_refreshes_the_cluster_but_a_heartbeat_update_does_not(memory_layer, django_capture_on_commit_callbacks):
+    from django.utils import timezone
+
+    from cluster.models import Node
+
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    with django_capture_on_commit_callbacks(execute=True):
+        node = Node.objects.create(name="fresh", gpus=2)
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    with django_capture_on_commit_callbacks(execute=True):
+        Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now())
+    assert drain(memory_layer, cluster_ch) == []
