@@ -1,0 +1,237 @@
+"""One scheduling cycle on the database: snapshot, policy, conditional apply, commands on commit."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from cluster import protocol
+from cluster.models import Gpu, NodeState
+from scheduler import loop, services as job_services, snapshot
+from scheduler.core.policy import make_policy
+from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState, Quota
+from tests.live_helpers import allocation_problems, make_user, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def cycle(capture, **kwargs):  # noqa: ANN001, ANN201
+    """Run one cycle and its on-commit callbacks (the test runs inside a transaction)."""
+    with capture(execute=True):
+        return loop.run_cycle(**kwargs)
+
+
+def test_pending_jobs_start_on_free_gpus_and_launch_after_commit(
+    alice, nodes, sent, django_capture_on_commit_callbacks
+) -> None:
+    nodes(("n1", 2), ("n2", 2))
+    small = [submit(alice, f"s{i}", time_limit=600) for i in range(3)]
+    big = submit(alice, "big", num_gpus=2)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        report = loop.run_cycle()
+    assert sent.items == []  # nothing leaves before the transaction commits
+    for callback in callbacks:
+        callback()
+
+    assert sorted(report.applied.started) == sorted(j.pk for j in small)
+    for job in small:
+        job.refresh_from_db()
+        assert job.state == JobState.STARTING and job.attempt_count == 1 and job.pending_reason == ""
+        attempt = Attempt.objects.get(job=job)
+        assert attempt.number == 1 and attempt.state == AttemptState.STARTING
+        ((node, indices),) = attempt.gpu_allocation.items()
+        assert set(Gpu.objects.filter(allocated_to=job).values_list("node__name", "index")) == {(node, indices[0])}
+        assert JobEvent.objects.filter(job=job, from_state=JobState.PENDING, to_state=JobState.STARTING).count() == 1
+    big.refresh_from_db()
+    assert big.state == JobState.PENDING and big.pending_reason == "Resources"
+    assert "needs 2 GPUs" in big.pending_message
+
+    launches = {kw["job_id"]: (node, kw) for node, kw in sent.launches}
+    assert set(launches) == {j.pk for j in small}
+    for job in small:
+        node, kw = launches[job.pk]
+        attempt = Attempt.objects.get(job=job)
+        assert kw["gpu_indices"] == attempt.gpu_allocation[node]
+        assert kw["attempt"] == 1 and kw["resume"] is False and kw["command"] == "python train.py"
+        assert kw["grace_period"] == 10.0 and kw["time_limit"] == 600.0
+        protocol.LaunchCommand.from_kwargs(kw)  # a message the agent accepts
+    assert allocation_problems() == []
+
+
+def test_pending_reason_is_written_only_when_it_changes(alice, nodes, sent, django_capture_on_commit_callbacks) -> None:
+    nodes(("n1", 1))
+    submit(alice, "first")
+    second = submit(alice, "second")
+    assert cycle(django_capture_on_commit_callbacks).applied.pend_updates == 1
+    second.refresh_from_db()
+    assert (second.pending_reason, second.state) == ("Resources", JobState.PENDING)
+    assert cycle(django_capture_on_commit_callbacks).applied.pend_updates == 0
+
+
+def test_a_quota_holds_jobs_that_fit_the_cluster(alice, nodes, sent, django_capture_on_commit_callbacks) -> None:
+    """Each job alone is within max_gpus=1; together they are not: one starts, one waits QuotaExceeded."""
+    nodes(("n1", 4))
+    Quota.objects.create(user=alice, max_gpus=1)
+    first, second = submit(alice, "a"), submit(alice, "b")
+    report = cycle(django_capture_on_commit_callbacks)
+    assert report.applied.started == [first.pk]
+    second.refresh_from_db()
+    assert second.state == JobState.PENDING and second.pending_reason == "QuotaExceeded"
+    assert "holds 1 of 1 GPUs" in second.pending_message
+    # The next cycle sees the held GPU in the usage and keeps the job held.
+    assert cycle(django_capture_on_commit_callbacks).applied.started == []
+    bob = make_user("bob")
+    other = submit(bob, "c")
+    assert cycle(django_capture_on_commit_callbacks).applied.started == [other.pk]
+
+
+def test_te_job_preempts_a_victim_once_and_starts_when_it_vacates(
+    alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
+) -> None:
+    from cluster import services
+
+    nodes(("n1", 2))
+    short_grace = submit(alice, "be-short", grace_period=2)
+    long_grace = submit(alice, "be-long", grace_period=300)
+    cycle(django_capture_on_commit_callbacks)
+    te = submit(alice, "te", job_class="TE")
+    sent.clear()
+
+    report = cycle(django_capture_on_commit_callbacks)
+    assert report.applied.preempted == [short_grace.pk]  # fitgpp: the shortest wait for the TE job
+    short_grace.refresh_from_db()
+    assert short_grace.state == JobState.PREEMPTING and short_grace.preemption_count == 1
+    attempt = Attempt.objects.get(job=short_grace)
+    assert attempt.notice_at is not None and attempt.preempted_for == te.pk
+    ((node, kw),) = sent.of(protocol.AGENT_PREEMPT)
+    assert kw == {"job_id": short_grace.pk, "attempt": 1, "grace_period": 2.0} and node == "n1"
+    te.refresh_from_db()
+    assert te.pending_reason == "WaitingForPreemption"
+
+    sent.clear()
+    assert cycle(django_capture_on_commit_callbacks).applied.preempted == []  # promised GPUs are counted
+    assert sent.items == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.attempt_exited(
+            "n1", short_grace.pk, 1, exit_code=143, signal=None, ended_at=timezone.now(), notice_at=None,
+            checkpointed=True, reason=protocol.EXIT_PREEMPT, now=timezone.now(),
+        )
+    report = cycle(django_capture_on_commit_callbacks)
+    assert report.applied.started == [te.pk]
+    te_attempt = Attempt.objects.get(job=te)
+    assert te_attempt.gpu_allocation == attempt.gpu_allocation  # the victim's GPU
+    short_grace.refresh_from_db()
+    assert short_grace.state == JobState.PENDING and short_grace.attempt_count == 1
+    long_grace.refresh_from_db()
+    assert long_grace.state == JobState.STARTING
+    assert allocation_problems() == []
+
+    # When a GPU frees up, the victim resumes as attempt 2 with RESUME=1.
+    Job.objects.filter(pk=long_grace.pk).update(state=JobState.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.attempt_exited("n1", long_grace.pk, 1, exit_code=0, signal=None, ended_at=timezone.now(),
+                                notice_at=None, checkpointed=False, reason=None, now=timezone.now())
+    sent.clear()
+    assert cycle(django_capture_on_commit_callbacks).applied.started == [short_grace.pk]
+    ((_, kw),) = sent.launches
+    assert kw["attempt"] == 2 and kw["resume"] is True
+
+
+def test_cancelling_jobs_get_one_kill(alice, nodes, sent, django_capture_on_commit_callbacks) -> None:
+    nodes(("n1", 1))
+    job = submit(alice, "x", grace_period=7)
+    cycle(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.cancel_job(job, alice)
+    sent.clear()
+    report = cycle(django_capture_on_commit_callbacks)
+    assert report.applied.cancel_kills == [job.pk]
+    assert sent.of(protocol.AGENT_KILL) == [
+        ("n1", {"job_id": job.pk, "attempt": 1, "grace_period": 7.0, "reason": protocol.EXIT_CANCEL})
+    ]
+    assert Attempt.objects.get(job=job).notice_at is not None
+    sent.clear()
+    assert cycle(django_capture_on_commit_callbacks).applied.cancel_kills == []
+    assert sent.items == []
+
+
+def test_only_up_nodes_are_used(alice, nodes, sent, django_capture_on_commit_callbacks) -> None:
+    draining, up = nodes(("a-drain", 2), ("b-up", 1))
+    draining.state = NodeState.DRAINING
+    draining.save()
+    jobs = [submit(alice, f"j{i}") for i in range(2)]
+    report = cycle(django_capture_on_commit_callbacks)
+    assert report.applied.started == [jobs[0].pk]
+    assert list(Attempt.objects.get(job=jobs[0]).gpu_allocation) == ["b-up"]
+
+
+def test_a_decision_about_a_job_that_changed_meanwhile_writes_nothing(alice, nodes, sent) -> None:
+    """The job is cancelled between the snapshot and the apply: its Start matches no row."""
+    from django.db import transaction
+
+    from scheduler import apply
+
+    nodes(("n1", 1))
+    job = submit(alice, "x")
+    cycle_input = snapshot.build(timezone.now())
+    decisions = make_policy("fifo").decide(cycle_input.snapshot, cycle_input.now.timestamp())
+    Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED)
+    with transaction.atomic():
+        applied = apply.apply_decisions(decisions, cycle_input)
+    assert applied.started == [] and applied.skipped[0][0] == str(job.pk)
+    assert not Attempt.objects.exists() and not Gpu.objects.filter(allocated_to__isnull=False).exists()
+
+
+def test_a_gpu_taken_behind_the_snapshot_rolls_back_only_that_start(alice, nodes, sent) -> None:
+    from django.db import transaction
+
+    from scheduler import apply
+
+    n1, n2 = nodes(("n1", 1), ("n2", 1))
+    intruder, first, second = submit(alice, "intruder"), submit(alice, "first"), submit(alice, "second")
+    Job.objects.filter(pk=intruder.pk).update(state=JobState.CANCELLED)
+    cycle_input = snapshot.build(timezone.now())
+    decisions = make_policy("fifo").decide(cycle_input.snapshot, cycle_input.now.timestamp())
+    placed = {d.job_id: d.placement.nodes[0] for d in decisions if hasattr(d, "placement")}
+    Gpu.objects.filter(node__name=placed[str(first.pk)]).update(allocated_to=intruder)
+    with transaction.atomic():
+        applied = apply.apply_decisions(decisions, cycle_input)
+    assert applied.started == [second.pk]
+    first.refresh_from_db()
+    assert first.state == JobState.PENDING and first.attempt_count == 0
+    assert not Attempt.objects.filter(job=first).exists()
+    assert not JobEvent.objects.filter(job=first, to_state=JobState.STARTING).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_apply_refuses_to_run_outside_a_transaction(alice, nodes) -> None:
+    from scheduler import apply
+
+    nodes(("n1", 1))
+    submit(alice)
+    cycle_input = snapshot.build(timezone.now())
+    with pytest.raises(RuntimeError, match="inside transaction.atomic"):
+        apply.apply_decisions([], cycle_input)
+
+
+def test_snapshot_reports_progress_preemptions_and_vacating_jobs(alice, nodes, sent, no_triggers,
+                                                                 django_capture_on_commit_callbacks, settings) -> None:
+    settings.SCHEDULER_RESUME_OVERHEAD = 5.0
+    nodes(("n1", 2))
+    victim = submit(alice, "victim", grace_period=1)
+    other = submit(alice, "other", grace_period=100)
+    cycle(django_capture_on_commit_callbacks)
+    te = submit(alice, "te", job_class="TE")
+    cycle(django_capture_on_commit_callbacks)
+    now = timezone.now()
+    Job.objects.filter(pk=victim.pk).update(progress_seconds=40.0)
+    snap = snapshot.build(now).snapshot
+    by_id = {r.spec.id: r for r in snap.running}
+    v = by_id[str(victim.pk)]
+    assert v.preempting and v.preempted_for == str(te.pk) and v.preemptions == 1 and v.notice_time is not None
+    assert not by_id[str(other.pk)].preempting
+    assert v.progress >= 40.0  # kept work plus the first attempt's run time (no resume overhead)
+    assert [p.spec.id for p in snap.pending] == [str(te.pk)]
+    assert snap.free == {"n1": (0, float("inf"), float("inf"))}
