@@ -35,7 +35,9 @@ def figures(run: RunResult) -> dict[str, float | None]:
         "te_p95": te.slowdown["p95"],
         "be_p50": be.slowdown["p50"],
         "be_p95": be.slowdown["p95"],
+        "be_p99": be.slowdown["p99"],
         "be_mean": be.slowdown["mean"],
+        "be_max_wait_hours": max((o.wait for o in run.sim.outcomes if o.job_class.value == "BE"), default=0.0) / 3600.0,
         "te_wait_p95": te.wait_seconds["p95"],
         "lost_gpu_hours": run.sim.lost_gpu_seconds / 3600.0,
         "preemptions": run.preemptions,
@@ -107,15 +109,16 @@ def _pct(v: float | None) -> str:
 def markdown(records: list[dict]) -> str:
     header = (
         "| {k} | policy | FIFO TE p95 | TE p95 | BE p50 | BE p95 | TE p95 vs FIFO % | BE p50 vs FIFO % | "
-        "BE p95 vs FIFO % | paper bar | lost GPU-h | preempt | util % |"
+        "BE p95 vs FIFO % | paper bar | BE p99 | max BE wait h | JCT mean h | lost GPU-h | preempt | util % |"
     )
-    lines = [header.format(k=records[0]["vary"] if records else "value"), "|" + "---|" * 13]
+    lines = [header.format(k=records[0]["vary"] if records else "value"), "|" + "---|" * 16]
     for r in records:
         bar = {True: "met", False: "missed", None: ""}[r["meets_paper_bar"]]
         lines.append(
             f"| {r['value']} | {r['policy']} | {_num(r['fifo_te_p95'], 1)} | {_num(r['te_p95'])} | "
             f"{_num(r['be_p50'])} | {_num(r['be_p95'])} | {_pct(r['te_p95_change'])} | {_pct(r['be_p50_change'])} | "
-            f"{_pct(r['be_p95_change'])} | {bar} | {_num(r['lost_gpu_hours'], 1)} | {r['preemptions']} | "
+            f"{_pct(r['be_p95_change'])} | {bar} | {_num(r['be_p99'], 1)} | {_num(r['be_max_wait_hours'], 1)} | "
+            f"{_num(r['jct_mean_hours'], 1)} | {_num(r['lost_gpu_hours'], 1)} | {r['preemptions']} | "
             f"{100 * r['utilization']:.1f} |"
         )
     return "\n".join(lines)
