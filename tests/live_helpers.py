@@ -1,5 +1,6 @@
 """Shared helpers for the loop, service and end-to-end tests: users, nodes, jobs,
-recorded agent commands and the allocation invariants.
+recorded agent commands (fixtures ``sent`` and ``no_triggers``, imported by the
+conftests that use them) and the allocation invariants.
 
 Django is imported inside the functions so that importing this module needs no
 app registry.
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from cluster import protocol
 
@@ -33,6 +36,26 @@ class SentCommands:
 
     def clear(self) -> None:
         self.items.clear()
+
+
+@pytest.fixture
+def sent(monkeypatch) -> SentCommands:  # noqa: ANN001
+    """Agent commands are recorded here instead of being published to the broker."""
+    from cluster import commands
+
+    box = SentCommands()
+    monkeypatch.setattr(commands, "send", box.record)
+    return box
+
+
+@pytest.fixture
+def no_triggers(monkeypatch) -> list[str]:  # noqa: ANN001
+    """Scheduling requests made by the cluster services are counted instead of enqueued."""
+    import cluster.services
+
+    calls: list[str] = []
+    monkeypatch.setattr(cluster.services, "request_scheduling", lambda: calls.append("cycle") or True)
+    return calls
 
 
 def make_user(name: str, **fields: Any):  # noqa: ANN201

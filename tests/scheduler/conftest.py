@@ -7,27 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.live_helpers import SentCommands, make_node, make_user
-
-
-@pytest.fixture
-def sent(monkeypatch) -> SentCommands:  # noqa: ANN001
-    """Agent commands are recorded here instead of being published to the broker."""
-    from cluster import commands
-
-    box = SentCommands()
-    monkeypatch.setattr(commands, "send", box.record)
-    return box
-
-
-@pytest.fixture
-def no_triggers(monkeypatch) -> list[str]:  # noqa: ANN001
-    """Scheduling requests made by services are counted instead of enqueued."""
-    import cluster.services
-
-    calls: list[str] = []
-    monkeypatch.setattr(cluster.services, "request_scheduling", lambda: calls.append("cycle") or True)
-    return calls
+from tests.live_helpers import make_node, make_user, no_triggers, sent  # noqa: F401 - fixtures
 
 
 @pytest.fixture

@@ -1,0 +1,71 @@
+"""The REPORT_* Celery tasks: names from the protocol, token check, field-named rejections."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from cluster import protocol, tasks
+from cluster.models import Gpu, Node
+from scheduler.models import AttemptLog
+
+pytestmark = pytest.mark.django_db
+
+REGISTER = {"node": "n1", "gpus": 2, "cpus": 8.0, "mem_gb": 16, "gpu_models": ["Virtual GPU"], "token": "",
+            "agent_version": "0.1"}
+
+
+def test_every_report_has_a_task_under_its_protocol_name() -> None:
+    from portal.celery import app
+
+    names = {protocol.REPORT_REGISTER, protocol.REPORT_HEARTBEAT, protocol.REPORT_STARTED, protocol.REPORT_EXITED,
+             protocol.REPORT_LOG}
+    assert names <= set(app.tasks)
+
+
+def test_register_accepts_unknown_extra_fields(sent, no_triggers) -> None:
+    tasks.register(**REGISTER, future_field={"x": 1})
+    assert Node.objects.get(name="n1").gpus == 2 and Gpu.objects.count() == 2
+
+
+BAD_REPORTS = [
+    (tasks.register, {**REGISTER, "gpus": -1}, "gpus"),
+    (tasks.register, {**REGISTER, "gpus": True}, "gpus"),
+    (tasks.register, {**REGISTER, "cpus": "8"}, "cpus"),
+    (tasks.register, {**REGISTER, "node": "bad name!"}, "node"),
+    (tasks.register, {**REGISTER, "gpu_models": "A100"}, "gpu_models"),
+    (tasks.heartbeat, {"node": "n1", "running": [[1]], "sent_at": 0}, "keep[0]"),
+    (tasks.started, {"node": "n1", "job_id": "abc", "attempt": 1, "pid": 1, "started_at": 0}, "job_id"),
+    (tasks.started, {"node": "n1", "job_id": 1, "attempt": -1, "pid": 1, "started_at": 0}, "attempt"),
+    (tasks.started, {"node": "n1", "job_id": 1, "attempt": 1, "pid": 1, "started_at": "now"}, "started_at"),
+    (tasks.exited, {"node": "n1", "job_id": 1, "attempt": 1, "exit_code": "0", "ended_at": 0}, "exit_code"),
+    (tasks.exited, {"node": "n1", "job_id": 1, "attempt": 1, "ended_at": 0, "checkpointed": "yes"}, "checkpointed"),
+    (tasks.log_lines, {"node": "n1", "job_id": 1, "attempt": 1, "lines": ["ok", 3]}, "lines[1]"),
+]
+
+
+@pytest.mark.parametrize(("task", "kwargs", "field"), BAD_REPORTS)
+def test_a_malformed_report_is_dropped_naming_the_field(task, kwargs, field, caplog, sent) -> None:
+    with caplog.at_level(logging.ERROR, logger="cluster.tasks"):
+        assert task(**kwargs) is None
+    assert f"{field}:" in caplog.text
+    assert not Node.objects.exists() and not AttemptLog.objects.exists() and sent.items == []
+
+
+def test_reports_need_the_configured_token(settings, sent, no_triggers, caplog) -> None:
+    settings.AGENT_TOKEN = "s3cret"
+    with caplog.at_level(logging.ERROR, logger="cluster.tasks"):
+        tasks.register(**{**REGISTER, "token": "wrong"})
+    assert not Node.objects.exists() and "wrong or missing agent token" in caplog.text
+    tasks.register(**{**REGISTER, "token": "s3cret"})
+    assert Node.objects.filter(name="n1").exists()
+
+
+def test_digit_string_job_ids_are_accepted(sent, no_triggers, django_capture_on_commit_callbacks) -> None:
+    tasks.register(**REGISTER)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.heartbeat(node="n1", running=[["17", 2]], sent_at=time.time(), token="")
+    ((node, kw),) = sent.of(protocol.AGENT_KILL)
+    assert (node, kw["job_id"], kw["attempt"]) == ("n1", 17, 2)
