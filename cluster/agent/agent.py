@@ -52,7 +52,7 @@ class Agent:
             gpu_count=resources.gpus,
             emit=self.report,
         )
-        self.broker = BrokerLink(config.broker, config.name, self._on_message)
+        self.broker = BrokerLink(config.broker, config.name, self._on_message, report_queue=config.report_queue)
         self._stopping = False
         self._next_connect = 0.0
         self._ever_connected = False

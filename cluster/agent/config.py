@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.protocol import ENV_AGENT_TOKEN
+from cluster.protocol import ENV_AGENT_TOKEN, REPORT_QUEUE
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 ENV_CHECKPOINT_ROOT = "GPUSCHED_CHECKPOINT_ROOT"
@@ -28,6 +28,7 @@ class AgentConfig:
     mem_gb: float | None
     token: str
     kill_jobs_on_exit: bool
+    report_queue: str
     log_level: str
 
 
@@ -47,6 +48,12 @@ def _positive(name: str):
 def _node_name(text: str) -> str:
     if not _NODE_NAME_RE.match(text):
         raise argparse.ArgumentTypeError(f"--name {text!r}: use 1-63 characters of A-Z a-z 0-9 . _ - (not starting with . _ -)")
+    return text
+
+
+def _queue_name(text: str) -> str:
+    if not _NODE_NAME_RE.match(text):
+        raise argparse.ArgumentTypeError(f"--report-queue {text!r}: use 1-63 characters of A-Z a-z 0-9 . _ -")
     return text
 
 
@@ -74,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kill-jobs-on-exit", action="store_true",
                    help="on SIGTERM/SIGINT stop running jobs (SIGTERM, grace, SIGKILL) before exiting; "
                    "default: leave them running for the next agent on this work dir to adopt")
+    p.add_argument("--report-queue", type=_queue_name, default=REPORT_QUEUE,
+                   help=f"queue the reports go to (default {REPORT_QUEUE!r}, the portal workers' queue); "
+                   "a deployment may route them to a dedicated queue and worker")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -95,5 +105,6 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         mem_gb=args.mem_gb,
         token=args.token if args.token is not None else env.get(ENV_AGENT_TOKEN, ""),
         kill_jobs_on_exit=args.kill_jobs_on_exit,
+        report_queue=args.report_queue,
         log_level=args.log_level,
     )

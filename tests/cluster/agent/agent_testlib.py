@@ -60,17 +60,18 @@ def kill_group(pgid: int) -> None:
 
 
 class ReportReader:
-    """Reads REPORT_* task messages from the default queue, keeping those of one node.
+    """Reads REPORT_* task messages from ``queue_name``, keeping those of one node.
 
     Reports of other nodes (left by earlier tests) are consumed and dropped.
     """
 
-    def __init__(self, url: str, node: str) -> None:
+    def __init__(self, url: str, node: str, queue_name: str) -> None:
         from kombu import Connection, Exchange, Queue
 
         self.node = node
+        self.queue_name = queue_name
         self.conn = Connection(url)
-        queue = Queue(protocol.REPORT_QUEUE, Exchange(protocol.REPORT_QUEUE, type="direct"), routing_key=protocol.REPORT_QUEUE)
+        queue = Queue(queue_name, Exchange(queue_name, type="direct"), routing_key=queue_name)
         self.queue = self.conn.SimpleQueue(queue)
         self.reports: list[Report] = []
 
@@ -119,17 +120,24 @@ class ReportReader:
 
 
 class Node:
-    """One agent process under test, its command sender and its reports."""
+    """One agent process under test, its command sender and its reports.
 
-    def __init__(self, url: str, tmp: Path, extra_args: list[str]) -> None:
+    Unless ``default_queue``, the agent sends its reports to a queue of its own
+    (``--report-queue``): the default queue is shared by every test session on
+    the same Redis database, and a reader in one session would drop the other
+    session's reports.
+    """
+
+    def __init__(self, url: str, tmp: Path, extra_args: list[str], default_queue: bool = False) -> None:
         from celery import Celery
 
         self.url = url
         self.name = f"t-{uuid.uuid4().hex[:10]}"
         self.workdir = tmp / self.name
         self.token = "node-secret"
-        self.extra_args = extra_args
-        self.reports = ReportReader(url, self.name)
+        self.report_queue = protocol.REPORT_QUEUE if default_queue else f"reports.{self.name}"
+        self.extra_args = extra_args if default_queue else [*extra_args, "--report-queue", self.report_queue]
+        self.reports = ReportReader(url, self.name, self.report_queue)
         self.app = Celery("agent-tests", broker=url, set_as_current=False)
         self.agent: subprocess.Popen | None = None
         self.agent_logs: list[Path] = []
@@ -197,7 +205,8 @@ class Node:
             self.reports.close()
             client = redis.Redis.from_url(self.url, socket_connect_timeout=2)
             queue = protocol.node_queue(self.name)
-            client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+            for name in {queue, self.report_queue} - {protocol.REPORT_QUEUE}:
+                client.delete(name, f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}")
             client.close()
         except (redis.RedisError, OSError):
             pass  # a test's private broker may already be gone

@@ -45,8 +45,8 @@ def make_node(agent_broker_url: str, tmp_path: Path) -> Iterator[Callable[..., N
     """Factory of Node objects (agent not yet started); all are cleaned up."""
     nodes: list[Node] = []
 
-    def make(*extra_args: str, url: str | None = None) -> Node:
-        node = Node(url or agent_broker_url, tmp_path, list(extra_args))
+    def make(*extra_args: str, url: str | None = None, default_queue: bool = False) -> Node:
+        node = Node(url or agent_broker_url, tmp_path, list(extra_args), default_queue=default_queue)
         nodes.append(node)
         return node
 

@@ -36,6 +36,15 @@ def test_register_and_heartbeats_carry_node_capacity_running_attempts_and_token(
     assert isinstance(hb["sent_at"], float)
 
 
+def test_reports_go_to_the_default_queue_unless_told_otherwise(make_node):
+    n = make_node(default_queue=True)
+    n.start()
+    reg = n.reports.wait(protocol.REPORT_REGISTER)
+    assert reg["node"] == n.name
+    n.launch("dq", 1, "echo default")
+    assert n.reports.wait(protocol.REPORT_EXITED, job_id="dq")["exit_code"] == 0
+
+
 def test_training_job_runs_to_completion_and_streams_its_log(node):
     node.launch("train-1", 1, train_command(TRAIN_STEPS=25, TRAIN_SLEEP=0, TRAIN_EVAL_EVERY=0), gpu_indices=[1], grace_period=5)
 
@@ -332,7 +341,7 @@ def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_re
         n.reports.close()
     except Exception:
         pass
-    n.reports = ReportReader(private_redis.url, n.name)
+    n.reports = ReportReader(private_redis.url, n.name, n.report_queue)
     exited = n.reports.wait(protocol.REPORT_EXITED, job_id="outage")
     assert exited["exit_code"] == 0
     assert n.reports.log_lines("outage", 1) == ["bye"]

@@ -301,3 +301,10 @@ def test_job_environment_sets_the_contract_last_and_drops_private_variables():
     first = jobenv.job_environment({}, protocol.LaunchCommand(job_id="a", attempt=1, command="x", grace_period=2.5),
                                    node="n", checkpoint_dir=Path("/c"))
     assert (first["RESUME"], first["GRACE_PERIOD"], first["CUDA_VISIBLE_DEVICES"], first["PYTHONUNBUFFERED"]) == ("0", "2.5", "", "1")
+
+
+def test_report_queue_option():
+    assert config.parse_args(["--name", "n", "--gpus", "1"], environ={}).report_queue == protocol.REPORT_QUEUE
+    assert config.parse_args(["--name", "n", "--gpus", "1", "--report-queue", "agent-reports"], environ={}).report_queue == "agent-reports"
+    with pytest.raises(SystemExit):
+        config.parse_args(["--name", "n", "--gpus", "1", "--report-queue", "a b"], environ={})

@@ -1,0 +1,136 @@
+"""Node agent latency through a real broker: command sent -> process started / gone.
+
+Starts one agent (`python -m cluster.agent`, 1 virtual GPU) on a temporary work
+dir and, for each sample:
+
+* launch: ``send_task(AGENT_LAUNCH)`` of ``exec sleep 60`` to the job process
+  group existing (REPORT_STARTED's ``started_at``) and to REPORT_STARTED being
+  received from the default queue;
+* preempt: ``send_task(AGENT_PREEMPT)`` with a 10 s grace period, of that job
+  (which dies at once on SIGTERM), to the last job process gone
+  (REPORT_EXITED's ``ended_at``) and to REPORT_EXITED being received.
+
+All timestamps come from this machine's clock. Needs Redis (default: database 3);
+the agent reports to a queue of the benchmark's own (``--report-queue``).
+
+    .venv/bin/python benchmarks/agent_latency.py --samples 100 --json agent_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from celery import Celery  # noqa: E402
+from kombu import Connection, Exchange, Queue  # noqa: E402
+
+from cluster import protocol  # noqa: E402
+
+
+class Reports:
+    def __init__(self, url: str, node: str, queue: str) -> None:
+        self.node = node
+        self.conn = Connection(url)
+        q = Queue(queue, Exchange(queue, type="direct"), routing_key=queue)
+        self.queue = self.conn.SimpleQueue(q)
+
+    def wait(self, task: str, timeout: float = 60.0, **match: Any) -> tuple[dict[str, Any], float]:
+        """The next ``task`` report of this node matching ``match``, and when it was received."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                message = self.queue.get(block=True, timeout=0.5)
+            except self.queue.Empty:
+                continue
+            received = time.time()
+            _args, kwargs, _embed = message.decode()
+            name = message.headers["task"]
+            message.ack()
+            if name == task and kwargs.get("node") == self.node and all(kwargs.get(k) == v for k, v in match.items()):
+                return kwargs, received
+        raise TimeoutError(f"no {task} {match} within {timeout}s")
+
+
+def percentiles(values_s: list[float]) -> dict[str, float]:
+    ms = sorted(v * 1000 for v in values_s)
+    q = statistics.quantiles(ms, n=100, method="inclusive")
+    return {"p50": round(q[49], 1), "p95": round(q[94], 1), "max": round(ms[-1], 1)}
+
+
+def run(url: str, samples: int) -> dict[str, Any]:
+    node = f"bench-{uuid.uuid4().hex[:8]}"
+    app = Celery("agent-bench", broker=url, set_as_current=False)
+    report_queue = f"reports.{node}"  # its own queue: nothing else can take its reports
+    reports = Reports(url, node, report_queue)
+    with tempfile.TemporaryDirectory() as workdir:
+        env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL")}
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "cluster.agent", "--name", node, "--gpus", "1", "--broker", url,
+             "--workdir", workdir, "--heartbeat", "5", "--report-queue", report_queue, "--log-level", os.environ.get("AGENT_LOG_LEVEL", "WARNING")],
+            cwd=REPO, env=env,
+        )
+        try:
+            reports.wait(protocol.REPORT_REGISTER)
+            launch, launch_seen, stop, stop_seen = [], [], [], []
+            for i in range(samples):
+                cmd = protocol.LaunchCommand(job_id=f"b{i}", attempt=1, command="exec sleep 60", gpu_indices=[0], grace_period=10)
+                t0 = time.time()
+                app.send_task(protocol.AGENT_LAUNCH, kwargs=cmd.to_kwargs(), queue=protocol.node_queue(node))
+                started, seen = reports.wait(protocol.REPORT_STARTED, job_id=f"b{i}")
+                launch.append(started["started_at"] - t0)
+                launch_seen.append(seen - t0)
+                t1 = time.time()
+                app.send_task(protocol.AGENT_PREEMPT, kwargs={"job_id": f"b{i}", "attempt": 1, "grace_period": 10},
+                              queue=protocol.node_queue(node))
+                exited, seen = reports.wait(protocol.REPORT_EXITED, job_id=f"b{i}")
+                stop.append(exited["ended_at"] - t1)
+                stop_seen.append(seen - t1)
+        finally:
+            agent.terminate()
+            agent.wait(timeout=60)
+            reports.conn.release()
+            import redis
+
+            client = redis.Redis.from_url(url)
+            for name in (report_queue, protocol.node_queue(node)):
+                client.delete(name, f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}")
+            client.close()
+    return {
+        "samples": samples,
+        "launch_to_started_ms": percentiles(launch),
+        "launch_to_started_report_ms": percentiles(launch_seen),
+        "preempt_to_exited_ms": percentiles(stop),
+        "preempt_to_exited_report_ms": percentiles(stop_seen),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--broker", default=os.environ.get("AGENT_TEST_REDIS_URL", "redis://127.0.0.1:6379/3"))
+    p.add_argument("--samples", type=int, default=100)
+    p.add_argument("--json", type=Path, help="write the results here")
+    args = p.parse_args()
+    if args.samples < 2:
+        p.error("--samples must be >= 2")
+    result = run(args.broker, args.samples)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
