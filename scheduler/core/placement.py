@@ -140,7 +140,7 @@ class FreeCapacity:
     nodes never constrain them.
     """
 
-    __slots__ = ("gpus", "version", "_base", "_cpu_taken", "_mem_taken", "_max", "_total", "_nofit")
+    __slots__ = ("gpus", "version", "touched", "_base", "_cpu_taken", "_mem_taken", "_max", "_total", "_nofit")
 
     def __init__(self, free: FreeMap) -> None:
         self._base = free
@@ -148,6 +148,7 @@ class FreeCapacity:
         self._cpu_taken: dict[str, float] = {}
         self._mem_taken: dict[str, float] = {}
         self.version = 0  # bumped on every change, for callers' caches
+        self.touched: set[str] = set()  # nodes changed since a caller last cleared it
         self._total: int | None = None
         self._max: int | None = None
         # Shapes (num_gpus, cpus/GPU, mem/GPU, blocked nodes) known not to fit
@@ -258,6 +259,7 @@ class FreeCapacity:
         self._total = self._max = None
         self._nofit.clear()
         self.version += 1
+        self.touched.add(name)
 
 
 def spread(avail: list[tuple[int, str]], g: int) -> dict[str, int] | None:

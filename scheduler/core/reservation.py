@@ -6,14 +6,14 @@ has waited longer than the starvation threshold and does not fit now, it gets
 a reservation: the node set where it should fit soonest. Other jobs of its
 queue may not start on those nodes until it starts, so they drain.
 
-"Soonest" cannot use true run times (no policy knows them). A job's expected
-end is known only when it is vacating (notice time plus grace period) or
-declared a time limit (now plus the work still allowed); otherwise it is
-unknown (infinite). For a job that fits on one node, the node reached first by
-releasing its jobs in order of expected end wins; ties (typically all unknown)
-go to the node that is short of the fewest GPUs, then by name. A job too big
-for any single node reserves the nodes with the most free units first, until
-their total capacity holds it.
+"Soonest" cannot use true run times (no policy knows them). For a job that
+fits on one node, the node short of the fewest units (GPUs, with CPU and
+memory) wins: it needs the fewest releases. Ties go to the node reached first
+by releasing its jobs in order of expected end, which is known only for a job
+vacating (notice time plus grace period) or one that declared a time limit
+(now plus the work still allowed); then by name. A job too big for any single
+node reserves the nodes with the most free units first, until their total
+capacity holds it.
 
 Recomputed from the snapshot every cycle (policies keep no state). It stays
 put in practice: the reserved nodes only drain while others are refilled by
@@ -31,17 +31,17 @@ from scheduler.core.placement import INF, FreeCapacity, per_unit, units_of
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """Nodes held for ``job_id``; ``ready`` is the estimated time it fits there
-    (``inf`` when some end on the way is unknown)."""
+    """Nodes held for ``job_id``, which has waited ``waited`` seconds."""
 
     job_id: str
     nodes: frozenset[str]
-    ready: float
     waited: float
 
 
 def capacity_units(node: Node, cpg: float, mpg: float) -> int:
     """Units of a job shape an empty ``node`` can hold."""
+    if not (cpg or mpg):
+        return node.gpus
     return units_of(node.gpus, node.cpus if node.cpus > 0 else INF, node.mem_gb if node.mem_gb > 0 else INF, cpg, mpg)
 
 
@@ -81,30 +81,41 @@ def reserve(
             total += capacity[name]
             if total >= need:
                 break
-        return Reservation(spec.id, frozenset(chosen), INF, waited)
-    wanted = set(single)
+        return Reservation(spec.id, frozenset(chosen), waited)
+    # Fewest units short first; expected ends (known only for vacating jobs
+    # and declared time limits) break ties, so running jobs are scanned only
+    # when several nodes are equally close.
+    if cpg or mpg:
+        short = {name: need - cap.units(name, cpg, mpg) for name in single}
+    else:
+        gpus = cap.gpus
+        short = {name: need - max(gpus[name], 0) for name in single}
+    fewest = min(short.values())
+    tied = sorted(name for name in single if short[name] == fewest)
+    if len(tied) == 1 or fewest <= 0:
+        return Reservation(spec.id, frozenset(tied[:1]), waited)
+    wanted = set(tied)
     releases: dict[str, list[tuple[float, int, float, float]]] = {}
     for r in running:
         rs = r.spec
+        if not r.preempting and rs.time_limit is None:
+            continue  # unknown end: cannot make a node ready sooner
         end = expected_end(r, now)
         g = rs.num_gpus
         for name, k in r.placement.parts:
             if name in wanted:
                 releases.setdefault(name, []).append((end, k, rs.num_cpus * k / g, rs.mem_gb * k / g))
-    best_key: tuple[float, int, str] | None = None
-    for name in single:
+    best_key: tuple[float, str] | None = None
+    for name in tied:
         g, c, m = cap.gpus[name], cap.cpus(name), cap.mem(name)
-        short = need - units_of(max(g, 0), c, m, cpg, mpg)
-        ready = now
-        if short > 0:
-            ready = INF
-            for end, k, kc, km in sorted(releases.get(name, ())):
-                g, c, m = g + k, c + kc, m + km
-                if units_of(g, c, m, cpg, mpg) >= need:
-                    ready = end
-                    break
-        key = (ready, short, name)
+        ready = INF
+        for end, k, kc, km in sorted(releases.get(name, ())):
+            g, c, m = g + k, c + kc, m + km
+            if units_of(max(g, 0), c, m, cpg, mpg) >= need:
+                ready = end
+                break
+        key = (ready, name)
         if best_key is None or key < best_key:
             best_key = key
     assert best_key is not None
-    return Reservation(spec.id, frozenset((best_key[2],)), best_key[0], waited)
+    return Reservation(spec.id, frozenset((best_key[1],)), waited)

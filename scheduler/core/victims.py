@@ -64,55 +64,69 @@ def is_demoted_te(job: RunningJob, now: float, te_time_limit: float) -> bool:
     return max(now - job.attempt_start, job.progress) > te_time_limit
 
 
-def pending_is_demoted_te(job: PendingJob, te_time_limit: float) -> bool:
-    """A pending TE job that already did more work than the limit queues as BE."""
-    return job.progress > te_time_limit
-
-
 class RunningIndex:
-    """Victim candidates and vacating jobs per node, built once per cycle and
-    only when some TE job needs preemption (it is O(running))."""
+    """Vacating jobs, and victim candidates per node, for one cycle. Built
+    only when some TE job does not fit; the candidates (the costlier part) only
+    when a TE job cannot be served by resources already vacating."""
 
-    def __init__(self, running: Iterable[RunningJob], now: float, te_time_limit: float, max_preemptions: int) -> None:
-        self.by_node: dict[str, list[Candidate]] = {}
-        self.vacating: list[Vacating] = []
+    def __init__(self, running: Sequence[RunningJob], now: float, te_time_limit: float, max_preemptions: int) -> None:
+        self._running = running
+        self._now = now
+        self._te_time_limit = te_time_limit
+        self._max_preemptions = max_preemptions
+        self._by_node: dict[str, list[Candidate]] | None = None
         self.chosen: set[str] = set()  # victims picked in this cycle
         self.consumed: set[tuple[str, str]] = set()  # (vacating job, node) counted by a TE job this cycle
+        self.vacating: list[Vacating] = []
         for r in running:
-            spec = r.spec
             if r.preempting:
+                spec = r.spec
                 end = (r.notice_time if r.notice_time is not None else now) + spec.grace_period
                 self.vacating.append(Vacating(r, spec.id, r.preempted_for, max(end, now), _parts(r)))
-                continue
-            if r.preemptions >= max_preemptions:
-                continue
-            demoted = False
-            if spec.job_class == JobClass.TE:
-                if not is_demoted_te(r, now, te_time_limit):
+
+    @property
+    def by_node(self) -> dict[str, list[Candidate]]:
+        if self._by_node is None:
+            by_node: dict[str, list[Candidate]] = {}
+            now, limit, cap = self._now, self._te_time_limit, self._max_preemptions
+            te = JobClass.TE
+            for r in self._running:
+                if r.preempting or r.preemptions >= cap:
                     continue
-                demoted = True
-            c = Candidate(r, spec.id, spec.num_gpus, spec.grace_period, r.preemptions, r.attempt_start, demoted, _parts(r))
-            for name in c.parts:
-                self.by_node.setdefault(name, []).append(c)
+                spec = r.spec
+                demoted = spec.job_class is te
+                if demoted and not is_demoted_te(r, now, limit):
+                    continue
+                c = Candidate(r, spec.id, spec.num_gpus, spec.grace_period, r.preemptions, r.attempt_start, demoted, _parts(r))
+                for name in c.parts:
+                    lst = by_node.get(name)
+                    if lst is None:
+                        by_node[name] = [c]
+                    else:
+                        lst.append(c)
+            self._by_node = by_node
+        return self._by_node
 
 
 @dataclass(slots=True)
 class NodeView:
     """One node as a TE job sees it: what it can have there without new
     preemptions (free now plus resources being vacated for it), and the
-    candidates that could free more."""
+    candidates that could free more. ``shared`` views (no resources vacating
+    for this very job) are the same for every TE job and cached per cycle."""
 
     name: str
     g: int
     c: float
     m: float
-    free_g: int
-    free_c: float
-    free_m: float
     vac: list[Vacating]
     vac_end: float
     mine: int
     cands: list[Candidate]
+    shared: bool
+
+
+Shape = tuple[int, float, float]
 
 
 @dataclass(slots=True)
@@ -124,6 +138,10 @@ class Need:
     cpg: float
     mpg: float
     now: float
+
+    @property
+    def shape(self) -> Shape:
+        return (self.gpus, self.cpg, self.mpg)
 
     def units(self, g: int, c: float, m: float) -> int:
         return units_of(g, c, m, self.cpg, self.mpg)
@@ -142,13 +160,42 @@ class Plan:
     score: float | None = None
 
 
+_MISSING = object()
+
+
+class NodeMemo:
+    """Per-node results computed from a shared view, reused by every TE job of
+    the cycle until that node changes (a Start, a claim, a victim or vacating
+    job spoken for). Cached lists must not be modified by their users."""
+
+    __slots__ = ("_by_node",)
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[tuple[object, ...], object]] = {}
+
+    def get(self, view: NodeView, key: tuple[object, ...], compute: Callable[[], object]) -> object:
+        if not view.shared:
+            return compute()
+        d = self._by_node.setdefault(view.name, {})
+        got = d.get(key, _MISSING)
+        if got is _MISSING:
+            got = d[key] = compute()
+        return got
+
+    def drop(self, name: str) -> None:
+        self._by_node.pop(name, None)
+
+
 class VictimChooser(Protocol):
     """The policy-specific part: pick victims on one node, and order victims
     for the multi-node greedy."""
 
-    def single(self, need: Need, views: Sequence[NodeView]) -> tuple[NodeView, list[Candidate], float | None] | None:
-        """Among nodes that can host the whole job with some victims, the node
-        and victim set to use (plus a score, if the chooser has one)."""
+    def single(
+        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
+    ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        """Among ``views`` (nodes that could host the whole job with all their
+        candidates preempted), the node and victim set to use, plus a score if
+        the chooser has one. ``memo`` caches per-node work across TE jobs."""
         ...
 
     def order(self, need: Need, cands: list[Candidate], nodes: frozenset[str]) -> list[Candidate]:
@@ -192,25 +239,43 @@ def drop_redundant(taken: list[Candidate], ok: Callable[[list[Candidate]], bool]
 
 
 class Planner:
-    """Finds a plan for each TE job that does not fit, within one cycle."""
+    """Finds a plan for each TE job that does not fit, within one cycle.
+
+    Vacating jobs are split once into those claimed by a pending TE job and
+    the shared rest; node views and per-node chooser results are cached and
+    recomputed only for nodes that changed, so many TE jobs in one cycle cost
+    little more than one.
+    """
 
     def __init__(self, cap: FreeCapacity, index: RunningIndex, pending_te: set[str], chooser: VictimChooser) -> None:
         self.cap = cap
         self.index = index
-        self.pending_te = pending_te
         self.chooser = chooser
+        self.memo = NodeMemo()
+        self._shared_vac: dict[str, list[Vacating]] = {}
+        self._own_vac: dict[str, dict[str, list[Vacating]]] = {}
+        for w in index.vacating:
+            owner = w.claimed_by
+            target = self._own_vac.setdefault(owner, {}) if owner is not None and owner in pending_te else self._shared_vac
+            for name in w.parts:
+                target.setdefault(name, []).append(w)
+        self._views: dict[str, NodeView] = {}
+        cap.touched.clear()
 
-    def plan(self, job: PendingJob, now: float, avoid: frozenset[str]) -> Plan | None:
+    def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> Plan | None:
         """A plan for ``job`` (not yet committed), or None when no preemption
-        can make room. Nodes in ``avoid`` are used only if nothing else works."""
+        can make room. Nodes in ``avoid()`` get victims only if nothing else
+        works (called only when victims are needed)."""
+        self._sync()
         cpg, mpg = per_unit(job.spec)
         need = Need(job, job.spec.num_gpus, cpg, mpg, now)
-        views = self._views(need)
-        plan = self._wait_plan(need, views)
+        plan = self._wait_plan(need)
         if plan is not None:
             return plan
-        if avoid:
-            plan = self._victim_plan(need, [v for v in views if v.name not in avoid])
+        views = self._all_views(need)
+        avoided = avoid() if avoid is not None else None
+        if avoided:
+            plan = self._victim_plan(need, [v for v in views if v.name not in avoided])
             if plan is not None:
                 return plan
         return self._victim_plan(need, views)
@@ -220,6 +285,7 @@ class Planner:
         vacating jobs as spoken for, so later jobs in this cycle cannot use them."""
         spec = need_job.spec
         cpg, mpg = per_unit(spec)
+        changed: set[str] = set()
         for name, k in plan.parts.items():
             vg, vc, vm = 0, 0.0, 0.0
             for w in plan.waits_on:
@@ -227,6 +293,7 @@ class Planner:
                     g, c, m = w.parts[name]
                     vg, vc, vm = vg + g, vc + c, vm + m
                     self.index.consumed.add((w.id, name))
+                    changed.add(name)
             for v in plan.victims:
                 if name in v.parts:
                     g, c, m = v.parts[name]
@@ -238,62 +305,117 @@ class Planner:
                 self.cap.claim(name, cg, cc, cm)
         for v in plan.victims:
             self.index.chosen.add(v.id)
+            changed.update(v.parts)
+        for name in changed:
+            self._drop(name)
 
     # --- internals ---------------------------------------------------------
 
-    def _views(self, need: Need) -> list[NodeView]:
-        jid = need.job.spec.id
-        vac_by_node: dict[str, list[Vacating]] = {}
-        for w in self.index.vacating:
-            owner = w.claimed_by
-            if owner is not None and owner != jid and owner in self.pending_te:
-                continue  # resources being freed for another waiting TE job
-            for name in w.parts:
-                if (w.id, name) not in self.index.consumed:
-                    vac_by_node.setdefault(name, []).append(w)
-        views = []
+    def _drop(self, name: str) -> None:
+        self._views.pop(name, None)
+        self.memo.drop(name)
+
+    def _sync(self) -> None:
+        """Forget views of nodes whose free capacity changed (Starts, claims)."""
+        touched = self.cap.touched
+        if touched:
+            for name in touched:
+                self._drop(name)
+            touched.clear()
+
+    def _avail(
+        self, name: str, vac_lists: Sequence[Sequence[Vacating]], jid: str | None, now: float
+    ) -> tuple[int, float, float, list[Vacating], float, int]:
+        """Free plus not-yet-counted vacating resources on a node: (GPUs, CPUs,
+        memory, vacating jobs, when the last is gone, GPUs vacating for ``jid``)."""
         cap = self.cap
-        chosen = self.index.chosen
-        for name, free_g in cap.gpus.items():
-            free_c, free_m = cap.cpus(name), cap.mem(name)
-            g, c, m = max(free_g, 0), max(free_c, 0.0), max(free_m, 0.0)
-            vac = vac_by_node.get(name, [])
-            mine = 0
-            vac_end = need.now
-            for w in vac:
+        g, c, m = max(cap.gpus[name], 0), max(cap.cpus(name), 0.0), max(cap.mem(name), 0.0)
+        consumed = self.index.consumed
+        vac: list[Vacating] = []
+        mine = 0
+        vac_end = now
+        for lst in vac_lists:
+            for w in lst:
+                if (w.id, name) in consumed:
+                    continue
                 wg, wc, wm = w.parts[name]
                 g, c, m = g + wg, c + wc, m + wm
-                vac_end = max(vac_end, w.end)
-                if w.claimed_by == jid:
+                vac.append(w)
+                if w.end > vac_end:
+                    vac_end = w.end
+                if jid is not None and w.claimed_by == jid:
                     mine += wg
-            cands = [v for v in self.index.by_node.get(name, ()) if v.id not in chosen]
-            views.append(NodeView(name, g, c, m, free_g, free_c, free_m, vac, vac_end, mine, cands))
-        return views
+        return g, c, m, vac, vac_end, mine
 
-    def _wait_plan(self, need: Need, views: list[NodeView]) -> Plan | None:
-        """No new preemption: the job fits in free plus vacating resources."""
-        fit = [v for v in views if v.vac and need.units(v.g, v.c, v.m) >= need.gpus]
-        if fit:
-            best = min(fit, key=lambda v: (-v.mine, v.g - need.gpus, v.name))
-            return Plan({best.name: need.gpus}, [], list(best.vac), best.vac_end)
-        if not any(v.vac for v in views):
+    def _make_view(self, name: str, vac_lists: Sequence[Sequence[Vacating]], jid: str | None, now: float) -> NodeView:
+        g, c, m, vac, vac_end, mine = self._avail(name, vac_lists, jid, now)
+        chosen = self.index.chosen
+        cands = [v for v in self.index.by_node.get(name, ()) if v.id not in chosen]
+        return NodeView(name, g, c, m, vac, vac_end, mine, cands, jid is None)
+
+    def _shared_view(self, name: str, now: float) -> NodeView:
+        view = self._views.get(name)
+        if view is None:
+            view = self._make_view(name, (self._shared_vac.get(name, ()),), None, now)
+            self._views[name] = view
+        return view
+
+    def _view(self, name: str, need: Need, own: dict[str, list[Vacating]] | None) -> NodeView:
+        if own and name in own:
+            return self._make_view(name, (self._shared_vac.get(name, ()), own[name]), need.job.spec.id, need.now)
+        return self._shared_view(name, need.now)
+
+    def _all_views(self, need: Need) -> list[NodeView]:
+        own = self._own_vac.get(need.job.spec.id)
+        return [self._view(name, need, own) for name in self.cap.gpus]
+
+    def _wait_plan(self, need: Need) -> Plan | None:
+        """No new preemption: the job fits in free plus vacating resources.
+        Only nodes with vacating resources are examined."""
+        jid = need.job.spec.id
+        own = self._own_vac.get(jid)
+        names = set(self._shared_vac)
+        if own:
+            names.update(own)
+        if not names:
             return None
-        avail = [(u, v.name) for v in views if (u := need.units(v.g, v.c, v.m)) > 0]
-        parts = spread(avail, need.gpus)
+        shared = self._shared_vac
+        avail = {}
+        for name in sorted(names):
+            lists = (shared.get(name, ()), own[name]) if own and name in own else (shared.get(name, ()),)
+            a = self._avail(name, lists, jid, need.now)
+            if a[3]:
+                avail[name] = a
+        if not avail:
+            return None
+        fit = [(-a[5], a[0] - need.gpus, name) for name, a in avail.items() if need.units(a[0], a[1], a[2]) >= need.gpus]
+        if fit:
+            name = min(fit)[2]
+            a = avail[name]
+            return Plan({name: need.gpus}, [], list(a[3]), a[4])
+        units = []
+        for name in self.cap.gpus:
+            a = avail.get(name)
+            u = need.units(a[0], a[1], a[2]) if a is not None else self.cap.units(name, need.cpg, need.mpg)
+            if u > 0:
+                units.append((u, name))
+        parts = spread(units, need.gpus)
         if parts is None:
             return None
-        by_name = {v.name: v for v in views}
-        waits = {w.id: w for n in parts for w in by_name[n].vac}
-        until = max((by_name[n].vac_end for n in parts), default=need.now)
+        waits = {w.id: w for n in parts if n in avail for w in avail[n][3]}
+        until = max((avail[n][4] for n in parts if n in avail), default=need.now)
         return Plan(parts, [], sorted(waits.values(), key=lambda w: w.id), until)
 
     def _victim_plan(self, need: Need, views: list[NodeView]) -> Plan | None:
         if not views:
             return None
         # Single node: only nodes that could host the whole job.
-        feasible = [v for v in views if v.cands and covers(need, v, v.cands)]
+        key = ("feasible", need.shape)
+        feasible = [
+            v for v in views if v.cands and self.memo.get(v, key, lambda v=v: covers(need, v, v.cands))  # type: ignore[misc]
+        ]
         if feasible:
-            picked = self.chooser.single(need, feasible)
+            picked = self.chooser.single(need, feasible, self.memo)
             if picked is not None:
                 view, victims, score = picked
                 until = max([view.vac_end] + [need.now + v.grace for v in victims])
@@ -365,16 +487,22 @@ class NewestChooser:
     choice). On each node, newest first until the job fits; the node needing
     the fewest victims wins, then the one whose victims started latest."""
 
-    def single(self, need: Need, views: Sequence[NodeView]) -> tuple[NodeView, list[Candidate], float | None] | None:
+    def single(
+        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
+    ) -> tuple[NodeView, list[Candidate], float | None] | None:
         best = None
         best_key = None
+        key = ("newest", need.shape)
         for view in views:
-            victims = prefix_cover(need, view, sorted(view.cands, key=lambda x: (-x.start, x.id)))
+            victims = memo.get(
+                view, key, lambda view=view: prefix_cover(need, view, sorted(view.cands, key=lambda x: (-x.start, x.id)))
+            )
             if victims is None:
                 continue
-            key = (len(victims), -min(x.start for x in victims), view.name)
-            if best_key is None or key < best_key:
-                best, best_key = (view, victims, None), key
+            assert isinstance(victims, list)
+            k = (len(victims), -min(x.start for x in victims), view.name)
+            if best_key is None or k < best_key:
+                best, best_key = (view, victims, None), k
         return best
 
     def order(self, need: Need, cands: list[Candidate], nodes: frozenset[str]) -> list[Candidate]:
@@ -394,7 +522,9 @@ class RandomChooser:
         self.rng.seed(f"{self.seed}/{need.now!r}/{need.job.spec.id}")
         return self.rng
 
-    def single(self, need: Need, views: Sequence[NodeView]) -> tuple[NodeView, list[Candidate], float | None] | None:
+    def single(
+        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
+    ) -> tuple[NodeView, list[Candidate], float | None] | None:
         rng = self._reseed(need)
         view = rng.choice(sorted(views, key=lambda v: v.name))
         cands = sorted(view.cands, key=lambda x: x.id)
@@ -415,6 +545,7 @@ __all__ = [
     "NewestChooser",
     "NodeView",
     "Need",
+    "NodeMemo",
     "Plan",
     "Planner",
     "RandomChooser",
@@ -424,6 +555,5 @@ __all__ = [
     "covers",
     "drop_redundant",
     "is_demoted_te",
-    "pending_is_demoted_te",
     "prefix_cover",
 ]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.model import JobClass, JobSpec, PendingJob
 from scheduler.core.policies.fitgpp import DEFAULT_WEIGHTS, FitGppChooser
-from scheduler.core.victims import Candidate, Need, NodeView, covers
+from scheduler.core.victims import Candidate, Need, NodeMemo, NodeView, covers
 from tests.core.helpers import TE, nodes, pend, preempts, run, snap
 from scheduler.core.policy import make_policy
 
@@ -33,7 +33,7 @@ def cand(jid, gpus, grace, preemptions=0, node="a", elsewhere=0):
 
 
 def view(free, cands, vac_end=100.0, name="a"):
-    return NodeView(name, free, 0.0, 0.0, free, 0.0, 0.0, [], vac_end, 0, cands)
+    return NodeView(name, free, 0.0, 0.0, [], vac_end, 0, cands, True)
 
 
 def need(g, now=100.0):
@@ -72,7 +72,7 @@ def test_exhaustive_search_finds_the_minimum(seed):
     covering = [
         list(s) for k in range(1, len(cands) + 1) for s in itertools.combinations(cands, k) if covers(nd, vw, s)
     ]
-    got = c.single(nd, [vw])
+    got = c.single(nd, [vw], NodeMemo())
     if not covering:
         assert got is None
         return
@@ -89,7 +89,7 @@ def test_exhaustive_search_finds_the_minimum(seed):
 def test_greedy_above_the_subset_limit_still_covers_and_prefers_cheap_victims():
     cands = [cand(f"v{i:02d}", 1, 30.0 + i) for i in range(16)]
     nd, vw = need(3), view(0, cands)
-    _, victims, _ = chooser(subset_limit=12).single(nd, [vw])
+    _, victims, _ = chooser(subset_limit=12).single(nd, [vw], NodeMemo())
     assert [v.id for v in victims] == ["v00", "v01", "v02"]
 
 

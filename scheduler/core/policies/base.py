@@ -181,38 +181,39 @@ class QueuePolicy:
 
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         cyc = Cycle(snapshot, now, self.explain)
-        te, be = self.queues(snapshot.pending)
-        reservation = self.reservation(cyc, be)
+        pending = snapshot.pending
+        te = self.te_queue(pending)
+        skip = {p.spec.id for p in te} if te else None
         cyc.te_queue = te
+        guard = self.starving(cyc, pending, skip)
         if te:
-            self.te_pass(cyc, te, reservation)
-        self.be_pass(cyc, be, reservation)
+            self.te_pass(cyc, te, guard)
+        self.be_pass(cyc, pending, skip, guard)
         return cyc.out
 
-    def queues(self, pending: list[PendingJob]) -> tuple[Sequence[PendingJob], Sequence[PendingJob]]:
-        """(TE queue, BE queue); one mixed queue here: fifo ignores job class."""
-        return (), pending
+    def te_queue(self, pending: list[PendingJob]) -> list[PendingJob]:
+        """The jobs served ahead of the BE queue, in arrival order; the BE
+        queue is every other pending job. None here: fifo ignores job class."""
+        return []
 
     # --- anti-starvation ------------------------------------------------------
 
-    def reservation(self, cyc: Cycle, queue: Sequence[PendingJob]) -> Reservation | None:
-        """The reservation for the oldest eligible job of ``queue``, if it has
-        starved and does not fit now."""
+    def starving(self, cyc: Cycle, pending: Sequence[PendingJob], skip: set[str] | None) -> "StarvationGuard | None":
+        """A guard for the oldest eligible job of the BE queue when it has
+        waited past the threshold (its reservation is computed only if needed)."""
         if self.starvation_threshold is None:
             return None
-        for job in queue:
-            if job.hold_reason is not None:
+        for job in pending:
+            if job.hold_reason is not None or (skip is not None and job.spec.id in skip):
                 continue
             if cyc.now - job.spec.submit_time <= self.starvation_threshold:
                 return None
-            if cyc.cap.place(job.spec) is not None:
-                return None
-            return reserve(job, cyc.snapshot.nodes, cyc.cap, cyc.snapshot.running, cyc.now)
+            return StarvationGuard(cyc, job)
         return None
 
     # --- TE queue (subclasses) -----------------------------------------------
 
-    def te_pass(self, cyc: Cycle, queue: Sequence[PendingJob], reservation: Reservation | None) -> None:
+    def te_pass(self, cyc: Cycle, queue: Sequence[PendingJob], guard: "StarvationGuard | None") -> None:
         """TE jobs in arrival order, non-blocking, ahead of every BE job. They
         may use free GPUs on reserved nodes: TE jobs are short and
         time-limited, and their latency is the point of the product."""
@@ -226,58 +227,80 @@ class QueuePolicy:
             if placement is not None:
                 cyc.start(job, placement)
             else:
-                self.te_no_fit(cyc, job, reservation)
+                self.te_no_fit(cyc, job, guard)
 
-    def te_no_fit(self, cyc: Cycle, job: PendingJob, reservation: Reservation | None) -> None:
+    def te_no_fit(self, cyc: Cycle, job: PendingJob, guard: "StarvationGuard | None") -> None:
         if cyc.explain:
             cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
 
     # --- BE queue ------------------------------------------------------------
 
-    def be_pass(self, cyc: Cycle, queue: Sequence[PendingJob], reservation: Reservation | None) -> None:
+    def be_pass(
+        self, cyc: Cycle, queue: Sequence[PendingJob], skip: set[str] | None, guard: "StarvationGuard | None"
+    ) -> None:
+        """The shared discipline over ``queue`` minus the ``skip`` ids.
+
+        ``usable`` (free GPUs outside reserved nodes) bounds what any job can
+        get, so a job larger than it is passed over without a placement
+        search, and once it is 0 nothing behind can start.
+        """
         cap = cyc.cap
         explain = cyc.explain
         blocked = NO_NODES
+        reservation: Reservation | None = None
+        starving_id = guard.job.spec.id if guard is not None else None
+        usable = cap.total_gpus
+        if usable <= 0 and not explain:
+            return
         for i, job in enumerate(queue):
+            spec = job.spec
+            if skip is not None and spec.id in skip:
+                continue
             if job.hold_reason is not None:
                 if explain:
                     cyc.pend_hold(job)
                 continue
-            spec = job.spec
-            if reservation is not None and spec.id == reservation.job_id:
+            if spec.id == starving_id:
                 placement = cap.place(spec)
                 if placement is not None:
                     cyc.start(job, placement)
-                    reservation = None
-                    continue
-                blocked = reservation.nodes
-                if explain:
-                    cyc.pend(job, Reason.RESOURCES, self._reserved_for_message(job, reservation))
-                continue
-            placement = cap.place(spec, blocked)
-            if placement is not None:
+                    usable = cap.total_gpus
+                else:
+                    reservation = guard.reservation()  # type: ignore[union-attr]
+                    if reservation is not None:
+                        blocked = reservation.nodes
+                        usable = free_outside(cap, blocked)
+                    if explain:
+                        msg = self._reserved_for_message(reservation) if reservation else cyc.resources_message(job)
+                        cyc.pend(job, Reason.RESOURCES, msg)
+            elif spec.num_gpus <= usable and (placement := cap.place(spec, blocked)) is not None:
                 cyc.start(job, placement)
-                continue
-            if cap.total_gpus <= 0:
-                # Nothing can start any more in this cycle.
-                if explain:
-                    cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
-                    self._pend_rest(cyc, queue, i + 1)
-                return
-            if explain:
-                if blocked and reservation is not None and cap.place(spec) is not None:
-                    cyc.pend(job, Reason.RESERVED, self._blocked_message(reservation))
+                usable = free_outside(cap, blocked) if blocked else cap.total_gpus
+            elif explain:
+                if blocked and cap.place(spec) is not None:
+                    cyc.pend(job, Reason.RESERVED, self._blocked_message(reservation))  # type: ignore[arg-type]
                 else:
                     cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+            if usable <= 0:
+                # Nothing else can start in this cycle.
+                if explain:
+                    self._pend_rest(cyc, queue, i + 1, skip, reservation)
+                return
 
-    def _pend_rest(self, cyc: Cycle, queue: Sequence[PendingJob], first: int) -> None:
+    def _pend_rest(
+        self, cyc: Cycle, queue: Sequence[PendingJob], first: int, skip: set[str] | None, reservation: Reservation | None
+    ) -> None:
         for job in queue[first:]:
+            if skip is not None and job.spec.id in skip:
+                continue
             if job.hold_reason is not None:
                 cyc.pend_hold(job)
+            elif reservation is not None and cyc.cap.place(job.spec) is not None:
+                cyc.pend(job, Reason.RESERVED, self._blocked_message(reservation))
             else:
                 cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
 
-    def _reserved_for_message(self, job: PendingJob, r: Reservation) -> str:
+    def _reserved_for_message(self, r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))
         return (
             f"waited {duration_text(r.waited)}, over the {duration_text(self.starvation_threshold or 0.0)} "
@@ -288,3 +311,36 @@ class QueuePolicy:
     def _blocked_message(r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))
         return f"would fit only on {nodes}, reserved for job {r.job_id} which has waited {duration_text(r.waited)}"
+
+
+def free_outside(cap: FreeCapacity, blocked: frozenset[str]) -> int:
+    """Free GPUs on the nodes not in ``blocked``."""
+    gpus = cap.gpus
+    return cap.total_gpus - sum(g for n in blocked if (g := gpus[n]) > 0)
+
+
+class StarvationGuard:
+    """The oldest eligible BE job, past the starvation threshold. Its
+    reservation is computed at most once per cycle, and only when asked: while
+    the job fits, or while nothing else could start anyway, it is not needed."""
+
+    __slots__ = ("cyc", "job", "_done", "_reservation")
+
+    def __init__(self, cyc: Cycle, job: PendingJob) -> None:
+        self.cyc = cyc
+        self.job = job
+        self._done = False
+        self._reservation: Reservation | None = None
+
+    def reservation(self) -> Reservation | None:
+        """The reservation, or None if the job fits now or never can."""
+        if not self._done:
+            self._done = True
+            cyc = self.cyc
+            if cyc.cap.place(self.job.spec) is None:
+                self._reservation = reserve(self.job, cyc.snapshot.nodes, cyc.cap, cyc.snapshot.running, cyc.now)
+        return self._reservation
+
+    def avoid(self) -> frozenset[str]:
+        r = self.reservation()
+        return r.nodes if r is not None else NO_NODES

@@ -24,7 +24,7 @@ from typing import Sequence
 from scheduler.core.policies.base import check_non_negative
 from scheduler.core.policies.preemptive import PreemptivePolicy
 from scheduler.core.policy import register
-from scheduler.core.victims import Candidate, Need, NodeView, VictimChooser, prefix_cover
+from scheduler.core.victims import Candidate, Need, NodeMemo, NodeView, VictimChooser, prefix_cover
 
 DEFAULT_WEIGHTS = {
     "wait_weight": 1.0,
@@ -74,18 +74,20 @@ class FitGppChooser:
         """A victim's own share of the score (its wait, loss, count, repeat)."""
         return self.ww * v.grace + self.wl * v.gpus * (v.grace + self.r) + self.wv + self.wr * v.preemptions
 
-    def single(self, need: Need, views: Sequence[NodeView]) -> tuple[NodeView, list[Candidate], float | None] | None:
+    def single(
+        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
+    ) -> tuple[NodeView, list[Candidate], float | None] | None:
         best: tuple[float, tuple[str, ...], str] | None = None
         best_pick: tuple[NodeView, list[Candidate], float | None] | None = None
+        key = ("fitgpp", need.shape)
         for view in views:
-            bound = best[0] if best is not None else float("inf")
-            found = self._best_on_node(need, view, bound)
+            found = memo.get(view, key, lambda view=view: self._best_on_node(need, view))
             if found is None:
                 continue
-            score, victims = found
-            key = (score, tuple(v.id for v in victims), view.name)
-            if best is None or key < best:
-                best, best_pick = key, (view, victims, score)
+            score, victims = found  # type: ignore[misc]
+            k = (round(score, 9), tuple(v.id for v in victims), view.name)
+            if best is None or k < best:
+                best, best_pick = k, (view, victims, score)
         return best_pick
 
     def order(self, need: Need, cands: list[Candidate], nodes: frozenset[str]) -> list[Candidate]:
@@ -99,15 +101,58 @@ class FitGppChooser:
 
         return sorted(cands, key=key)
 
-    def _best_on_node(self, need: Need, view: NodeView, bound: float) -> tuple[float, list[Candidate]] | None:
+    def _best_on_node(self, need: Need, view: NodeView) -> tuple[float, list[Candidate]] | None:
+        """The minimum-score victim set on one node (victims sorted by id)."""
+        if not view.cands:
+            return None
+        single = self._best_singleton(need, view)
+        if single is not None:
+            return single
         cands = sorted(view.cands, key=lambda v: (self._single_cost(v), v.id))
+        greedy = prefix_cover(need, view, cands)
+        if greedy is None:
+            return None
+        greedy.sort(key=lambda v: v.id)
+        greedy_score = self.score(need, view, greedy)
         if len(cands) > self.subset_limit:
-            victims = prefix_cover(need, view, cands)
-            if victims is None:
+            return greedy_score, greedy
+        found = self._search(need, view, cands, greedy_score)
+        if found is None or (round(greedy_score, 9), [v.id for v in greedy]) <= (round(found[0], 9), [v.id for v in found[1]]):
+            return greedy_score, greedy
+        return found
+
+    def _best_singleton(self, need: Need, view: NodeView) -> tuple[float, list[Candidate]] | None:
+        """When every candidate alone frees enough (the usual case for a small
+        TE job on a full node), the minimal covering sets are the single
+        victims: the best is the cheapest of them, no search needed. None when
+        some candidate does not cover alone."""
+        name = view.name
+        g0, c0, m0 = view.g, view.c, view.m
+        units = need.units
+        deficit = max(0, need.gpus - g0)
+        base_wait = view.vac_end - need.now
+        ww, wl, wv, we, wr, r = self.ww, self.wl, self.wv, self.we, self.wr, self.r
+        best: tuple[float, str] | None = None
+        best_v = None
+        plain = not (need.cpg or need.mpg)
+        for v in view.cands:
+            vg, vc, vm = v.parts[name]
+            if (vg < deficit) if plain else (units(g0 + vg, c0 + vc, m0 + vm) < need.gpus):
                 return None
-            victims.sort(key=lambda v: v.id)
-            return self.score(need, view, victims), victims
-        return self._search(need, view, cands, bound)
+            grace = v.grace
+            excess = v.gpus - deficit
+            s = (
+                ww * (grace if grace > base_wait else base_wait)
+                + wl * v.gpus * (grace + r)
+                + wv
+                + we * (excess if excess > 0 else 0)
+                + wr * v.preemptions
+            )
+            k = (round(s, 9), v.id)
+            if best is None or k < best:
+                best, best_v = k, v
+        assert best_v is not None
+        return self.score(need, view, [best_v]), [best_v]
 
     def _search(
         self, need: Need, view: NodeView, cands: list[Candidate], bound: float

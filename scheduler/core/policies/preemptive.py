@@ -3,21 +3,19 @@ baseline victim choices (``preempt-random``, ``preempt-newest``)."""
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from scheduler.core.decisions import Preempt, Reason
 from scheduler.core.model import JobClass, PendingJob
 from scheduler.core.placement import per_unit
 from scheduler.core.policies.base import (
     DEFAULT_STARVATION_THRESHOLD,
     Cycle,
+    StarvationGuard,
     check_non_negative,
     duration_text,
     gpus_text,
 )
 from scheduler.core.policies.te_priority import TePriority
 from scheduler.core.policy import register
-from scheduler.core.reservation import Reservation
 from scheduler.core.victims import (
     Candidate,
     NewestChooser,
@@ -26,7 +24,6 @@ from scheduler.core.victims import (
     RandomChooser,
     RunningIndex,
     VictimChooser,
-    pending_is_demoted_te,
 )
 
 DEFAULT_TE_TIME_LIMIT = 3600.0
@@ -78,17 +75,10 @@ class PreemptivePolicy(TePriority):
 
     # --- queues: TE jobs past their time limit queue as BE --------------------
 
-    def queues(self, pending: list[PendingJob]) -> tuple[Sequence[PendingJob], Sequence[PendingJob]]:
-        te_class = JobClass.TE
+    def te_queue(self, pending: list[PendingJob]) -> list[PendingJob]:
+        te = JobClass.TE
         limit = self.te_time_limit
-        te = []
-        be = []
-        for p in pending:
-            if p.spec.job_class == te_class and not pending_is_demoted_te(p, limit):
-                te.append(p)
-            else:
-                be.append(p)
-        return te, be
+        return [p for p in pending if p.spec.job_class is te and p.progress <= limit]
 
     # --- TE jobs that do not fit ----------------------------------------------
 
@@ -101,7 +91,7 @@ class PreemptivePolicy(TePriority):
             cyc.claimants = {w.claimed_by for w in index.vacating}
         return cyc.planner  # type: ignore[return-value]
 
-    def te_no_fit(self, cyc: Cycle, job: PendingJob, reservation: Reservation | None) -> None:
+    def te_no_fit(self, cyc: Cycle, job: PendingJob, guard: StarvationGuard | None) -> None:
         if not cyc.can_ever_fit(job):
             if cyc.explain:
                 cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
@@ -114,8 +104,7 @@ class PreemptivePolicy(TePriority):
         if shape in cyc.no_plan and spec.id not in cyc.claimants:
             plan = None
         else:
-            avoid = reservation.nodes if reservation is not None else frozenset()
-            plan = planner.plan(job, cyc.now, avoid)
+            plan = planner.plan(job, cyc.now, guard.avoid if guard is not None else None)
         if plan is None:
             if spec.id not in cyc.claimants:
                 cyc.no_plan.add(shape)

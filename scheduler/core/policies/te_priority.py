@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from scheduler.core.model import JobClass, PendingJob
 from scheduler.core.policies.base import QueuePolicy
 from scheduler.core.policy import register
@@ -19,9 +17,6 @@ class TePriority(QueuePolicy):
     name = "te-priority"
     te_first = True
 
-    def queues(self, pending: list[PendingJob]) -> tuple[Sequence[PendingJob], Sequence[PendingJob]]:
-        te_class = JobClass.TE
-        te = [p for p in pending if p.spec.job_class == te_class]
-        if not te:
-            return (), pending
-        return te, [p for p in pending if p.spec.job_class != te_class]
+    def te_queue(self, pending: list[PendingJob]) -> list[PendingJob]:
+        te = JobClass.TE
+        return [p for p in pending if p.spec.job_class is te]
