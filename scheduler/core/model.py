@@ -135,3 +135,8 @@ class Snapshot:
     (the simulator, with ``scheduler.core.placement.FreeLedger``) passes it to
     spare every policy an O(running) pass per cycle; it must agree with
     ``running``. None: policies derive it from ``running``."""
+    pending_te: list[PendingJob] | None = None
+    """Optional: the TE jobs of ``pending``, the same objects in the same
+    order, for a caller that keeps its queue incrementally, so that policies
+    find the TE queue without a pass over every pending job. None: policies
+    filter ``pending``."""
