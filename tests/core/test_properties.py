@@ -132,8 +132,10 @@ def test_same_input_same_output(case):
     policy, params, snap, now, free = case
     out = make_policy(policy, **params).decide(snap, now)
     assert make_policy(policy, **params).decide(snap, now) == out
-    # Node and running-job order carry no meaning, nor does who computes the free map.
-    shuffled = Snapshot(list(reversed(snap.nodes)), list(reversed(snap.running)), list(snap.pending), free)
+    # Node and running-job order carry no meaning, nor does who computes the free map
+    # or the TE queue.
+    te = [p for p in snap.pending if p.spec.job_class is JobClass.TE]
+    shuffled = Snapshot(list(reversed(snap.nodes)), list(reversed(snap.running)), list(snap.pending), free, te)
     assert make_policy(policy, **params).decide(shuffled, now) == out
     # explain=False drops the Pends and changes nothing else.
     quiet = make_policy(policy, **(params | {"explain": False})).decide(snap, now)

@@ -182,7 +182,7 @@ class QueuePolicy:
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         cyc = Cycle(snapshot, now, self.explain)
         pending = snapshot.pending
-        te = self.te_queue(pending)
+        te = self.te_queue(snapshot)
         skip = {p.spec.id for p in te} if te else None
         cyc.te_queue = te
         guard = self.starving(cyc, pending, skip)
@@ -191,7 +191,7 @@ class QueuePolicy:
         self.be_pass(cyc, pending, skip, guard)
         return cyc.out
 
-    def te_queue(self, pending: list[PendingJob]) -> list[PendingJob]:
+    def te_queue(self, snapshot: Snapshot) -> list[PendingJob]:
         """The jobs served ahead of the BE queue, in arrival order; the BE
         queue is every other pending job. None here: fifo ignores job class."""
         return []

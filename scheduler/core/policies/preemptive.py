@@ -4,7 +4,7 @@ baseline victim choices (``preempt-random``, ``preempt-newest``)."""
 from __future__ import annotations
 
 from scheduler.core.decisions import Preempt, Reason
-from scheduler.core.model import JobClass, PendingJob
+from scheduler.core.model import JobClass, PendingJob, Snapshot
 from scheduler.core.placement import per_unit
 from scheduler.core.policies.base import (
     DEFAULT_STARVATION_THRESHOLD,
@@ -75,10 +75,12 @@ class PreemptivePolicy(TePriority):
 
     # --- queues: TE jobs past their time limit queue as BE --------------------
 
-    def te_queue(self, pending: list[PendingJob]) -> list[PendingJob]:
-        te = JobClass.TE
+    def te_queue(self, snapshot: Snapshot) -> list[PendingJob]:
         limit = self.te_time_limit
-        return [p for p in pending if p.spec.job_class is te and p.progress <= limit]
+        if snapshot.pending_te is not None:
+            return [p for p in snapshot.pending_te if p.progress <= limit]
+        te = JobClass.TE
+        return [p for p in snapshot.pending if p.spec.job_class is te and p.progress <= limit]
 
     # --- TE jobs that do not fit ----------------------------------------------
 

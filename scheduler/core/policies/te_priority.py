@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.core.model import JobClass, PendingJob
+from scheduler.core.model import JobClass, PendingJob, Snapshot
 from scheduler.core.policies.base import QueuePolicy
 from scheduler.core.policy import register
 
@@ -17,6 +17,8 @@ class TePriority(QueuePolicy):
     name = "te-priority"
     te_first = True
 
-    def te_queue(self, pending: list[PendingJob]) -> list[PendingJob]:
+    def te_queue(self, snapshot: Snapshot) -> list[PendingJob]:
+        if snapshot.pending_te is not None:
+            return snapshot.pending_te
         te = JobClass.TE
-        return [p for p in pending if p.spec.job_class is te]
+        return [p for p in snapshot.pending if p.spec.job_class is te]
