@@ -4,26 +4,34 @@
 "use strict";
 
 (() => {
-  const { el, time } = Live;
+  const { el, time, dateTime } = Live;
   const config = document.currentScript.dataset; // jobId, cancelPageUrl, cancelApiUrl, logsUrl
-  const view = { following: null, shown: null, lines: 0 }; // attempt followed live, attempt shown, lines shown
+  // attempt followed live, attempt shown, lines shown, whether the job has ended
+  const view = { following: null, shown: null, lines: 0, terminal: false };
+
+  function setBadge(name) {
+    const badge = document.getElementById("job-state");
+    badge.textContent = name;
+    badge.className = "state state-" + name.toLowerCase();
+    return badge;
+  }
 
   function setState(state) {
-    const badge = document.getElementById("job-state");
-    badge.textContent = state.state;
-    badge.className = "state state-" + state.state.toLowerCase();
-    const line = badge.parentElement;
+    const line = setBadge(state.state).parentElement;
     for (const old of line.querySelectorAll(".reason")) old.remove();
     if (state.pending_reason) {
       line.append(el("span", { class: "reason", id: "job-reason" },
         state.pending_reason + (state.pending_message ? ": " + state.pending_message : "")));
     }
     setFact("Attempts", state.attempt_count + " (" + state.preemption_count + " preempted)");
-    setFact("First started", state.first_started_at ? new Date(state.first_started_at).toLocaleString() : "-");
-    setFact("Ended", state.ended_at ? new Date(state.ended_at).toLocaleString() : "-");
+    setFact("First started", dateTime(state.first_started_at));
+    setFact("Ended", dateTime(state.ended_at));
     setFact("Exit code", state.exit_code === null ? "-" : String(state.exit_code));
     const cancel = cancelForm();
     if (cancel && !state.can_cancel) cancel.hidden = true;
+    const note = document.getElementById("cancel-note");
+    if (note && state.terminal) note.remove();
+    view.terminal = Boolean(state.terminal);
   }
 
   function setFact(label, text) {
@@ -36,7 +44,7 @@
     const list = document.getElementById("timeline");
     if (!list) return;
     list.replaceChildren(...events.map((e) => el("li", {},
-      el("time", { datetime: e.at }, new Date(e.at).toLocaleString()), " ",
+      el("time", { datetime: e.at }, dateTime(e.at)), " ",
       el("span", { class: "state state-" + e.state.toLowerCase() }, e.state), " ",
       e.reason ? el("span", { class: "reason" }, e.reason) : null, " ", e.message)));
   }
@@ -86,20 +94,21 @@
     tabs.replaceChildren(...numbers.map((n) => {
       const button = el("button", { type: "button", class: "small " + (n === view.shown ? "" : "secondary"), role: "tab",
         "aria-selected": n === view.shown ? "true" : "false", dataset: { attempt: String(n) } },
-        "attempt " + n + (n === view.following ? " (live)" : ""));
+        "attempt " + n + (n === view.following && !view.terminal ? " (live)" : ""));
       button.addEventListener("click", () => showAttempt(n));
       return button;
     }));
   }
 
-  function setHeading(n, live) {
-    document.getElementById("log-heading").textContent = "Log of attempt " + n + (live ? "" : " (finished attempt)");
+  function setHeading(n) {
+    document.getElementById("log-heading").textContent = "Log of attempt " + n;
   }
 
   function writeLog(lines, reset, truncated) {
     const pre = logArea();
     const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-    if (reset) { pre.textContent = ""; view.lines = 0; }
+    if (reset || !view.lines) { pre.textContent = ""; } // also drops the "(no output yet)" placeholder
+    if (reset) view.lines = 0;
     if (reset && truncated) pre.append(el("span", { class: "muted" }, "… earlier lines left out; the API has them all\n"));
     if (lines.length) {
       pre.append(document.createTextNode(lines.join("\n") + "\n"));
@@ -116,10 +125,10 @@
   async function showAttempt(n) {
     view.shown = n;
     if (n === live.attempt) {
-      setHeading(n, true);
+      setHeading(n);
       writeLog(live.lines, true, live.truncated);
     } else {
-      setHeading(n, false);
+      setHeading(n);
       const response = await fetch(config.logsUrl + "?attempt=" + n, { credentials: "same-origin" });
       const body = response.ok ? await response.json() : { lines: ["(could not load the log: HTTP " + response.status + ")"] };
       if (view.shown === n) writeLog(body.lines, true, false);
@@ -142,7 +151,7 @@
     live.lines.push(...message.lines);
     view.following = live.attempt;
     if (view.shown === live.attempt) {
-      setHeading(message.attempt, true);
+      setHeading(message.attempt);
       writeLog(message.lines, message.reset, message.truncated);
     }
     refreshTabs();
@@ -179,7 +188,7 @@
       if (response.ok) {
         const job = await response.json();
         note.textContent = " Cancel requested: " + job.state + ".";
-        setState({ ...job, can_cancel: !["CANCELLED", "COMPLETED", "FAILED", "TIMEOUT"].includes(job.state) });
+        setBadge(job.state); // the socket brings the rest of the new state
       } else {
         const body = await response.json().catch(() => ({}));
         note.textContent = " " + (body.detail || "Cancel failed: HTTP " + response.status);
@@ -188,8 +197,8 @@
     });
   }
 
-  // The connection indicator sits beside the state badge.
+  // The connection indicator sits in the heading.
   const status = el("span", { id: "live-status", class: "live-status", dataset: { state: "connecting" } }, "connecting…");
-  document.getElementById("job-state").parentElement.prepend(status, " ");
+  document.querySelector("main h1").append(" ", status);
   Live.connect("/ws/jobs/" + config.jobId + "/", onMessage, status);
 })();

@@ -32,8 +32,10 @@
   }
 
   function renderCdf(target, stats, axisTitle, logX) {
+    // A step function from 0 at the smallest value: F jumps by 1/n at each sample.
     const traces = ["TE", "BE"].filter((cls) => stats[cls].count > 0).map((cls) => ({
-      x: stats[cls].cdf.x, y: stats[cls].cdf.y, name: cls + " (" + stats[cls].count + ")", mode: "lines",
+      x: [stats[cls].cdf.x[0], ...stats[cls].cdf.x], y: [0, ...stats[cls].cdf.y],
+      name: cls + " (" + stats[cls].count + ")", mode: stats[cls].count <= 20 ? "lines+markers" : "lines",
       line: { shape: "hv", color: COLORS[cls] },
     }));
     const layout = {

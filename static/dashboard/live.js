@@ -86,10 +86,13 @@ const Live = (() => {
     return Number(value).toFixed(digits === undefined ? 2 : digits);
   }
 
+  /* Times are shown in UTC, like the server-rendered parts of the pages. */
   function time(iso) {
-    if (!iso) return "-";
-    const d = new Date(iso);
-    return d.toLocaleTimeString([], { hour12: false });
+    return iso ? new Date(iso).toISOString().slice(11, 19) : "-";
+  }
+
+  function dateTime(iso) {
+    return iso ? new Date(iso).toISOString().slice(0, 19).replace("T", " ") : "-";
   }
 
   function readJson(id) {
@@ -99,5 +102,5 @@ const Live = (() => {
 
   const PLOT_CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
 
-  return { connect, el, duration, number, time, readJson, PLOT_CONFIG };
+  return { connect, el, duration, number, time, dateTime, readJson, PLOT_CONFIG };
 })();

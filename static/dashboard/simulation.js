@@ -31,10 +31,10 @@
       el("td", {}, duration(r.te_wait_p95_s)), el("td", {}, duration(r.be_wait_p50_s)),
       el("td", {}, String(r.preemptions)), el("td", {}, number(r.lost_gpu_hours, 1)), el("td", {}, pct(r.gpu_utilization)))));
     document.getElementById("table-text").textContent = status.table;
+    document.getElementById("results").hidden = false; // before plotting: Plotly sizes to a visible box
     const layout = { ...status.figure.layout, autosize: true };
     delete layout.width;
     Plotly.newPlot("figure", status.figure.data, layout, Live.PLOT_CONFIG);
-    document.getElementById("results").hidden = false;
   }
 
   function render(status) {
