@@ -32,6 +32,9 @@ from cluster.agent.supervisor import Supervisor
 log = logging.getLogger(__name__)
 
 LOOP_WAIT = 0.1  # seconds; bounds how late a deadline or an exit is noticed
+# While an attempt is being stopped its exit is what frees GPUs for the job
+# waiting on them (a TE job displacing a BE one), so it is looked for sooner.
+STOPPING_WAIT = 0.01
 RECONNECT_EVERY = 1.0
 SHUTDOWN_EXTRA_WAIT = 5.0  # beyond the longest grace period, when stopping jobs on exit
 STATE_FILE = "agent-state.json"
@@ -201,7 +204,7 @@ class Agent:
                 time.sleep(LOOP_WAIT)
                 return
         try:
-            self.broker.poll(LOOP_WAIT)
+            self.broker.poll(STOPPING_WAIT if self.supervisor.expecting_exit() else LOOP_WAIT)
         except BrokerDown as exc:
             log.warning("%s", exc)
             self._broker_lost()

@@ -198,6 +198,10 @@ class Supervisor:
             stopped.append(att.key)
         return stopped
 
+    def expecting_exit(self) -> bool:
+        """True while some attempt has been told to stop (its exit is imminent)."""
+        return any(a.kill_at is not None for a in self.attempts.values())
+
     def running(self) -> list[list[Any]]:
         """[[job_id, attempt], ...] of every attempt with a live process (heartbeat payload)."""
         return [[a.job_id, a.attempt] for a in self.attempts.values()]
