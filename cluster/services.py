@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.utils import timezone
 
 from cluster import commands, protocol
 from cluster.models import Gpu, Node, NodeState
@@ -184,7 +185,7 @@ def _stop_stale(node: str, job_id: int, attempt: int, why: str) -> None:
     transaction.on_commit(lambda: commands.kill(node, job_id, attempt, 0.0, protocol.EXIT_STALE))
 
 
-def attempt_started(node: str, job_id: int, attempt: int, pid: int | None, started_at: datetime, now: datetime) -> bool:
+def attempt_started(node: str, job_id: int, attempt: int, pid: int | None, started_at: datetime) -> bool:
     """STARTING -> RUNNING for the current attempt (the attempt's start is the agent's time).
 
     A report for an attempt that is not current stops that process. Returns
@@ -201,7 +202,7 @@ def attempt_started(node: str, job_id: int, attempt: int, pid: int | None, start
                 state=AttemptState.RUNNING, pid=pid, started_at=started_at
             )
         if job.state == JobState.STARTING:
-            _move(job, JobState.RUNNING, now, "Started", f"running on {node} (pid {pid})", started_at=started_at)
+            _move(job, JobState.RUNNING, "Started", f"running on {node} (pid {pid})", started_at=started_at)
     return True
 
 
@@ -284,12 +285,17 @@ def _stop_other_nodes(job: Job, att: Attempt, except_node: str, grace: float) ->
         )
 
 
-def _move(job: Job, to: str, at: datetime, reason: str, message: str, **fields: object) -> None:
-    """Conditional state change of a locked job with its event; the lock makes it succeed."""
+def _move(job: Job, to: str, reason: str, message: str, **fields: object) -> None:
+    """Conditional state change of a locked job with its event; the lock makes it succeed.
+
+    The event is stamped now, under the row lock, so a job's events are in
+    the order of the writes even when a report waited for the lock.
+    """
     changed = Job.objects.filter(pk=job.pk, state=job.state, attempt_count=job.attempt_count).update(state=to, **fields)
     if changed != 1:
         raise RuntimeError(f"job {job.pk} changed under its row lock")
-    JobEvent.objects.create(job=job, at=at, from_state=job.state, to_state=to, reason=reason, message=message[:MESSAGE_LENGTH])
+    JobEvent.objects.create(job=job, at=timezone.now(), from_state=job.state, to_state=to, reason=reason,
+                            message=message[:MESSAGE_LENGTH])
     job.state = to
 
 
@@ -306,20 +312,20 @@ def _settle(job: Job, att: Attempt, now: datetime) -> None:
     outcome = att.state
     where = ", ".join(att.node_names)
     if outcome in _TERMINAL_JOB_STATE:
-        _move(job, _TERMINAL_JOB_STATE[outcome], now, outcome.title(), _exit_text(att, where),
+        _move(job, _TERMINAL_JOB_STATE[outcome], outcome.title(), _exit_text(att, where),
               ended_at=att.ended_at, exit_code=att.exit_code, progress_seconds=progress)
     elif job.state == JobState.CANCELLING:
-        _move(job, JobState.CANCELLED, now, "Cancelled", f"stopped on {where}", ended_at=att.ended_at,
+        _move(job, JobState.CANCELLED, "Cancelled", f"stopped on {where}", ended_at=att.ended_at,
               exit_code=att.exit_code, progress_seconds=progress)
     elif outcome == AttemptState.PREEMPTED:
         kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
         message = f"attempt {att.number} vacated {where}; {kept_text}"
-        _move(job, JobState.PENDING, now, PendingReason.PREEMPTED, message, progress_seconds=progress,
+        _move(job, JobState.PENDING, PendingReason.PREEMPTED, message, progress_seconds=progress,
               pending_reason=PendingReason.PREEMPTED, pending_message=message)
     else:
         message = f"attempt {att.number} lost on {where}"
-        _move(job, JobState.NODE_LOST, now, PendingReason.NODE_LOST, message, progress_seconds=progress)
-        _move(job, JobState.PENDING, now, PendingReason.NODE_LOST, "requeued", pending_reason=PendingReason.NODE_LOST,
+        _move(job, JobState.NODE_LOST, PendingReason.NODE_LOST, message, progress_seconds=progress)
+        _move(job, JobState.PENDING, PendingReason.NODE_LOST, "requeued", pending_reason=PendingReason.NODE_LOST,
               pending_message=message)
 
 

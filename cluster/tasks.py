@@ -142,7 +142,6 @@ def started(node: str, job_id: Any = None, attempt: Any = None, pid: Any = None,
         protocol.check_attempt(attempt),
         parse_optional_int(pid, "pid"),
         parse_time(started_at, "started_at"),
-        dj_timezone.now(),
     )
 
 

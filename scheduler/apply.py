@@ -32,6 +32,7 @@ from datetime import datetime
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from cluster import commands
 from cluster.models import Gpu, NodeState
@@ -62,10 +63,16 @@ class Applied:
     cancel_kills: list[int] = field(default_factory=list)
 
 
-def apply_decisions(decisions: list[Decision], cycle: CycleInput) -> Applied:
-    """Write ``decisions`` (in the policy's order) against ``cycle``'s rows; see the module doc."""
+def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime | None = None) -> Applied:
+    """Write ``decisions`` (in the policy's order) against ``cycle``'s rows; see the module doc.
+
+    Rows are stamped with ``at`` (default: now, when writing). It is taken after
+    the snapshot was read, so a job's start is never stamped before its
+    submission even when the job was committed while the snapshot was read.
+    """
     if not connection.in_atomic_block:
         raise RuntimeError("apply_decisions must run inside transaction.atomic(): commands are sent on commit")
+    at = at or timezone.now()
     out = Applied()
     for decision in _with_quota_holds(decisions, cycle):
         row = cycle.jobs.get(decision.job_id)
@@ -73,9 +80,9 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput) -> Applied:
             out.skipped.append((decision.job_id, "not in the snapshot"))
             continue
         if isinstance(decision, Start):
-            _guarded(out, decision.job_id, lambda: _start(decision, row, cycle.now), out.started)
+            _guarded(out, decision.job_id, lambda: _start(decision, row, at), out.started)
         elif isinstance(decision, Preempt):
-            _guarded(out, decision.job_id, lambda: _preempt(decision, row, cycle.now), out.preempted)
+            _guarded(out, decision.job_id, lambda: _preempt(decision, row, at), out.preempted)
         elif isinstance(decision, Pend):
             out.pend_updates += _pend(decision, row)
         else:

@@ -76,7 +76,7 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     decisions = policy.decide(cycle.snapshot, now.timestamp())
     with transaction.atomic():
         applied = apply.apply_decisions(decisions, cycle)
-        applied.cancel_kills = apply.request_cancel_kills(now)
+        applied.cancel_kills = apply.request_cancel_kills(timezone.now())
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending))
     if applied.started or applied.preempted or applied.skipped or applied.cancel_kills:
         log.info(

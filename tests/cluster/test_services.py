@@ -112,14 +112,14 @@ def test_started_moves_the_current_attempt_to_running(owner, sent) -> None:
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, state=JobState.STARTING)
     started_at = timezone.now() - timedelta(seconds=1)
-    assert services.attempt_started("n1", job.pk, 1, 4242, started_at, timezone.now()) is True
+    assert services.attempt_started("n1", job.pk, 1, 4242, started_at) is True
     job.refresh_from_db()
     attempt = Attempt.objects.get(job=job)
     assert job.state == JobState.RUNNING and job.started_at == started_at
     assert (attempt.state, attempt.pid, attempt.started_at) == (AttemptState.RUNNING, 4242, started_at)
     assert JobEvent.objects.filter(job=job, from_state=JobState.STARTING, to_state=JobState.RUNNING).count() == 1
     # A repeated report changes nothing more.
-    assert services.attempt_started("n1", job.pk, 1, 4242, started_at, timezone.now()) is True
+    assert services.attempt_started("n1", job.pk, 1, 4242, started_at) is True
     assert JobEvent.objects.filter(job=job, to_state=JobState.RUNNING).count() == 1
 
 
@@ -127,7 +127,7 @@ def test_started_of_a_stale_attempt_stops_it(owner, sent, django_capture_on_comm
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, attempt=3)
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.attempt_started("n1", job.pk, 2, 1, timezone.now(), timezone.now()) is False
+        assert services.attempt_started("n1", job.pk, 2, 1, timezone.now()) is False
     assert sent.of(protocol.AGENT_KILL) == [
         ("n1", {"job_id": job.pk, "attempt": 2, "grace_period": 0.0, "reason": protocol.EXIT_STALE})
     ]
@@ -138,7 +138,7 @@ def test_a_job_preempted_before_its_start_report_stays_preempting(owner, sent) -
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, state=JobState.PREEMPTING)
     Attempt.objects.filter(job=job).update(state=AttemptState.STARTING)
-    services.attempt_started("n1", job.pk, 1, 7, timezone.now(), timezone.now())
+    services.attempt_started("n1", job.pk, 1, 7, timezone.now())
     job.refresh_from_db()
     assert job.state == JobState.PREEMPTING and Attempt.objects.get(job=job).state == AttemptState.RUNNING
 

@@ -65,7 +65,7 @@ class FakeAgents:
             self.gpus[(node, index)] = key
         self.running[key][node] = indices
         now = timezone.now()
-        services.attempt_started(node, key[0], key[1], 1000 + key[0], now, now)
+        services.attempt_started(node, key[0], key[1], 1000 + key[0], now)
 
     def exit(self, node: str, key: tuple[int, int], reason: str | None, code: int | None) -> None:
         indices = self.running.get(key, {}).pop(node, None)
