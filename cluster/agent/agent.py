@@ -89,7 +89,7 @@ class Agent:
         return 0
 
     def step(self) -> None:
-        """One loop iteration (public so tests can drive the agent in-process)."""
+        """One loop iteration: commands, supervision, logs, reports, heartbeat, state."""
         self._service_broker()
         self.supervisor.tick()
         now = time.time()
@@ -109,7 +109,7 @@ class Agent:
     def _restore(self) -> None:
         state = statefile.load(self.state_path)
         if state and state.get("node") not in (None, self.config.name):
-            raise SystemExit(f"work dir {self.config.workdir} belongs to node {state['node']!r}, not {self.config.name!r}")
+            raise statefile.WorkdirBusy(f"work dir {self.config.workdir} belongs to node {state['node']!r}, not {self.config.name!r}")
         self.outbox = [list(item) for item in state.get("outbox", [])]
         adopted = self.supervisor.restore(state)
         if adopted:

@@ -16,7 +16,7 @@ STATE_VERSION = 1
 
 
 class WorkdirBusy(RuntimeError):
-    """Another live agent holds the work directory."""
+    """The work directory belongs to another agent (live, or of another node name)."""
 
 
 def lock_workdir(workdir: Path) -> int:

@@ -410,7 +410,7 @@ class Supervisor:
             log.info("SIGKILL to %s attempt %d", att.job_id, att.attempt)
 
     def _enforce(self, att: Attempt, now: float) -> None:
-        if att.notice_at is None and att.time_limit is not None and now >= att.started_at + att.time_limit:
+        if att.kill_at is None and att.time_limit is not None and now >= att.started_at + att.time_limit:
             log.info("%s attempt %d reached its time limit of %gs", att.job_id, att.attempt, att.time_limit)
             self._stop(att, protocol.EXIT_TIMEOUT, att.grace_period)
         elif att.kill_at is None and att.exit_path.exists():

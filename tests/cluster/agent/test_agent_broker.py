@@ -369,3 +369,17 @@ def test_with_a_shared_checkpoint_root_a_job_resumes_on_another_node(make_node, 
     b.launch("mover", 2, train_command(**settings), grace_period=30, resume=True)
     assert b.reports.wait(protocol.REPORT_EXITED, job_id="mover", attempt=2)["exit_code"] == 0
     assert step_numbers(b.reports.log_lines("mover", 2)) == list(range(saved_at + 1, 81))
+
+
+def test_a_workdir_of_another_node_is_refused(make_node):
+    first = make_node()
+    first.start()
+    first.reports.wait(protocol.REPORT_REGISTER)
+    first.stop_agent(signal.SIGTERM)
+    result = subprocess.run(
+        [PY, "-m", "cluster.agent", "--name", "someone-else", "--gpus", "1", "--broker", first.url,
+         "--workdir", str(first.workdir)],
+        capture_output=True, text=True, timeout=60, cwd=str(TRAIN.parents[1]),
+    )
+    assert result.returncode == 2
+    assert f"belongs to node {first.name!r}" in result.stderr

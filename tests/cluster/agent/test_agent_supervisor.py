@@ -326,3 +326,9 @@ def test_attempts_missing_from_a_lost_state_are_found_and_stopped(h):
     assert h.lines(31, 2) == []  # lines from before the loss are not sent again
     assert not group_alive(pgid)
     assert h.sup.running() == [["other", 1]]
+
+
+def test_a_command_that_finished_in_time_is_not_a_timeout_while_its_leftovers_are_stopped(h):
+    h.launch("late", 1, "(trap '' TERM; sleep 60) & exit 0", time_limit=0.2, grace_period=1.0)
+    ex = h.exited("late")
+    assert (ex["exit_code"], ex["reason"], ex["notice_at"]) == (0, None, None)
