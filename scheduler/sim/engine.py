@@ -22,7 +22,9 @@ Job mechanics:
 
 The snapshot is maintained incrementally: one ``Snapshot`` whose ``running`` and
 ``pending`` lists are updated in place between calls (``pending`` kept in
-arrival order by binary search). ``RunningJob.progress`` of a running job is
+arrival order by binary search), and so are ``pending_te`` (the TE jobs of
+``pending``, same objects, same order) and ``free`` (per-node free capacity,
+kept by the core's ``FreeLedger``). ``RunningJob.progress`` of a running job is
 computed when read, from the virtual clock, so it is always the work done at
 ``now`` without touching every running job at every event.
 
@@ -173,6 +175,24 @@ def _pending_key(p: PendingJob) -> tuple[float, str]:
     return (p.spec.submit_time, p.spec.id)
 
 
+def _insert(queue: list[PendingJob], p: PendingJob) -> None:
+    """Insert keeping arrival order; arrivals (the common case) append."""
+    if queue and _pending_key(queue[-1]) > _pending_key(p):
+        queue.insert(bisect_left(queue, _pending_key(p), key=_pending_key), p)
+    else:
+        queue.append(p)
+
+
+def _remove(queue: list[PendingJob], gone: list[PendingJob]) -> None:
+    """Remove these entries: by binary search when few, else in one pass."""
+    if len(gone) > 8:
+        ids = {id(p) for p in gone}
+        queue[:] = [p for p in queue if id(p) not in ids]
+    else:
+        for p in gone:
+            del queue[bisect_left(queue, _pending_key(p), key=_pending_key)]
+
+
 class Simulator:
     """One run of one policy over one workload on one cluster."""
 
@@ -204,7 +224,7 @@ class Simulator:
         self._clock = _Clock()
         self._events: list[tuple[float, int, int, _Job, int]] = []
         self._seq = 0
-        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[], free=self._ledger.free)
+        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[], free=self._ledger.free, pending_te=[])
         self._allocated = 0
         self._allocated_gpu_seconds = 0.0
         self._lost_gpu_seconds = 0.0
@@ -263,11 +283,7 @@ class Simulator:
     def _arrive(self, job: _Job) -> None:
         job.state = _PENDING
         job.pending = PendingJob(spec=job.spec)
-        pending = self.snapshot.pending
-        if pending and _pending_key(pending[-1]) > _pending_key(job.pending):
-            pending.insert(bisect_left(pending, _pending_key(job.pending), key=_pending_key), job.pending)
-        else:
-            pending.append(job.pending)
+        self._enqueue(job)
 
     def _complete(self, job: _Job, t: float) -> None:
         r = job.running
@@ -294,9 +310,7 @@ class Simulator:
         job.pending = PendingJob(
             spec=job.spec, progress=job.progress, preemptions=job.preemptions, first_start=job.first_start
         )
-        pending = self.snapshot.pending
-        key = _pending_key(job.pending)
-        pending.insert(bisect_left(pending, key, key=_pending_key), job.pending)
+        self._enqueue(job)
         self._log_attempt(job, r, t)
 
     def _release(self, job: _Job, t: float) -> None:
@@ -395,14 +409,19 @@ class Simulator:
         )
         self._push(t + job.spec.grace_period, _VACATE, job)
 
+    def _enqueue(self, job: _Job) -> None:
+        """Put the job's PendingJob in ``pending`` (and ``pending_te`` for a TE
+        job) at its arrival position."""
+        _insert(self.snapshot.pending, job.pending)
+        if job.spec.job_class is JobClass.TE:
+            _insert(self.snapshot.pending_te, job.pending)
+
     def _remove_pending(self, started: list[_Job]) -> None:
-        pending = self.snapshot.pending
-        if len(started) > 8:
-            gone = {id(j.pending) for j in started}
-            pending[:] = [p for p in pending if id(p) not in gone]
-        else:
-            for job in started:
-                del pending[bisect_left(pending, _pending_key(job.pending), key=_pending_key)]
+        snap = self.snapshot
+        _remove(snap.pending, [j.pending for j in started])
+        te = [j.pending for j in started if j.spec.job_class is JobClass.TE]
+        if te:
+            _remove(snap.pending_te, te)
         for job in started:
             job.pending = None
 

@@ -21,6 +21,7 @@ class Recorder:
     def __init__(self, inner):
         self.inner = inner
         self.calls = []
+        self.te_views = []
 
     def decide(self, snapshot, now):
         self.calls.append(
@@ -32,7 +33,18 @@ class Recorder:
                 {p.spec.id: (p.progress, p.preemptions) for p in snapshot.pending},
             )
         )
+        self.te_views.append(([p.spec.id for p in snapshot.pending_te], [p.spec.id for p in snapshot.pending]))
+        self._check_free(snapshot)
         return self.inner.decide(snapshot, now)
+
+    @staticmethod
+    def _check_free(snapshot):
+        """Snapshot.free agrees with what running jobs hold."""
+        held = {n.name: 0 for n in snapshot.nodes}
+        for r in snapshot.running:
+            for name, g in r.placement.parts:
+                held[name] += g
+        assert {n: v[0] for n, v in snapshot.free.items()} == {n.name: n.gpus - held[n.name] for n in snapshot.nodes}
 
 
 def by_id(result):
@@ -119,6 +131,8 @@ def test_pending_stays_in_arrival_order_when_a_preempted_job_returns():
     simulate(policy, [Node("n0", 2)], jobs)
     for _, _, _, keys, _ in policy.calls:
         assert keys == sorted(keys)
+    for te_ids, ids in policy.te_views:
+        assert te_ids == [i for i in ids if i.startswith("t")]
     # b1 is preempted for t1 at 3 and vacates at 13, back ahead of later arrivals.
     returned = [ids for now, _, ids, _, _ in policy.calls if now == 13]
     assert returned == [["b1", "b3", "t1", "b4"]]

@@ -65,10 +65,31 @@ def scenarios(draw):
     return nodes, gpus, jobs, overhead
 
 
+class SnapshotChecker:
+    """Checks, at every call, the snapshot fields the simulator keeps
+    incrementally: pending in arrival order, pending_te = its TE jobs, free =
+    capacity minus what running (and preempting) jobs hold."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def decide(self, snapshot, now):
+        keys = [(p.spec.submit_time, p.spec.id) for p in snapshot.pending]
+        assert keys == sorted(keys)
+        assert snapshot.pending_te == [p for p in snapshot.pending if p.spec.job_class is JobClass.TE]
+        free = {n.name: n.gpus for n in snapshot.nodes}
+        for r in snapshot.running:
+            for node, g in r.placement.parts:
+                free[node] -= g
+        assert {n: v[0] for n, v in snapshot.free.items()} == free
+        return self.inner.decide(snapshot, now)
+
+
 def run(name, scenario):
     nodes, gpus, jobs, overhead = scenario
     return simulate(
-        POLICIES[name](), make_nodes(nodes, gpus), jobs, SimConfig(resume_overhead=overhead, record_attempts=True)
+        SnapshotChecker(POLICIES[name]()), make_nodes(nodes, gpus), jobs,
+        SimConfig(resume_overhead=overhead, record_attempts=True),
     )
 
 
