@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, kill_group, step_numbers, wait_until
 
 from cluster import protocol
