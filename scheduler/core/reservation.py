@@ -67,16 +67,18 @@ def reserve(
     spec = job.spec
     cpg, mpg = per_unit(spec)
     need = spec.num_gpus
-    capacity = {n.name: capacity_units(n, cpg, mpg) for n in nodes}
+    plain = not (cpg or mpg)
+    capacity = {n.name: n.gpus for n in nodes} if plain else {n.name: capacity_units(n, cpg, mpg) for n in nodes}
     if sum(capacity.values()) < need:
         return None
     waited = now - spec.submit_time
     single = [name for name, u in capacity.items() if u >= need]
+    gpus = cap.gpus
     if not single:
-        order = sorted(capacity, key=lambda n: (-cap.units(n, cpg, mpg), n))
+        order = sorted((-gpus[n] if plain else -cap.units(n, cpg, mpg), n) for n in capacity)
         chosen: list[str] = []
         total = 0
-        for name in order:
+        for _, name in order:
             chosen.append(name)
             total += capacity[name]
             if total >= need:
@@ -85,11 +87,10 @@ def reserve(
     # Fewest units short first; expected ends (known only for vacating jobs
     # and declared time limits) break ties, so running jobs are scanned only
     # when several nodes are equally close.
-    if cpg or mpg:
-        short = {name: need - cap.units(name, cpg, mpg) for name in single}
+    if plain:
+        short = {name: need - gpus[name] for name in single}
     else:
-        gpus = cap.gpus
-        short = {name: need - max(gpus[name], 0) for name in single}
+        short = {name: need - cap.units(name, cpg, mpg) for name in single}
     fewest = min(short.values())
     tied = sorted(name for name in single if short[name] == fewest)
     if len(tied) == 1 or fewest <= 0:

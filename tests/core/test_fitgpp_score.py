@@ -17,11 +17,7 @@ from scheduler.core.policy import make_policy
 
 
 def chooser(subset_limit=12, **w):
-    weights = DEFAULT_WEIGHTS | w
-    return FitGppChooser(
-        weights["wait_weight"], weights["loss_weight"], weights["victim_weight"], weights["excess_weight"],
-        weights["repeat_weight"], 30.0, subset_limit,
-    )
+    return FitGppChooser(DEFAULT_WEIGHTS | w, 30.0, subset_limit)
 
 
 def cand(jid, gpus, grace, preemptions=0, node="a", elsewhere=0):
@@ -41,18 +37,20 @@ def need(g, now=100.0):
 
 
 def test_score_formula_by_hand():
-    c = chooser()
+    c = chooser(wait_weight=2.0, victim_weight=50.0, excess_weight=7.0, loss_weight=0.1, repeat_weight=11.0)
     victims = [cand("v1", 2, 40.0, preemptions=1), cand("v2", 1, 10.0, elsewhere=1)]
     # Need 3 on a node with 1 free: deficit 2; freed 2 + 2 = 4 GPUs, excess 2.
-    # wait 40; loss 2*(40+30) + 2*(10+30) = 220; 2 victims; repeat 1.
-    expected = 1.0 * 40 + 0.05 * 220 + 60 * 2 + 30 * 2 + 120 * 1
+    # wait 40; 2 victims; loss 2*(40+30) + 2*(10+30) = 220 GPU-s; 1 earlier preemption.
+    expected = 2.0 * 40 + 50 * 2 + 7.0 * 2 + 0.1 * 220 + 11.0 * 1
     assert c.score(need(3), view(1, victims), victims) == pytest.approx(expected)
+    # Defaults: wait 1, victim 60, excess 0, loss 0, repeat 30.
+    assert chooser().score(need(3), view(1, victims), victims) == pytest.approx(40 + 60 * 2 + 30 * 1)
 
 
 def test_wait_includes_jobs_already_vacating_on_the_node():
     c = chooser()
     v = [cand("v", 1, 10.0)]
-    assert c.score(need(2), view(1, v, vac_end=250.0), v) == pytest.approx(150 + 0.05 * 40 + 60)
+    assert c.score(need(2), view(1, v, vac_end=250.0), v) == pytest.approx(150 + 60)
 
 
 @settings(max_examples=200, deadline=None)
@@ -66,7 +64,7 @@ def test_exhaustive_search_finds_the_minimum(seed):
     ]
     free = rng.randint(0, 2)
     g = rng.randint(free + 1, free + sum(c.parts["a"][0] for c in cands) + 1)
-    weights = {k: rng.choice([0.0, v, 3 * v]) for k, v in DEFAULT_WEIGHTS.items()}
+    weights = {k: rng.choice([0.0, 1.0, 30.0, 0.05]) for k in DEFAULT_WEIGHTS}
     c = chooser(**weights)
     nd, vw = need(g), view(free, cands)
     covering = [

@@ -31,9 +31,8 @@ def short_grace_vs_newest():
     [
         # Newest first: y started last.
         ("preempt-newest", "y", "b"),
-        # fitgpp: x1/x2 free exactly one GPU after 30 s (score 1*30 + 0.05*1*60 + 60 = 93) while y
-        # would make the TE job wait 600 s and waste a GPU (600 + 0.05*2*630 + 60 + 30 = 753);
-        # x1 and x2 tie and the job id decides.
+        # fitgpp: x1/x2 let the TE job start after 30 s (score 30 + 60 per victim = 90) while y
+        # would make it wait 600 s (660); x1 and x2 tie and the job id decides.
         ("fitgpp", "x1", "a"),
     ],
 )
@@ -44,25 +43,37 @@ def test_victim_choice(policy, victim, node):
     assert f"on {node}" in by_job(out)[victim].message
 
 
-def test_fitgpp_prefers_one_victim_that_fits_over_a_bigger_or_several():
-    s = snap(
+def fit_choices():
+    return snap(
         nodes(("a", 4), ("b", 4)),
         running=[
-            run("whole", {"a": 4}, grace=10),  # frees 2 GPUs too many
+            run("whole", {"a": 4}, grace=10),  # shortest wait, frees 2 GPUs too many
             run("pair", {"b": 2}, grace=60),  # exactly the need
             run("one1", {"b": 1}, grace=30),
             run("one2", {"b": 1}, grace=30),  # two victims together
         ],
         pending=[pend("t", 2, TE)],
     )
-    # whole: 10 + 0.05*4*40 + 60 + 30*2 = 138; pair: 60 + 0.05*2*90 + 60 = 129;
-    # one1+one2: 30 + 0.05*2*60 + 2*60 = 156.
-    out = make_policy("fitgpp").decide(s, 100.0)
-    assert preempts(out) == {"pair": "t"}
-    assert "victim score 129.0" in by_job(out)["pair"].message
-    # The weights are parameters: with preemptions cheap, the shorter wait wins.
-    out = make_policy("fitgpp", victim_weight=0, excess_weight=0).decide(s, 100.0)
-    assert preempts(out) == {"whole": "t"}
+
+
+@pytest.mark.parametrize(
+    "params, victims, score",
+    [
+        # Defaults: whole 10 + 60 = 70; pair 60 + 60 = 120; one1+one2 30 + 2*60 = 150.
+        ({}, {"whole"}, 70.0),
+        # Penalizing excess GPUs and lost GPU-seconds makes the exact fit win:
+        # whole 70 + 30*2 + 0.05*4*40 = 138; pair 120 + 0.05*2*90 = 129; pair of ones 150 + 0.05*2*60 = 156.
+        ({"excess_weight": 30, "loss_weight": 0.05}, {"pair"}, 129.0),
+        # With victims free of charge, the shortest wait alone decides... unless it
+        # takes two: one1+one2 wait 30 < pair's 60, but whole's 10 is shorter still.
+        ({"victim_weight": 0}, {"whole"}, 10.0),
+        ({"victim_weight": 0, "excess_weight": 100}, {"one1", "one2"}, 30.0),
+    ],
+)
+def test_fitgpp_weights_decide_between_wait_fit_and_count(params, victims, score):
+    out = make_policy("fitgpp", **params).decide(fit_choices(), 100.0)
+    assert set(preempts(out)) == victims
+    assert all(f"victim score {score:.1f}" in by_job(out)[v].message for v in victims)
 
 
 def test_fitgpp_prefers_victims_preempted_less_often():
