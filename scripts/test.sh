@@ -10,6 +10,7 @@
 # then runs pytest with DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and passes its arguments on: scripts/test.sh tests/core -q
 #
+# Trace data: $GPUSCHED_TRACES_DIR, else ../shared/traces next to the repository.
 # Exit status: pytest's, except that "no tests collected" (5) counts as success.
 # SKIP_SERVICES=1 skips the service checks (e.g. for tests that need none).
 set -euo pipefail
@@ -92,6 +93,11 @@ ensure_chromium() {
 }
 
 "$ROOT/scripts/setup.sh"
+traces="${GPUSCHED_TRACES_DIR:-$ROOT/../shared/traces}"
+if [ ! -d "$traces" ]; then
+    say "note: no trace data at $traces; trace tests skip (under CI=true they fail)."
+    say "      Set GPUSCHED_TRACES_DIR to the shared traces folder (never copy traces into the repo)."
+fi
 if [ "${SKIP_SERVICES:-0}" != 1 ]; then
     ensure_postgres
     ensure_redis
