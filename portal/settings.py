@@ -123,6 +123,10 @@ except Exception as exc:  # dj-database-url raises several types for bad URLs
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Wait for a concurrent writer instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Take the write lock when a transaction begins: the web server and the Celery
+    # processes write at once, and a transaction that upgrades from read to write
+    # fails at once with "database is locked" instead of waiting.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

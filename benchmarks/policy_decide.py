@@ -1,0 +1,137 @@
+"""Per-call cost of ``decide()`` on a large synthetic snapshot.
+
+A 64 x 8 = 512-GPU cluster with a few hundred running jobs and 2,000 pending
+jobs (20 % TE), in several situations: cluster full (the common case under
+contention), a few GPUs free, and a TE job that needs preemption. Each policy
+is timed with and without ``explain`` and with ``Snapshot.free`` given (as the
+simulator does) or derived from the running jobs (as the live loop does).
+
+Usage::
+
+    python benchmarks/policy_decide.py [--pending 2000] [--repeat 200] [--json FILE] [--profile POLICY]
+
+``--profile`` prints the cProfile top functions for one policy on the
+"full" situation. Timings are wall-clock medians on this machine: compare
+them relative to each other, not across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot  # noqa: E402
+from scheduler.core.placement import FreeCapacity, FreeLedger  # noqa: E402
+from scheduler.core.policy import make_policy, policy_names  # noqa: E402
+
+NOW = 1_000_000.0
+
+
+def build(pending_count: int, free_gpus: int, seed: int = 1) -> tuple[list[Node], list[RunningJob], list[PendingJob]]:
+    """Fill 64 x 8 GPUs with running jobs except ``free_gpus``; ``pending_count`` jobs wait."""
+    rng = random.Random(seed)
+    nodes = [Node(f"n{i:02d}", 8, 64.0, 512.0) for i in range(64)]
+    ledger = FreeLedger(nodes)
+    cap = FreeCapacity(ledger.free)
+    running: list[RunningJob] = []
+    i = 0
+    while cap.total_gpus > free_gpus:
+        g = min(rng.choice([1, 1, 1, 1, 2, 4, 8]), cap.total_gpus - free_gpus)
+        cls = JobClass.TE if rng.random() < 0.2 else JobClass.BE
+        spec = JobSpec(f"r{i}", cls, g, NOW - rng.uniform(0, 86400), num_cpus=4.0 * g, mem_gb=32.0 * g,
+                       grace_period=rng.choice([10.0, 30.0, 60.0, 120.0, 300.0]))
+        i += 1
+        placement = cap.place(spec)
+        if placement is None:
+            continue
+        cap.take(spec, placement)
+        ledger.hold(spec, placement)
+        start = NOW - rng.uniform(0, 20000)
+        running.append(RunningJob(spec, placement, start, start, progress=NOW - start,
+                                  preemptions=rng.choice([0, 0, 0, 1, 2, 3])))
+    pending = []
+    t = NOW - 50_000.0
+    for k in range(pending_count):
+        t += rng.uniform(0, 20)
+        cls = JobClass.TE if rng.random() < 0.2 else JobClass.BE
+        g = rng.choice([1, 1, 1, 2, 4, 8, 16]) if cls is JobClass.BE else rng.choice([1, 1, 2])
+        pending.append(PendingJob(JobSpec(f"p{k}", cls, g, t, num_cpus=4.0 * g, mem_gb=32.0 * g, grace_period=60.0)))
+    return nodes, running, pending
+
+
+def situations(pending_count: int) -> dict[str, tuple[list[Node], list[RunningJob], list[PendingJob]]]:
+    full = build(pending_count, 0)
+    few_free = build(pending_count, 6)
+    # One new TE job at the head of the TE queue, cluster full: preemption planning every call.
+    nodes, running, pending = full
+    te_first = [PendingJob(JobSpec("te-new", JobClass.TE, 2, NOW - 60_000.0, num_cpus=8.0, mem_gb=64.0))]
+    be_only = [p for p in pending if p.spec.job_class is JobClass.BE]
+    return {"full": full, "few_free": few_free, "te_needs_preemption": (nodes, running, te_first + be_only)}
+
+
+def time_call(policy, snap: Snapshot, repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        policy.decide(snap, NOW)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pending", type=int, default=2000)
+    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", metavar="POLICY")
+    args = ap.parse_args(argv)
+    if args.pending < 0 or args.repeat < 1:
+        ap.error("--pending must be >= 0 and --repeat >= 1")
+
+    cases = situations(args.pending)
+    rows = []
+    for situation, (nodes, running, pending) in cases.items():
+        ledger = FreeLedger(nodes)
+        for r in running:
+            ledger.hold(r.spec, r.placement)
+        for free_given in (True, False):
+            snap = Snapshot(nodes, running, pending, dict(ledger.free) if free_given else None)
+            for name in policy_names():
+                for explain in (True, False):
+                    policy = make_policy(name, explain=explain)
+                    out = policy.decide(snap, NOW)
+                    us = time_call(policy, snap, args.repeat) * 1e6
+                    rows.append({
+                        "situation": situation, "policy": name, "explain": explain, "free_given": free_given,
+                        "running": len(running), "pending": len(pending), "decisions": len(out),
+                        "median_us": round(us, 1),
+                    })
+                    print(f"{situation:20s} {name:15s} explain={explain!s:5s} free_given={free_given!s:5s} "
+                          f"running={len(running):4d} pending={len(pending):5d} decisions={len(out):5d} "
+                          f"median {us:9.1f} us/call")
+    if args.profile:
+        nodes, running, pending = cases["full"]
+        snap = Snapshot(nodes, running, pending)
+        policy = make_policy(args.profile)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.repeat):
+            policy.decide(snap, NOW)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(15)
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "policy_decide", "cluster": "64x8", "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
