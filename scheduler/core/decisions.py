@@ -25,6 +25,11 @@ class Reason(str, Enum):
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     RESERVED = "Reservation"
     RECONFIGURED = "Reconfigured"
+    # Why a running job is preempted or reconfigured (reconfiguration-aware policies).
+    PREEMPTED_FOR_PRIORITY = "PreemptedForPriority"
+    SHRUNK_FOR_JOB = "ShrunkForJob"
+    GROWN = "Grown"
+    PLAN_CHANGED = "PlanChanged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +39,32 @@ class Start:
     job_id: str
     placement: Placement
     reason: Reason = Reason.SCHEDULED
+    message: str = ""
+    plan: str = ""
+    """Execution plan to run with (empty: the job's own ``spec.plan``)."""
+    cpus: float | None = None
+    """CPU threads for the whole job (None: the request, in proportion to the
+    GPUs placed). A reconfigurable job may get a GPU count other than its
+    request, within ``spec.gpu_range``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reconfigure:
+    """Change a running job's allocation and/or plan.
+
+    The job checkpoints (its grace period, holding its current resources when
+    the new placement only gives some up) and relaunches on ``placement`` with
+    ``plan`` and ``cpus`` (None: in proportion to the GPUs), paying the restart
+    time before it progresses again. ``for_job`` names the job a shrink makes
+    room for, if any.
+    """
+
+    job_id: str
+    placement: Placement
+    plan: str
+    cpus: float | None = None
+    for_job: str | None = None
+    reason: Reason = Reason.RECONFIGURED
     message: str = ""
 
 
@@ -57,4 +88,4 @@ class Pend:
     message: str = ""
 
 
-Decision = Start | Preempt | Pend
+Decision = Start | Preempt | Pend | Reconfigure

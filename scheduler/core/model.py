@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol, Sequence
 
 
 class JobClass(str, Enum):
@@ -20,6 +21,21 @@ class JobClass(str, Enum):
 
     TE = "TE"
     BE = "BE"
+
+
+class JobThroughput(Protocol):
+    """A job's speed as a function of its allocation (implemented in
+    ``scheduler.core.elastic``). Pure and memoized: cheap to call every cycle."""
+
+    def best(self, placement: Sequence[int], cpus: float | None = None) -> "tuple[str, float] | None":
+        """The fastest allowed plan on ``placement`` (GPUs per node) with
+        ``cpus`` CPU threads in all, and its seconds per iteration; None when
+        no allowed plan can run there."""
+        ...
+
+    def reference(self) -> float:
+        """Seconds per iteration of the user's plan on the requested GPUs."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +58,39 @@ class JobSpec:
     user: str = ""
     tenant: str = ""
     time_limit: float | None = None
+    # Reconfigurable training jobs (Rubick). All optional: the defaults describe
+    # a job that runs as requested, and every policy that ignores these fields
+    # keeps working. See docs/rubick.md.
+    model: str = ""
+    """Model name (e.g. ``bert``); empty for a job the scheduler knows nothing about."""
+    plan: str = ""
+    """The user's execution plan (``ga``, ``zero-dp``, ``"244"``, ...); empty: none declared."""
+    allowed_plans: tuple[str, ...] = ()
+    """Plans the scheduler may switch the job to; empty: only ``plan``."""
+    min_gpus: int = 0
+    """Fewest GPUs the job may run on; 0: exactly ``num_gpus``."""
+    max_gpus: int = 0
+    """Most GPUs the job may run on; 0: exactly ``num_gpus``."""
+    guaranteed: bool = False
+    """A guaranteed job must get at least the throughput of its requested
+    allocation (``plan`` on ``num_gpus``); False: best-effort."""
+    steps: int = 0
+    """Iterations to complete (declared by the user); 0: not declared."""
+    throughput: "JobThroughput | None" = field(default=None, compare=False, repr=False)
+    """Seconds per iteration as a function of the allocation (best plan per
+    allocation); None: unknown, the job is not reconfigured."""
+
+    @property
+    def reconfigurable(self) -> bool:
+        """True when a policy may change the job's plan or GPU count."""
+        return self.throughput is not None and (
+            bool(self.allowed_plans) or self.gpu_range != (self.num_gpus, self.num_gpus)
+        )
+
+    @property
+    def gpu_range(self) -> tuple[int, int]:
+        """``(min, max)`` GPUs the job may run on."""
+        return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +146,21 @@ class RunningJob:
     preempting: bool = False
     preempted_for: str | None = None
     notice_time: float | None = None
+    # Reconfigurable jobs: for them ``spec`` carries the current allocation
+    # (``num_gpus``, ``num_cpus``, ``mem_gb``), which may differ from the request.
+    plan: str = ""
+    """The execution plan the job runs with now (empty: not tracked)."""
+    steps_done: float = 0.0
+    """Iterations completed at ``now`` across all attempts."""
+    reconfigurations: int = 0
+    """How often the job has been reconfigured (Reconfigure decisions applied)."""
+    last_reconfigure: float | None = None
+    """When the latest Reconfigure of the job was decided (None: never)."""
+    reconfiguring: bool = False
+    """True from a Reconfigure notice until the job relaunches on its new
+    allocation (it checkpoints meanwhile, holding its current one)."""
+    reconfigured_for: str | None = None
+    """The job a shrink is freeing resources for, while ``reconfiguring``."""
 
 
 @dataclass(slots=True)
@@ -114,6 +178,8 @@ class PendingJob:
     first_start: float | None = None
     hold_reason: str | None = None
     hold_message: str = ""
+    steps_done: float = 0.0
+    """Iterations completed before the job was preempted (reconfigurable jobs)."""
 
 
 @dataclass(slots=True)
