@@ -6,3 +6,10 @@ class PortalConfig(AppConfig):
 
     name = "portal"
     verbose_name = "Portal"
+
+    def ready(self) -> None:
+        from django.contrib import admin
+
+        from portal import login, login_throttle  # noqa: F401 - connects the login signal receivers
+
+        admin.site.login_form = login.ThrottledAdminAuthenticationForm

@@ -19,6 +19,8 @@ Variables (all optional unless noted):
   ``SCHEDULER_RESUME_OVERHEAD`` (30), ``AGENT_HEARTBEAT_SECONDS`` (5),
   ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty): the live
   cluster; see docs/live_cluster.md.
+* ``LOGIN_MAX_FAILURES`` (5), ``LOGIN_MAX_FAILURES_PER_IP`` (50),
+  ``LOGIN_LOCKOUT_SECONDS`` (900): the login rate limit (counted in Redis).
 * ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
 * ``METRICS_TOKEN``, ``METRICS_ALLOWED_IPS``: who may read ``/metrics`` (a
   bearer token; comma-separated IPs or networks); neither set: nobody.
@@ -145,6 +147,11 @@ USE_TZ = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "job-list"
 LOGOUT_REDIRECT_URL = "login"
+# Login rate limit (portal/login_throttle.py): failures per address and username,
+# failures per address, and how long a lockout lasts.
+LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
+LOGIN_MAX_FAILURES_PER_IP = env_int("LOGIN_MAX_FAILURES_PER_IP", 50, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 
 # --- Static files (served by WhiteNoise; nothing from a CDN) --------------
 STATIC_URL = "static/"
@@ -172,6 +179,12 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = TIME_ZONE
+
+# The login rate limit's counters are shared by every web process through Redis.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "login-throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+}
 
 CHANNEL_LAYER_URL = env_url("CHANNEL_LAYER_URL", REDIS_URL, ("redis", "rediss", "unix"))
 CHANNEL_LAYERS = {

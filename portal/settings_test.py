@@ -2,7 +2,8 @@
 
 A key is supplied only when the environment gives none, scheduling cycles are
 not enqueued on submit (tests that want them turn ``SCHEDULER_AUTORUN`` on),
-and passwords hash fast.
+passwords hash fast, and the login rate limit counts in process memory so
+that tests never share counters through Redis.
 """
 
 from __future__ import annotations
@@ -15,3 +16,7 @@ from portal.settings import *  # noqa: E402,F401,F403
 
 SCHEDULER_AUTORUN = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "login-throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "login-throttle"},
+}
