@@ -28,7 +28,6 @@ Progress and lost work follow ``scheduler.accounting``.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -38,7 +37,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from cluster import commands, protocol
+from cluster import auth, commands, protocol
 from cluster.models import Gpu, Node, NodeState
 from cluster.selectors import expected_attempts
 from scheduler.accounting import attempt_work_seconds, lost_gpu_seconds
@@ -65,9 +64,9 @@ class AgentAuthError(Exception):
 
 
 def check_token(node: str, token: object) -> None:
-    """Raise AgentAuthError unless ``token`` is settings.AGENT_TOKEN (no check when that is empty)."""
-    expected = settings.AGENT_TOKEN
-    if expected and not (isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())):
+    """Raise AgentAuthError unless ``token`` is the token of ``node`` (see cluster/auth.py:
+    the node's own token when AGENT_SECRET is set, else AGENT_TOKEN; no check when neither is)."""
+    if not auth.token_matches(node, token):
         raise AgentAuthError(f"report from node {node!r} refused: wrong or missing agent token")
 
 

@@ -17,8 +17,9 @@ Variables (all optional unless noted):
   scheduling cycle; default true.
 * ``SCHEDULER_TICK_SECONDS`` (5), ``SCHEDULER_LOCK_TIMEOUT`` (60),
   ``SCHEDULER_RESUME_OVERHEAD`` (30), ``AGENT_HEARTBEAT_SECONDS`` (5),
-  ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty): the live
-  cluster; see docs/live_cluster.md.
+  ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty),
+  ``GPUSCHED_AGENT_SECRET`` (empty: per-node agent tokens off): the live
+  cluster; see docs/live_cluster.md and docs/operations.md.
 * ``LOGIN_MAX_FAILURES`` (5), ``LOGIN_MAX_FAILURES_PER_IP`` (50),
   ``LOGIN_LOCKOUT_SECONDS`` (900): the login rate limit (counted in Redis).
 * ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
@@ -213,6 +214,9 @@ AGENT_HEARTBEAT_SECONDS = env_float("AGENT_HEARTBEAT_SECONDS", 5.0, positive=Tru
 NODE_LOST_HEARTBEATS = env_int("NODE_LOST_HEARTBEATS", 3, minimum=1)
 # Shared secret every agent report must carry (the agents' GPUSCHED_AGENT_TOKEN); empty: not checked.
 AGENT_TOKEN = env_str("GPUSCHED_AGENT_TOKEN", "") or ""
+# Server-side key of per-node agent tokens (cluster/auth.py): when set, a report naming
+# node N must carry N's own token (manage.py agent_token N) and AGENT_TOKEN is not accepted.
+AGENT_SECRET = env_str("GPUSCHED_AGENT_SECRET", "") or ""
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",
