@@ -8,7 +8,9 @@
 #   scripts/serve.sh web                the portal (daphne, HTTP and websockets) on $HOST:$PORT
 #   scripts/serve.sh worker             Celery worker on the default queue only (never node.*)
 #   scripts/serve.sh beat               Celery beat (periodic tasks)
-#   scripts/serve.sh agent NAME [GPUS]  a node agent with GPUS virtual GPUs (default 4)
+#   scripts/serve.sh agent NAME [GPUS [OPTION...]]
+#                                       a node agent with GPUS virtual GPUs (default 4);
+#                                       options go to python -m cluster.agent
 #
 # Configuration comes from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY,
 # DEBUG, ...; see portal/settings.py). HOST defaults to 127.0.0.1, PORT to 8000.
@@ -38,12 +40,13 @@ case "$component" in
         exec "$VENV/bin/celery" -A portal beat --loglevel "${CELERY_LOG_LEVEL:-info}" \
             --schedule "${BEAT_SCHEDULE_FILE:-var/celerybeat-schedule}" ;;
     agent)
-        [ $# -ge 1 ] || die "usage: scripts/serve.sh agent NAME [GPUS]"
+        [ $# -ge 1 ] || die "usage: scripts/serve.sh agent NAME [GPUS [AGENT OPTION...]]"
         [ -f cluster/agent/__main__.py ] || die "this checkout has no node agent (cluster/agent)"
         name="$1"
         gpus="${2:-4}"
+        shift $(( $# >= 2 ? 2 : 1 ))
         exec "$VENV/bin/python" -m cluster.agent --name "$name" --gpus "$gpus" \
-            --workdir "${AGENT_WORKDIR:-var/agents}/$name" ;;
+            --workdir "${AGENT_WORKDIR:-var/agent}/$name" "$@" ;;
     *)
         die "usage: scripts/serve.sh {migrate|demo-users|web|worker|beat|agent NAME [GPUS]}" ;;
 esac

@@ -13,7 +13,8 @@
 # Environment: HOST/PORT of the web server (127.0.0.1:8000), GPUSCHED_LOCAL_AGENTS
 # (number of agents, default 2; 0 for none), GPUSCHED_AGENT_GPUS (virtual GPUs
 # per agent, default 4), GPUSCHED_REDIS_PORT (private Redis port, default 6390),
-# SECRET_KEY (default: generated once into var/secret_key).
+# SECRET_KEY (default: generated once into var/secret_key), STOP_TIMEOUT (seconds
+# to wait on Ctrl-C before killing what is left, default 45).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -32,7 +33,9 @@ stop_all() {
     say "Stopping: ${NAMES[*]}"
     local pid
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for _ in $(seq 1 50); do  # up to 10 s for a clean shutdown
+    # Up to STOP_TIMEOUT seconds (default 45: the default 30 s grace period of
+    # running jobs, which agents stop before they exit, plus a margin).
+    for _ in $(seq 1 $(( ${STOP_TIMEOUT:-45} * 5 ))); do
         local alive=0
         for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
         [ "$alive" = 0 ] && break
@@ -103,7 +106,9 @@ start beat "$ROOT/scripts/serve.sh" beat
 agents="${GPUSCHED_LOCAL_AGENTS:-2}"
 if [ -f cluster/agent/__main__.py ]; then
     for i in $(seq 1 "$agents"); do
-        start "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}"
+        # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
+        start "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
+            --kill-jobs-on-exit
     done
 else
     say "No node agent in this checkout (cluster/agent): jobs will stay PENDING."
