@@ -91,6 +91,9 @@ if [ -z "${SECRET_KEY:-}" ]; then
     export SECRET_KEY
 fi
 export HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
+# One checkpoint folder for all local agents, so a job preempted on one node
+# resumes from its checkpoint on another.
+export GPUSCHED_CHECKPOINT_ROOT="${GPUSCHED_CHECKPOINT_ROOT:-$ROOT/var/checkpoints}"
 say "Database: ${DATABASE_URL:-SQLite at var/db.sqlite3 (set DATABASE_URL for PostgreSQL)}"
 
 # --- Database and demo accounts -------------------------------------------
