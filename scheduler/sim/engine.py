@@ -31,6 +31,17 @@ computed when read, from the virtual clock, so it is always the work done at
 Decisions are validated: starting a job that is not pending, a placement with
 the wrong GPU count, an unknown or over-full node, preempting a job that is not
 running (or already preempting) raise ``SimulationError``: a policy bug.
+
+Reconfigurable jobs (a ``SimJob`` with ``speed``, see docs/rubick.md): work is
+counted in iterations. ``duration`` is the job's steps times its reference
+iteration time, and a job running with another plan or allocation progresses
+at ``reference / iteration time`` seconds of work per second. A ``Start`` may
+give such a job any GPU count in ``spec.gpu_range`` and a plan; a
+``Reconfigure`` stops it (progress frozen), lets it checkpoint for its grace
+period (holding its current resources when the new placement only gives some
+up; otherwise the new placement is held at once) and relaunches it, after
+``reconfigure_overhead`` seconds without progress, on the new placement. The
+running job's ``spec`` then carries the allocation (GPUs, CPUs, memory).
 """
 
 from __future__ import annotations
@@ -39,20 +50,20 @@ import heapq
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from scheduler.core.decisions import Pend, Preempt, Start
+from scheduler.core.decisions import Pend, Preempt, Reconfigure, Start
 from scheduler.core.metrics import JobOutcome
-from scheduler.core.model import JobClass, Node, PendingJob, Placement, RunningJob, Snapshot
-from scheduler.core.placement import FreeLedger
+from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.placement import FreeLedger, node_charges
 from scheduler.core.policy import Policy
 from scheduler.sim.workloads.types import SimJob
 
 # Job states.
-_FUTURE, _PENDING, _RUNNING, _PREEMPTING, _DONE = range(5)
+_FUTURE, _PENDING, _RUNNING, _PREEMPTING, _DONE, _RESHAPING = range(6)
 # Event kinds (their order breaks ties between events at one timestamp; any
 # order would do since decide() runs only after the whole batch).
-_COMPLETE, _VACATE = 0, 1
+_COMPLETE, _VACATE, _RESHAPE = 0, 1, 2
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -72,10 +83,14 @@ class SimConfig:
 
     resume_overhead: float = 60.0
     record_attempts: bool = False
+    reconfigure_overhead: float = 60.0
+    """Seconds a reconfigured job spends relaunching (no progress) after its checkpoint."""
 
     def __post_init__(self) -> None:
         if not self.resume_overhead >= 0:
             raise ValueError(f"resume_overhead must be >= 0, got {self.resume_overhead}")
+        if not self.reconfigure_overhead >= 0:
+            raise ValueError(f"reconfigure_overhead must be >= 0, got {self.reconfigure_overhead}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +135,14 @@ class SimResult:
     util_times: array = field(default_factory=lambda: array("d"))
     util_gpus: array = field(default_factory=lambda: array("l"))
     attempts: list[Attempt] | None = None
+    # Reconfigurable jobs: Reconfigure decisions applied, and how often (and
+    # for how many seconds of attempts) an iteration time came from the
+    # performance model because that plan and placement were not measured.
+    reconfigurations: int = 0
+    timed_attempts: int = 0
+    modelled_attempts: int = 0
+    timed_seconds: float = 0.0
+    modelled_seconds: float = 0.0
 
 
 class _Clock:
@@ -136,17 +159,26 @@ class _LiveRunningJob(RunningJob):
     until the preemption notice, on top of ``_base`` (progress at attempt start).
     """
 
-    __slots__ = ("_base", "_work_from", "_clock", "_index")
+    __slots__ = ("_base", "_work_from", "_clock", "_index", "_rate", "_ref")
 
     @property
     def progress(self) -> float:  # type: ignore[override]
         t = self._clock.now if self.notice_time is None else self.notice_time
         done = t - self._work_from
-        return self._base + done if done > 0 else self._base
+        return self._base + done * self._rate if done > 0 else self._base
 
     @progress.setter
     def progress(self, value: float) -> None:
         self._base = value
+
+    @property
+    def steps_done(self) -> float:  # type: ignore[override]
+        """Iterations done: work over the reference iteration time."""
+        return self.progress / self._ref if self._ref else 0.0
+
+    @steps_done.setter
+    def steps_done(self, value: float) -> None:
+        pass  # derived from progress
 
 
 class _Job:
@@ -154,12 +186,15 @@ class _Job:
 
     __slots__ = (
         "spec", "duration", "state", "attempt", "progress", "preemptions",
-        "first_start", "completion", "pending", "running", "overhead",
+        "first_start", "completion", "pending", "running", "overhead", "speed", "modelled", "reshape",
     )
 
     def __init__(self, sim_job: SimJob) -> None:
         self.spec = sim_job.spec
         self.duration = sim_job.duration
+        self.speed = sim_job.speed
+        self.modelled = False  # the current attempt's iteration time came from the model
+        self.reshape: Reconfigure | None = None
         self.state = _FUTURE
         self.attempt = 0
         self.progress = 0.0
@@ -234,6 +269,11 @@ class Simulator:
         self._util_gpus = array("l")
         self._done = 0
         self._decide_calls = 0
+        self._reconfigurations = 0
+        self._timed = [0, 0, 0.0, 0.0]  # attempts, modelled attempts, seconds, modelled seconds
+        # A policy that reconfigures running jobs may act with nothing pending
+        # (grow jobs into GPUs a completion freed).
+        self._decide_idle = bool(getattr(policy, "decide_without_pending", False))
 
     # ------------------------------------------------------------------ run
 
@@ -256,12 +296,14 @@ class Simulator:
                     continue  # stale: that attempt was preempted
                 if kind == _COMPLETE:
                     self._complete(job, t)
-                else:
+                elif kind == _VACATE:
                     self._vacate(job, t)
+                else:
+                    self._relaunch(job, job.reshape, t, 0.0)
             while arrival < n and jobs[arrival].spec.submit_time == t:
                 self._arrive(jobs[arrival])
                 arrival += 1
-            if pending:
+            if pending or (self._decide_idle and self.snapshot.running):
                 self._decide(t)
             if self._allocated != before:
                 self._util_times.append(t)
@@ -288,7 +330,7 @@ class Simulator:
     def _complete(self, job: _Job, t: float) -> None:
         r = job.running
         self._release(job, t)
-        self._lost_gpu_seconds += job.spec.num_gpus * job.overhead
+        self._lost_gpu_seconds += r.spec.num_gpus * job.overhead
         job.state = _DONE
         job.progress = job.duration
         job.completion = t
@@ -299,7 +341,7 @@ class Simulator:
     def _vacate(self, job: _Job, t: float) -> None:
         r = job.running
         self._release(job, t)
-        gpus = job.spec.num_gpus
+        gpus = r.spec.num_gpus
         notice = r.notice_time
         # Time held after the notice, plus the part of the resume overhead the
         # attempt got through before its notice.
@@ -308,14 +350,16 @@ class Simulator:
         job.state = _PENDING
         job.running = None
         job.pending = PendingJob(
-            spec=job.spec, progress=job.progress, preemptions=job.preemptions, first_start=job.first_start
+            spec=job.spec, progress=job.progress, preemptions=job.preemptions, first_start=job.first_start,
+            steps_done=r.steps_done,
         )
         self._enqueue(job)
         self._log_attempt(job, r, t)
 
     def _release(self, job: _Job, t: float) -> None:
         r = job.running
-        spec = job.spec
+        spec = r.spec
+        self._close_timing(job, r, t)
         self._ledger.release(spec, placement=r.placement)
         self._allocated -= spec.num_gpus
         self._allocated_gpu_seconds += spec.num_gpus * (t - r.attempt_start)
@@ -349,6 +393,8 @@ class Simulator:
                 started.append(self._start(d, t))
             elif cls is Preempt:
                 self._preempt(d, t)
+            elif cls is Reconfigure:
+                self._reconfigure(d, t)
             else:
                 raise SimulationError(f"t={t:g}: unknown decision {d!r}")
         if started:
@@ -358,28 +404,24 @@ class Simulator:
         job = self._by_id.get(d.job_id)
         if job is None or job.state != _PENDING:
             raise SimulationError(f"t={t:g}: Start for {d.job_id!r}, which is not pending")
-        spec = job.spec
         placement = d.placement
-        if placement.num_gpus != spec.num_gpus:
-            raise SimulationError(
-                f"t={t:g}: Start {spec.id} with {placement.num_gpus} GPUs, the job needs {spec.num_gpus}"
-            )
-        for name, _ in placement.parts:
-            if name not in self._node_index:
-                raise SimulationError(f"t={t:g}: Start {spec.id} on unknown node {name!r}")
+        spec = self._allocation(job, d, t, "Start")
         try:
             self._ledger.hold(spec, placement)
         except ValueError as e:
             raise SimulationError(f"t={t:g}: Start {spec.id} over-allocates: {e}") from None
+        plan, rate = self._speed(job, d, spec, t)
         if job.first_start is None:
             job.first_start = t
         job.overhead = self.config.resume_overhead if job.preemptions else 0.0
         r = _LiveRunningJob(
             spec=spec, placement=placement, attempt_start=t, first_start=job.first_start,
-            progress=job.progress, preemptions=job.preemptions,
+            progress=job.progress, preemptions=job.preemptions, plan=plan,
         )
         r._work_from = t + job.overhead
         r._clock = self._clock
+        r._rate = rate
+        r._ref = job.speed.reference if job.speed is not None else 0.0
         running = self.snapshot.running
         r._index = len(running)
         running.append(r)
@@ -387,8 +429,124 @@ class Simulator:
         job.state = _RUNNING
         job.attempt += 1
         self._allocated += spec.num_gpus
-        self._push(r._work_from + (job.duration - job.progress), _COMPLETE, job)
+        self._push(r._work_from + (job.duration - job.progress) / rate, _COMPLETE, job)
         return job
+
+    def _allocation(self, job: _Job, d: Start | Reconfigure, t: float, what: str) -> JobSpec:
+        """The job's spec carrying the allocation ``d`` gives it, validated:
+        GPU count (the request, or within ``gpu_range`` for a reconfigurable
+        job), known nodes, CPUs."""
+        spec = job.spec
+        placement = d.placement
+        g = placement.num_gpus
+        elastic = job.speed is not None and spec.reconfigurable
+        lo, hi = spec.gpu_range if elastic else (spec.num_gpus, spec.num_gpus)
+        if not lo <= g <= hi:
+            need = f"{spec.num_gpus}" if lo == hi else f"{lo} to {hi}"
+            raise SimulationError(f"t={t:g}: {what} {spec.id} with {g} GPUs, the job needs {need}")
+        for name, _ in placement.parts:
+            if name not in self._node_index:
+                raise SimulationError(f"t={t:g}: {what} {spec.id} on unknown node {name!r}")
+        cpus = d.cpus
+        if cpus is not None and not (cpus >= 0 and cpus < float("inf")):
+            raise SimulationError(f"t={t:g}: {what} {spec.id} with cpus={cpus!r}")
+        if g == spec.num_gpus and cpus is None:
+            return spec
+        return replace(
+            spec, num_gpus=g, num_cpus=spec.num_cpus * g / spec.num_gpus if cpus is None else float(cpus),
+            mem_gb=spec.mem_gb * g / spec.num_gpus,
+        )
+
+    def _speed(self, job: _Job, d: Start | Reconfigure, alloc: JobSpec, t: float) -> tuple[str, float]:
+        """The plan the attempt runs and its rate (seconds of work per second);
+        counts iteration times that came from the model."""
+        spec = job.spec
+        plan = d.plan or spec.plan
+        if job.speed is None:
+            return plan, 1.0
+        if plan != spec.plan and plan not in spec.allowed_plans:
+            raise SimulationError(f"t={t:g}: {spec.id} may not run plan {plan!r} (allowed: {spec.allowed_plans})")
+        shape = tuple(g for _, g in d.placement.parts)
+        found = job.speed.iter_time(plan, shape, alloc.num_cpus or None)
+        if found is None:
+            raise SimulationError(f"t={t:g}: {spec.id}: plan {plan!r} cannot run on {shape} GPUs per node")
+        seconds, measured = found
+        job.modelled = not measured
+        self._timed[0] += 1
+        self._timed[1] += 0 if measured else 1
+        return plan, job.speed.reference / seconds
+
+    def _close_timing(self, job: _Job, r: RunningJob, t: float) -> None:
+        if job.speed is not None:
+            span = t - r.attempt_start
+            self._timed[2] += span
+            if job.modelled:
+                self._timed[3] += span
+
+    def _reconfigure(self, d: Reconfigure, t: float) -> None:
+        job = self._by_id.get(d.job_id)
+        if job is None or job.state != _RUNNING:
+            raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not running (or is stopping)")
+        if job.speed is None or not job.spec.reconfigurable:
+            raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not reconfigurable")
+        r = job.running
+        new = self._allocation(job, d, t, "Reconfigure")
+        old_parts = {n: (g, c, m) for n, g, c, m in node_charges(r.spec, r.placement)}
+        eps = 1e-9
+        shrink = all(
+            n in old_parts and g <= old_parts[n][0] and c <= old_parts[n][1] + eps and m <= old_parts[n][2] + eps
+            for n, g, c, m in node_charges(new, d.placement)
+        )
+        r.notice_time = t  # freezes progress
+        job.attempt += 1  # the pending completion event is now stale
+        r.reconfigurations += 1
+        r.last_reconfigure = t
+        self._reconfigurations += 1
+        grace = job.spec.grace_period
+        if grace > 0 and shrink:
+            # Checkpoint on the current resources, then give some up.
+            r.reconfiguring = True
+            r.reconfigured_for = d.for_job
+            job.state = _RESHAPING
+            job.reshape = d
+            self._push(t + grace, _RESHAPE, job)
+        else:
+            self._relaunch(job, d, t, grace)
+
+    def _relaunch(self, job: _Job, d: Reconfigure, t: float, idle: float) -> None:
+        """End the attempt stopped at ``r.notice_time`` and start the next on
+        ``d``'s allocation; ``idle`` seconds of checkpointing still to come."""
+        r = job.running
+        old = r.spec
+        notice = r.notice_time
+        self._close_timing(job, r, t)
+        self._ledger.release(old, placement=r.placement)
+        self._allocated -= old.num_gpus
+        self._allocated_gpu_seconds += old.num_gpus * (t - r.attempt_start)
+        self._lost_gpu_seconds += old.num_gpus * ((t - notice) + min(job.overhead, notice - r.attempt_start))
+        self._log_attempt(job, r, t)
+        base = r.progress
+        spec = self._allocation(job, d, t, "Reconfigure")
+        try:
+            self._ledger.hold(spec, d.placement)
+        except ValueError as e:
+            raise SimulationError(f"t={t:g}: Reconfigure {spec.id} over-allocates: {e}") from None
+        plan, rate = self._speed(job, d, spec, t)
+        job.overhead = idle + self.config.reconfigure_overhead
+        job.state = _RUNNING
+        job.reshape = None
+        r.spec = spec
+        r.placement = d.placement
+        r.plan = plan
+        r.attempt_start = t
+        r.notice_time = None
+        r.reconfiguring = False
+        r.reconfigured_for = None
+        r.progress = base
+        r._work_from = t + job.overhead
+        r._rate = rate
+        self._allocated += spec.num_gpus
+        self._push(r._work_from + (job.duration - base) / rate, _COMPLETE, job)
 
     def _preempt(self, d: Preempt, t: float) -> None:
         job = self._by_id.get(d.job_id)
@@ -450,6 +608,11 @@ class Simulator:
             util_times=self._util_times,
             util_gpus=self._util_gpus,
             attempts=self._attempts,
+            reconfigurations=self._reconfigurations,
+            timed_attempts=self._timed[0],
+            modelled_attempts=self._timed[1],
+            timed_seconds=self._timed[2],
+            modelled_seconds=self._timed[3],
         )
 
 

@@ -8,8 +8,24 @@ validate an uploaded trace with the very same loader.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scheduler.core.model import JobClass, JobSpec
+
+
+class JobSpeed(Protocol):
+    """How fast a job really runs on an allocation (the simulator's truth).
+
+    ``reference`` is the seconds per iteration on the requested allocation,
+    and ``duration = spec.steps * reference``; ``iter_time`` answers for any
+    plan, placement (GPUs per node) and CPU threads, with whether the answer
+    was measured (False: the performance model), or None when the plan cannot
+    run there.
+    """
+
+    reference: float
+
+    def iter_time(self, plan: str, placement: tuple[int, ...], cpus: float | None) -> tuple[float, bool] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,10 +34,14 @@ class SimJob:
 
     ``duration`` is the run time on the requested resources without any
     interruption; policies never see it (``JobSpec`` has no such field).
+    ``speed`` (reconfigurable jobs only) makes progress depend on the plan and
+    allocation the job runs with; None: the job progresses one second of work
+    per second whatever it runs on.
     """
 
     spec: JobSpec
     duration: float
+    speed: JobSpeed | None = None
 
 
 @dataclass(frozen=True)
