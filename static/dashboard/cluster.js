@@ -21,32 +21,57 @@
     document.getElementById("gpu-detail").textContent = text;
   }
 
+  /* The grid is updated in place, cell by cell, so that a push never takes the focus or the
+   * pointer away from the GPU a person is looking at. */
   function renderGrid(nodes) {
     const grid = document.getElementById("grid");
     if (!nodes.length) {
       grid.replaceChildren(el("p", { class: "empty" }, "No node has registered yet. Start a node agent to see its GPUs here."));
       return;
     }
-    grid.replaceChildren(...nodes.map((node) => {
-      const cells = node.gpus.map((gpu) => {
-        const title = gpuTitle(node, gpu);
-        const attrs = {
-          class: "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : ""),
-          title, "aria-label": title, tabindex: "0",
-          dataset: { status: gpu.status, node: node.name, index: String(gpu.index), jobId: gpu.job ? String(gpu.job.id) : "" },
-        };
-        const cell = gpu.job && gpu.job.url ? el("a", { ...attrs, href: gpu.job.url }, String(gpu.index))
-                                             : el("span", attrs, String(gpu.index));
-        for (const type of ["mouseenter", "focus", "click"]) cell.addEventListener(type, () => showDetail(title));
-        return cell;
-      });
-      return el("section", { class: "node node-" + node.state.toLowerCase(), dataset: { node: node.name } },
-        el("header", {},
-          el("strong", {}, node.name), " ",
-          el("span", { class: "badge badge-" + node.state.toLowerCase() }, node.state), " ",
-          el("span", { class: "muted" }, node.free + "/" + node.total + " free")),
-        el("div", { class: "gpus" }, ...cells));
-    }));
+    const existing = new Map([...grid.querySelectorAll(":scope > section.node")].map((s) => [s.dataset.node, s]));
+    let previous = null;
+    for (const node of nodes) {
+      let section = existing.get(node.name);
+      existing.delete(node.name);
+      if (!section) section = el("section", { dataset: { node: node.name } }, el("header"), el("div", { class: "gpus" }));
+      section.className = "node node-" + node.state.toLowerCase();
+      section.querySelector("header").replaceChildren(
+        el("strong", {}, node.name), " ",
+        el("span", { class: "badge badge-" + node.state.toLowerCase() }, node.state), " ",
+        el("span", { class: "muted" }, node.free + "/" + node.total + " free"));
+      updateCells(section.querySelector(".gpus"), node);
+      if (previous ? previous.nextElementSibling !== section : grid.firstElementChild !== section) {
+        if (previous) previous.after(section); else grid.prepend(section);
+      }
+      previous = section;
+    }
+    for (const stale of existing.values()) stale.remove();
+    for (const other of grid.querySelectorAll(":scope > :not(section.node)")) other.remove();
+  }
+
+  function updateCells(box, node) {
+    const cells = [...box.children];
+    node.gpus.forEach((gpu, i) => {
+      const title = gpuTitle(node, gpu);
+      const tag = gpu.job && gpu.job.url ? "A" : "SPAN";
+      let cell = cells[i];
+      if (!cell || cell.tagName !== tag) {
+        const fresh = el(tag.toLowerCase(), { tabindex: "0" });
+        for (const type of ["mouseenter", "focus", "click"]) fresh.addEventListener(type, () => showDetail(fresh.title));
+        if (cell) cell.replaceWith(fresh); else box.append(fresh);
+        cell = fresh;
+      }
+      cell.className = "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : "");
+      cell.title = title;
+      cell.setAttribute("aria-label", title);
+      cell.textContent = String(gpu.index);
+      Object.assign(cell.dataset, { status: gpu.status, node: node.name, index: String(gpu.index),
+                                    jobId: gpu.job ? String(gpu.job.id) : "" });
+      if (tag === "A") cell.href = gpu.job.url;
+      if (cell === document.activeElement || cell.matches(":hover")) showDetail(title);
+    });
+    for (const extra of cells.slice(node.gpus.length)) extra.remove();
   }
 
   function renderTotals(totals, queue) {
