@@ -3,8 +3,9 @@
 A 64 x 8 = 512-GPU cluster with a few hundred running jobs and 2,000 pending
 jobs (20 % TE), in several situations: cluster full (the common case under
 contention), a few GPUs free, and a TE job that needs preemption. Each policy
-is timed with and without ``explain`` and with ``Snapshot.free`` given (as the
-simulator does) or derived from the running jobs (as the live loop does).
+is timed with and without ``explain``, and with the optional snapshot indexes
+``free`` and ``pending_te`` given (as the simulator can) or derived by the
+policy from ``running`` and ``pending`` (as in the live loop).
 
 Usage::
 
@@ -103,19 +104,22 @@ def main(argv: list[str] | None = None) -> int:
         ledger = FreeLedger(nodes)
         for r in running:
             ledger.hold(r.spec, r.placement)
+        pending_te = [p for p in pending if p.spec.job_class is JobClass.TE]
         for free_given in (True, False):
-            snap = Snapshot(nodes, running, pending, dict(ledger.free) if free_given else None)
+            snap = Snapshot(nodes, running, pending, dict(ledger.free), pending_te) if free_given else Snapshot(
+                nodes, running, pending
+            )
             for name in policy_names():
                 for explain in (True, False):
                     policy = make_policy(name, explain=explain)
                     out = policy.decide(snap, NOW)
                     us = time_call(policy, snap, args.repeat) * 1e6
                     rows.append({
-                        "situation": situation, "policy": name, "explain": explain, "free_given": free_given,
+                        "situation": situation, "policy": name, "explain": explain, "indexes_given": free_given,
                         "running": len(running), "pending": len(pending), "decisions": len(out),
                         "median_us": round(us, 1),
                     })
-                    print(f"{situation:20s} {name:15s} explain={explain!s:5s} free_given={free_given!s:5s} "
+                    print(f"{situation:20s} {name:15s} explain={explain!s:5s} indexes={free_given!s:5s} "
                           f"running={len(running):4d} pending={len(pending):5d} decisions={len(out):5d} "
                           f"median {us:9.1f} us/call")
     if args.profile:

@@ -1,15 +1,17 @@
-"""How fitgpp's victim-score weights change the outcome, on the default
-synthetic workload over several seeds.
+"""Policies and their parameters side by side on the default synthetic
+workload over several seeds (the fitgpp weight sweep, the cost of the
+anti-starvation rule).
 
 Each policy spec (``NAME`` or ``NAME:K=V,...`` as on the simulator's command
 line) runs on the same workloads (one per seed, default 16 x 8 GPUs, resume
-overhead 60 s); the table shows the mean over seeds of TE p95 slowdown, BE p50,
-p95 and p99 slowdown, lost GPU-hours and preemptions.
+overhead 60 s); the table shows the mean over seeds of: TE p95 slowdown; BE
+p50, p95 and p99 slowdown; the longest BE wait and the mean and longest wait
+of the largest BE jobs (hours); GPU utilization; lost GPU-hours; preemptions.
 
 Usage::
 
-    python benchmarks/fitgpp_weights.py --seeds 0,1,2,3,4 [--json FILE] SPEC [SPEC ...]
-    python benchmarks/fitgpp_weights.py --grid --seeds 0,1,2,3,4 --json FILE
+    python benchmarks/policy_sweep.py --seeds 0,1,2,3,4 [--json FILE] SPEC [SPEC ...]
+    python benchmarks/policy_sweep.py --grid --seeds 0,1,2,3,4 --json FILE
 
 ``--grid`` runs preempt-newest, preempt-random and a grid of fitgpp weights
 (loss 0/0.01/0.05 x excess 0/5/30 x victim 0/60 x repeat 0/120).
@@ -26,14 +28,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler.core.metrics import metrics_by_class  # noqa: E402
+from scheduler.core.metrics import gpu_utilization, makespan, metrics_by_class  # noqa: E402
+from scheduler.core.model import JobClass  # noqa: E402
 from scheduler.sim.cluster import make_nodes  # noqa: E402
 from scheduler.sim.engine import SimConfig, simulate  # noqa: E402
 from scheduler.sim.runner import build_policy, parse_policy_spec  # noqa: E402
 from scheduler.sim.workloads.synthetic import SyntheticConfig, generate  # noqa: E402
 
 RESUME_OVERHEAD = 60.0
-FIELDS = ("te_p95", "be_p50", "be_p95", "be_p99", "lost_gpu_h", "preemptions")
+FIELDS = (
+    "te_p95", "be_p50", "be_p95", "be_p99", "be_max_wait_h", "big_mean_wait_h", "big_max_wait_h", "util",
+    "lost_gpu_h", "preemptions",
+)
 
 
 def grid() -> list[str]:
@@ -49,12 +55,20 @@ def run(spec_text: str, seeds: list[int], workloads: dict, nodes_shape: tuple[in
         policy = build_policy(parse_policy_spec(spec_text), resume_overhead=RESUME_OVERHEAD)
         res = simulate(policy, make_nodes(*nodes_shape), workloads[seed].jobs, SimConfig(resume_overhead=RESUME_OVERHEAD))
         m = metrics_by_class(res.outcomes)
+        be = [o for o in res.outcomes if o.job_class is JobClass.BE]
+        biggest = max(o.num_gpus for o in be)
+        big_waits = [o.wait / 3600.0 for o in be if o.num_gpus == biggest]
         per_seed.append({
             "seed": seed,
             "te_p95": m["TE"].slowdown["p95"],
             "be_p50": m["BE"].slowdown["p50"],
             "be_p95": m["BE"].slowdown["p95"],
             "be_p99": m["BE"].slowdown["p99"],
+            "be_max_wait_h": max(o.wait for o in be) / 3600.0,
+            "big_gpus": biggest,
+            "big_mean_wait_h": statistics.fmean(big_waits),
+            "big_max_wait_h": max(big_waits),
+            "util": gpu_utilization(res.allocated_gpu_seconds, res.total_gpus, makespan(res.outcomes)),
             "lost_gpu_h": res.lost_gpu_seconds / 3600.0,
             "preemptions": len(res.preemptions),
         })
@@ -80,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give policy specs or --grid")
     workloads = {s: generate(SyntheticConfig(seed=s, nodes=n, gpus_per_node=g)) for s in seeds}
     rows = []
-    print(f"{'policy':88s} " + " ".join(f"{f:>11s}" for f in FIELDS))
+    print(f"{'policy':70s} " + " ".join(f"{f:>15s}" for f in FIELDS))
     for spec in specs:
         row = run(spec, seeds, workloads, (n, g))
         rows.append(row)
-        print(f"{spec:88s} " + " ".join(f"{row['mean'][f]:11.3f}" for f in FIELDS), flush=True)
+        print(f"{spec:70s} " + " ".join(f"{row['mean'][f]:15.3f}" for f in FIELDS), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"benchmark": "fitgpp_weights", "seeds": seeds, "cluster": args.cluster,
+        args.json.write_text(json.dumps({"benchmark": "policy_sweep", "seeds": seeds, "cluster": args.cluster,
                                          "resume_overhead": RESUME_OVERHEAD, "rows": rows}, indent=2))
     return 0
 

@@ -80,10 +80,23 @@ class FitGppChooser:
     def single(
         self, need: Need, views: Sequence[NodeView], memo: NodeMemo
     ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        """Nodes are visited in order of a lower bound on their best score
+        (one victim at least: the smallest own cost, and a wait of at least the
+        shortest grace period there), and the visit stops once the bound
+        exceeds the best score found: most nodes are never searched."""
+        ww, own, now = self.ww, self.own, need.now
+        order = []
+        for view in views:
+            shortest = min(v.grace for v in view.cands)
+            base = view.vac_end - now
+            order.append((ww * (shortest if shortest > base else base) + min(own(v) for v in view.cands), view.name, view))
+        order.sort(key=lambda t: (t[0], t[1]))
         best: tuple[float, tuple[str, ...], str] | None = None
         best_pick: tuple[NodeView, list[Candidate], float | None] | None = None
         key = ("fitgpp", need.shape)
-        for view in views:
+        for bound, _, view in order:
+            if best is not None and bound > best[0] + _EPS:
+                break
             found = memo.get(view, key, lambda view=view: self._best_on_node(need, view))
             if found is None:
                 continue
