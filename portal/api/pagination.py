@@ -1,9 +1,18 @@
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 
 
 class JobPagination(PageNumberPagination):
-    """``?page=N`` (and ``?page_size=M`` up to 100); body ``{count, next, previous, results}``."""
+    """``?page=N`` (and ``?page_size=M``, at most 100: larger values give 100); body ``{count, next,
+    previous, results}``. A ``page_size`` that is not a positive integer is a 400 naming it, like
+    every other bad query parameter, instead of being silently replaced by the default."""
 
     page_size = 25
     page_size_query_param = "page_size"
     max_page_size = 100
+
+    def get_page_size(self, request):  # noqa: ANN001, ANN201 - DRF's signature
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw not in (None, "") and (not raw.isdigit() or int(raw) < 1):
+            raise ValidationError({self.page_size_query_param: [f"Must be an integer between 1 and {self.max_page_size}."]})
+        return super().get_page_size(request)

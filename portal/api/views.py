@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -27,10 +27,19 @@ from scheduler import selectors, services
 from scheduler.models import Attempt, Job, JobClass, JobState
 
 _LIST_PARAMS = [
-    OpenApiParameter("state", str, enum=JobState.values, description="Only jobs in this state."),
-    OpenApiParameter("job_class", str, enum=JobClass.values, description="Only TE or only BE jobs."),
+    # An empty value means "no filter", as the web form sends it.
+    OpenApiParameter("state", str, enum=[*JobState.values, ""], description="Only jobs in this state (empty: all)."),
+    OpenApiParameter("job_class", str, enum=[*JobClass.values, ""], description="Only TE or only BE jobs (empty: both)."),
     OpenApiParameter("owner", str, description="Staff only: only this user's jobs."),
 ]
+
+
+# A submission's 400 is either field errors or, for a body that is not JSON, a detail.
+_BAD_SUBMISSION = OpenApiResponse(
+    PolymorphicProxySerializer(component_name="BadRequest", serializers=[ErrorsSerializer, DetailSerializer],
+                               resource_type_field_name=None),
+    description="Field errors ({errors: {field: [messages]}}), or a body that is not JSON ({detail}).",
+)
 
 
 class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
@@ -54,7 +63,10 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             raise Http404
         return job
 
-    @extend_schema(parameters=_LIST_PARAMS, responses={200: JobSerializer(many=True), 400: ErrorsSerializer})
+    @extend_schema(parameters=_LIST_PARAMS, responses={
+        200: JobSerializer(many=True), 400: ErrorsSerializer,
+        404: OpenApiResponse(DetailSerializer, description="A page number past the last page."),
+    })
     def list(self, request: Request, *args, **kwargs) -> Response:
         filters = {}
         errors = {}
@@ -81,7 +93,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         request=JobSubmitSerializer,
         responses={
             201: JobSerializer,
-            400: ErrorsSerializer,
+            400: _BAD_SUBMISSION,
             403: OpenApiResponse(QuotaExceededSerializer, description="A quota refuses the job."),
             413: DetailSerializer,
         },
