@@ -16,7 +16,9 @@ so every cycle is triggered the way a real submission triggers it.
 
 Latency of a job = its RUNNING event's time (written when the worker handles
 the agent's REPORT_STARTED) minus its ``submitted_at``: both are server-side
-timestamps, so polling adds no error.
+timestamps, so polling adds no error. ``idle_submit_to_starting_ms`` stops at
+the STARTING event (the cycle's commit, just before AGENT_LAUNCH is sent),
+splitting the idle latency into scheduling and launch-plus-report.
 
 * idle: one 1-GPU TE job (``sleep 0.3``) at a time on an otherwise empty
   cluster; the next one is submitted when the previous one is RUNNING.
@@ -187,24 +189,27 @@ def percentiles(values_ms: list[float]) -> dict[str, float]:
             "max": round(float(arr.max()), 1), "min": round(float(arr.min()), 1)}
 
 
-def running_latency_ms(job_id: int) -> float | None:
-    from scheduler.models import Job, JobEvent, JobState
+def latency_ms(job_id: int, state: str = "RUNNING") -> float | None:
+    """Milliseconds from the job's submission to its first event into ``state`` (None: not yet)."""
+    from scheduler.models import Job, JobEvent
 
-    at = JobEvent.objects.filter(job_id=job_id, to_state=JobState.RUNNING).order_by("at").values_list("at", flat=True).first()
+    at = JobEvent.objects.filter(job_id=job_id, to_state=state).order_by("at").values_list("at", flat=True).first()
     if at is None:
         return None
     return (at - Job.objects.get(pk=job_id).submitted_at).total_seconds() * 1000
 
 
-def measure_idle(user, samples: int) -> list[float]:  # noqa: ANN001
+def measure_idle(user, samples: int) -> tuple[list[float], list[float]]:  # noqa: ANN001
+    """(submit -> RUNNING, submit -> STARTING) per sample; STARTING is when the cycle committed the start."""
     from scheduler.services import JobRequest, submit_job
 
-    out = []
+    running, starting = [], []
     for i in range(samples):
         job = submit_job(user, JobRequest(name=f"idle-{i}", command="sleep 0.3", job_class="TE", num_gpus=1,
                                           grace_period=1))
-        out.append(wait_until(lambda: running_latency_ms(job.pk), f"idle TE job {job.pk} to run"))
-    return out
+        running.append(wait_until(lambda: latency_ms(job.pk), f"idle TE job {job.pk} to run"))
+        starting.append(latency_ms(job.pk, "STARTING"))
+    return running, starting
 
 
 def cluster_full(total_gpus: int) -> bool:
@@ -228,7 +233,7 @@ def measure_preempt(user, samples: int, total_gpus: int, grace: float) -> tuple[
         wait_until(lambda: cluster_full(total_gpus), "a cluster full of running BE jobs")
         te = submit_job(user, JobRequest(name=f"te-{i}", command="sleep 0.3", job_class="TE", num_gpus=1,
                                          grace_period=1))
-        latency = wait_until(lambda: running_latency_ms(te.pk), f"TE job {te.pk} to run", timeout=WAIT + grace)
+        latency = wait_until(lambda: latency_ms(te.pk), f"TE job {te.pk} to run", timeout=WAIT + grace)
         (victim,) = wait_until(
             lambda: list(Job.objects.filter(job_class="BE", preemption_count=1, state=JobState.PENDING)),
             "the victim to be requeued",
@@ -279,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
 
         wait_until(lambda: Node.objects.filter(name__in=names, state="UP").count() == len(names), "agents to register")
         user = User.objects.create_user(f"bench-{tag}", password=uuid.uuid4().hex)
-        idle = measure_idle(user, args.idle_samples)
+        idle, idle_starting = measure_idle(user, args.idle_samples)
         raw, minus_grace = measure_preempt(user, args.preempt_samples, args.nodes * args.gpus, args.grace)
     finally:
         procs.stop_all()
@@ -293,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "samples": {"idle": len(idle), "preempt": len(raw)},
         "idle_submit_to_running_ms": percentiles(idle),
+        "idle_submit_to_starting_ms": percentiles(idle_starting),
         "preempt_submit_to_running_minus_grace_ms": percentiles(minus_grace),
         "preempt_submit_to_running_ms": percentiles(raw),
         "victim_grace_period_s": args.grace,

@@ -40,6 +40,7 @@ from django.utils import timezone
 from cluster import auth, commands, protocol
 from cluster.models import Gpu, Node, NodeState
 from cluster.selectors import expected_attempts
+from portal import realtime
 from scheduler.accounting import attempt_work_seconds, lost_gpu_seconds
 from scheduler.models import (
     ACTIVE_STATES,
@@ -158,6 +159,7 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> l
             )
         if came_back:
             log.info("node %s is back from NODE_LOST", name)
+            realtime.publish_cluster_changed()
             transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
             transaction.on_commit(request_scheduling)
     return stale
@@ -202,6 +204,8 @@ def attempt_started(node: str, job_id: int, attempt: int, pid: int | None, start
             )
         if job.state == JobState.STARTING:
             _move(job, JobState.RUNNING, "Started", f"running on {node} (pid {pid})", started_at=started_at)
+        else:
+            realtime.publish_job_changed(job.pk)  # only the attempt changed: no JobEvent announces it
     return True
 
 
@@ -243,6 +247,7 @@ def attempt_exited(
             att.checkpointed = checkpointed if att.checkpointed is None else (att.checkpointed and checkpointed)
         if _held_elsewhere(job, att):
             att.save()
+            realtime.publish_job_changed(job.pk)
             if first and att.state == AttemptState.FAILED and job.state in (JobState.STARTING, JobState.RUNNING):
                 _stop_other_nodes(job, att, except_node=node, grace=float(job.grace_period))
             return att.state
@@ -356,6 +361,7 @@ def detect_lost_nodes(now: datetime) -> list[str]:
                 state=NodeState.NODE_LOST
             ) != 1:
                 continue
+            realtime.publish_cluster_changed()
             job_ids = set(Gpu.objects.filter(node=node, allocated_to__isnull=False).values_list("allocated_to", flat=True))
             for job_id in sorted(job_ids):
                 _lose_attempt(job_id, node.name, now)

@@ -37,6 +37,7 @@ from django.utils import timezone
 from cluster import commands
 from cluster.models import Gpu, NodeState
 from cluster.protocol import EXIT_CANCEL
+from portal import realtime
 from scheduler import quotas
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Start
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
@@ -184,7 +185,10 @@ def _pend(d: Pend, row: JobRow) -> int:
     reason, message = d.reason.value, d.message[:MESSAGE_LENGTH]
     if row.state != JobState.PENDING or (reason, message) == (row.pending_reason, row.pending_message):
         return 0
-    return Job.objects.filter(pk=row.pk, state=JobState.PENDING).update(pending_reason=reason, pending_message=message)
+    changed = Job.objects.filter(pk=row.pk, state=JobState.PENDING).update(pending_reason=reason, pending_message=message)
+    if changed:
+        realtime.publish_job_changed(row.pk)  # no JobEvent is written for a new reason
+    return changed
 
 
 def request_cancel_kills(now: datetime) -> list[int]:
