@@ -26,3 +26,4 @@ import psycopg
 psycopg.connect(sys.argv[1], connect_timeout=2).close()
 PY
 }
+

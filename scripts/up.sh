@@ -14,7 +14,7 @@
 # (number of agents, default 2; 0 for none), GPUSCHED_AGENT_GPUS (virtual GPUs
 # per agent, default 4), GPUSCHED_REDIS_PORT (private Redis port, default 6390),
 # SECRET_KEY (default: generated once into var/secret_key), STOP_TIMEOUT (seconds
-# to wait on Ctrl-C before killing what is left, default 45).
+# the agents get on Ctrl-C to stop their jobs, default 45).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -22,38 +22,62 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 "$ROOT/scripts/setup.sh"
 mkdir -p var
 
-PIDS=()
+# Components by shutdown tier. The web server, worker and beat stop first, so
+# no scheduling cycle can launch a job on an agent that is stopping; then the
+# agents stop their jobs (their exit reports wait in Redis for the next start);
+# a private Redis stops last.
+SERVICE_PIDS=()
+AGENT_PIDS=()
+REDIS_PIDS=()
 NAMES=()
 stopping=0
+
+# stop_group TIMEOUT PID...: SIGTERM, wait up to TIMEOUT seconds, then SIGKILL.
+stop_group() {
+    local timeout="$1" pid alive
+    shift
+    [ $# -gt 0 ] || return 0
+    for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for _ in $(seq 1 $((timeout * 5))); do
+        alive=0
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && return 0
+        sleep 0.2
+    done
+    for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
 
 stop_all() {
     [ "$stopping" = 1 ] && return
     stopping=1
-    [ "${#PIDS[@]}" -gt 0 ] || return 0
+    [ "${#NAMES[@]}" -gt 0 ] || return 0
     say "Stopping: ${NAMES[*]}"
-    local pid
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    # Up to STOP_TIMEOUT seconds (default 45: the default 30 s grace period of
-    # running jobs, which agents stop before they exit, plus a margin).
-    for _ in $(seq 1 $(( ${STOP_TIMEOUT:-45} * 5 ))); do
-        local alive=0
-        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [ "$alive" = 0 ] && break
-        sleep 0.2
-    done
-    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    stop_group 20 "${SERVICE_PIDS[@]}"
+    if [ "${#AGENT_PIDS[@]}" -gt 0 ]; then
+        # STOP_TIMEOUT (default 45 s) covers the default 30 s grace period of jobs.
+        say "Node agents are stopping their jobs (each gets its grace period)..."
+        stop_group "${STOP_TIMEOUT:-45}" "${AGENT_PIDS[@]}"
+    fi
+    stop_group 5 "${REDIS_PIDS[@]}"
     wait 2>/dev/null || true
 }
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all' EXIT
 
-# start NAME CMD...: run CMD in the background with its output prefixed by NAME.
+# start TIER NAME CMD...: run CMD in the background, its output prefixed by NAME.
 start() {
-    local name="$1"
-    shift
-    "$@" > >(sed -u "s/^/[$name] /") 2>&1 &
-    PIDS+=("$!")
+    local tier="$1" name="$2"
+    shift 2
+    # Each component runs in its own session, so a Ctrl-C in the terminal
+    # reaches this script only and stop_all can stop them in order; the
+    # prefixing sed ignores SIGINT so output is not cut while they stop.
+    setsid "$@" > >(trap '' INT && exec sed -u "s/^/[$name] /") 2>&1 &
+    case "$tier" in
+        agent) AGENT_PIDS+=("$!") ;;
+        redis) REDIS_PIDS+=("$!") ;;
+        *) SERVICE_PIDS+=("$!") ;;
+    esac
     NAMES+=("$name")
 }
 
@@ -67,7 +91,7 @@ elif redis_ok "redis://127.0.0.1:6379/0"; then
 elif command -v redis-server >/dev/null 2>&1; then
     port="${GPUSCHED_REDIS_PORT:-6390}"
     mkdir -p var/redis
-    start redis redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    start redis redis redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
         --dir "$ROOT/var/redis"
     export REDIS_URL="redis://127.0.0.1:$port/0"
     for _ in $(seq 1 50); do redis_ok "$REDIS_URL" && break; sleep 0.2; done
@@ -101,16 +125,16 @@ say "Database: ${DATABASE_URL:-SQLite at var/db.sqlite3 (set DATABASE_URL for Po
 "$ROOT/scripts/serve.sh" demo-users
 
 # --- Services -------------------------------------------------------------
-start web "$ROOT/scripts/serve.sh" web
-start worker "$ROOT/scripts/serve.sh" worker
-start beat "$ROOT/scripts/serve.sh" beat
+start service web "$ROOT/scripts/serve.sh" web
+start service worker "$ROOT/scripts/serve.sh" worker
+start service beat "$ROOT/scripts/serve.sh" beat
 
 # Local node agents with virtual GPUs, once the agent is part of the checkout.
 agents="${GPUSCHED_LOCAL_AGENTS:-2}"
 if [ -f cluster/agent/__main__.py ]; then
     for i in $(seq 1 "$agents"); do
         # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
-        start "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
+        start agent "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
             --kill-jobs-on-exit
     done
 else
@@ -123,7 +147,7 @@ say "Running:  ${NAMES[*]}. Press Ctrl-C to stop everything."
 
 # Stop everything as soon as any component exits on its own.
 set +e
-wait -n "${PIDS[@]}"
+wait -n "${SERVICE_PIDS[@]}" "${AGENT_PIDS[@]}" "${REDIS_PIDS[@]}"
 status=$?
 set -e
 if [ "$stopping" = 0 ]; then
