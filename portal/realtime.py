@@ -151,10 +151,8 @@ def _send(items: list[tuple[str, dict]]) -> int:
         layer = None
     if layer is None:
         return 0
-    from asgiref.sync import async_to_sync
-
     try:
-        async_to_sync(_group_send_all)(layer, items)
+        _run_async(_group_send_all, layer, items)
     except Exception as exc:  # Redis down, timeout, loop trouble: the write has committed anyway
         with _cooldown_lock:
             _cooldown_until = time.monotonic() + PUBLISH_COOLDOWN_S
@@ -162,6 +160,38 @@ def _send(items: list[tuple[str, dict]]) -> int:
                        type(exc).__name__, exc, PUBLISH_COOLDOWN_S)
         return 0
     return len(items)
+
+
+def _run_async(fn: Any, *args: Any) -> None:
+    """Run coroutine function ``fn`` to completion from sync code.
+
+    Normally through ``async_to_sync``. A thread that already has a running
+    event loop (sync code called from a coroutine without ``sync_to_async``,
+    or a synchronous API that drives its own loop) cannot do that, so the
+    send then happens on a short-lived helper thread with a loop of its own.
+    """
+    from asgiref.sync import async_to_sync
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        async_to_sync(fn)(*args)
+        return
+    outcome: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            async_to_sync(fn)(*args)
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+
+    helper = threading.Thread(target=target, name="realtime-publish", daemon=True)
+    helper.start()
+    helper.join(PUBLISH_TIMEOUT_S + 1.0)
+    if helper.is_alive():
+        raise TimeoutError(f"channel layer did not answer within {PUBLISH_TIMEOUT_S} s")
+    if "error" in outcome:
+        raise outcome["error"]
 
 
 async def _group_send_all(layer: Any, items: list[tuple[str, dict]]) -> None:

@@ -128,3 +128,17 @@ def test_saving_a_node_refreshes_the_cluster_but_a_heartbeat_update_does_not(mem
     with django_capture_on_commit_callbacks(execute=True):
         Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now())
     assert drain(memory_layer, cluster_ch) == []
+
+
+def test_publishing_from_a_thread_with_a_running_event_loop_still_sends(memory_layer):
+    """Sync code called from inside a running loop (no sync_to_async) must not lose the hint."""
+    import asyncio
+
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+
+    async def inside_a_loop() -> int:
+        return realtime._send([(realtime.CLUSTER_GROUP, {"type": "cluster.changed"})])
+
+    # The in-memory layer is bound to no loop, so the helper thread's loop can use it.
+    assert asyncio.run(inside_a_loop()) == 1
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
