@@ -173,3 +173,45 @@ def make_cluster_rows(transactional_db):  # noqa: ANN001
             Gpu.objects.bulk_create(Gpu(node=node, index=i) for i in range(gpus))
 
     return make
+
+
+def test_every_attempts_log_is_kept_and_the_live_one_keeps_streaming(web, browser_page, user_factory, screens):
+    """A job preempted once: its first attempt's log opens from the API, the second streams live."""
+    from django.utils import timezone
+
+    from scheduler.models import Attempt, AttemptLog, AttemptState, Job, JobEvent, JobState
+
+    ivan = user_factory("ivan")
+    now = timezone.now()
+    job = Job.objects.create(owner=ivan, name="resumed", command="python train.py", num_gpus=1,
+                             state=JobState.RUNNING, attempt_count=2, preemption_count=1, first_started_at=now)
+    JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
+    first = Attempt.objects.create(job=job, number=1, gpu_allocation={"n1": [0]}, state=AttemptState.PREEMPTED,
+                                   ended_at=now, notice_at=now, vacated_at=now, checkpointed=True, lost_gpu_seconds=0.0)
+    AttemptLog.objects.create(attempt=first, text="step 1/9\nstep 2/9\ncheckpoint saved at step 2")
+    second = Attempt.objects.create(job=job, number=2, gpu_allocation={"n1": [1]}, state=AttemptState.RUNNING)
+    AttemptLog.objects.create(attempt=second, text="resumed from checkpoint at step 2\nstep 3/9")
+
+    page = browser_page(ivan)
+    page.goto(f"/jobs/{job.pk}/")
+    no_reload_marker(page)
+    page.wait_for_function("/step 3\\/9/.test(document.getElementById('log').textContent)")
+    assert page.text_content("#log-heading") == "Log of attempt 2"
+    page.click('#log-tabs button[data-attempt="1"]')
+    page.wait_for_function("/checkpoint saved at step 2/.test(document.getElementById('log').textContent)")
+    assert "resumed from" not in page.text_content("#log")
+    screens.shot(page, "first-attempt-log")
+
+    AttemptLog.objects.create(attempt=second, text="step 4/9")  # arrives while attempt 1 is shown
+    page.click('#log-tabs button[data-attempt="2"]')
+    page.wait_for_function("/step 4\\/9/.test(document.getElementById('log').textContent)")
+    log = page.text_content("#log")
+    assert log.index("resumed from checkpoint") < log.index("step 3/9") < log.index("step 4/9")
+    assert "checkpoint saved at step 2" not in log
+    AttemptLog.objects.create(attempt=second, text="step 5/9")
+    page.wait_for_function("/step 5\\/9/.test(document.getElementById('log').textContent)")
+    assert page.text_content("#log").count("step 4/9") == 1
+    rows = page.locator("table.attempts tbody tr")
+    assert rows.count() == 2 and "PREEMPTED" in rows.nth(0).text_content() and "yes" in rows.nth(0).text_content()
+    screens.shot(page, "live-attempt-log")
+    assert_not_reloaded(page)

@@ -80,3 +80,19 @@ def test_navigation_links_to_the_dashboard(browser_as, roles):
     html = browser_as(roles.owner).get("/jobs/").content.decode()
     for path in PAGES:
         assert f'href="{path}"' in html
+
+
+def test_collectstatic_copies_plotly_js_from_the_package(settings, tmp_path):
+    from django.contrib.staticfiles import finders
+    from django.core.management import call_command
+
+    from portal.dashboard.staticfinders import plotly_js_path
+
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    finders.get_finder.cache_clear()
+    call_command("collectstatic", interactive=False, verbosity=0)
+    copied = tmp_path / "dashboard" / "vendor" / "plotly.min.js"
+    assert copied.read_bytes() == plotly_js_path().read_bytes()
+    assert (tmp_path / "dashboard" / "cluster.js").exists()
