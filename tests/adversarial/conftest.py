@@ -3,11 +3,74 @@
 The portal tests' users, clients, jobs and nodes (tests/portal/conftest.py),
 the dashboard tests' WebSocket helpers (tests/portal/dashboard/conftest.py) and
 the recorded agent commands (tests/live_helpers.py) are reused as they are.
-The fault tests' private services and live stacks are in ``tests/adversarial/stack.py``.
+The live tests get a private Redis (``private_redis``) and the system's own
+processes on the test database (``live_stack``, from ``tests/adversarial/stack.py``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+
+import pytest
+
+from tests.adversarial import stack as stack_module
+from tests.conftest import unavailable
 from tests.live_helpers import no_triggers, sent  # noqa: F401 - fixtures
 from tests.portal.conftest import api_as, browser_as, make_job, make_node, password, roles, token_for  # noqa: F401
 from tests.portal.dashboard.conftest import memory_layer, ws_connect  # noqa: F401
+
+
+@pytest.fixture
+def private_redis(tmp_path):  # noqa: ANN001, ANN201
+    """A redis-server of this test alone (skipped, or failed under CI, without the binary)."""
+    try:
+        server = stack_module.RedisServer(tmp_path).start()
+    except stack_module.ServiceUnavailable as exc:
+        unavailable(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def test_database_url(transactional_db) -> str:  # noqa: ANN001
+    """pytest-django's test database as a URL for the processes a test starts (they see committed rows)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    if "postgresql" not in db["ENGINE"]:
+        unavailable("the adversarial live tests need PostgreSQL: set DATABASE_URL=postgres://...")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def live_stack(tmp_path, private_redis, test_database_url, request):  # noqa: ANN001, ANN201
+    """The system's processes of one test, on the test database and a private Redis; torn down
+    with every job process its agents started. Diagnostics are printed when the test failed."""
+    from tests.e2e.conftest import job_groups
+
+    stack = stack_module.Stack(tmp_path, test_database_url, private_redis.url)
+    try:
+        yield stack
+    finally:
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            import sys
+
+            sys.stderr.write(stack.diagnostics())
+        agents = {name for name, proc in stack.procs.items() if "--name" in proc.args}
+        stack.stop_all()
+        for pgid in job_groups(agents):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # noqa: ANN001, ANN201
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.rep_call = report

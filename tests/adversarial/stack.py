@@ -1,0 +1,318 @@
+"""Real services for the fault tests, the load test and the load benchmarks, each a child process.
+
+* ``RedisServer``: a private ``redis-server`` on a free port in a temp dir (no
+  persistence), which a test may stop and start again on the same port;
+* ``PostgresServer``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl``, run
+  as the ``postgres`` user when this process is root) on a free port, with its
+  socket in the temp dir; stop/start keep the data;
+* ``Stack``: the system's own processes pointed at given ``DATABASE_URL`` and
+  ``REDIS_URL``: the portal (``daphne``, as ``scripts/serve.sh web`` runs it),
+  a Celery worker with embedded beat, and node agents with virtual GPUs.
+
+The shared PostgreSQL and Redis of the machine are never restarted or flushed:
+a fault test that restarts a server uses one of these private ones. Nothing
+here imports Django or pytest, so the benchmarks use it too.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+BIN = Path(PY).parent
+# A guard against hanging forever, not a performance expectation.
+WAIT = 120.0
+
+
+class ServiceUnavailable(RuntimeError):
+    """A binary this harness needs is missing (the caller skips, or fails under CI)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}")
+        time.sleep(interval)
+
+
+def stop_group(process: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+    """Signal the process group ``process`` leads; SIGKILL whatever is left after ``timeout``."""
+    if process is None:
+        return
+    try:
+        os.killpg(process.pid, sig)
+        process.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=timeout)
+
+
+# --- Redis -------------------------------------------------------------------------------
+
+
+class RedisServer:
+    """A private redis-server; ``restart()`` keeps the port (and, having no persistence, loses data)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
+        self.dir = tmp / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        import redis
+
+        log = open(self.dir / "redis.log", "ab")
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+        def up() -> bool:
+            try:
+                return bool(redis.Redis.from_url(self.url, socket_connect_timeout=0.5).ping())
+            except redis.RedisError:
+                return False
+
+        wait_for(up, f"redis-server on port {self.port}")
+        return self
+
+    def stop(self) -> None:
+        stop_group(self.process)
+        self.process = None
+
+    def restart(self, down_for: float = 0.0) -> None:
+        self.stop()
+        time.sleep(down_for)
+        self.start()
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------
+
+
+def _pg_bin() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: p.parent.parent.name)
+    if found:
+        return found[-1].parent
+    initdb = shutil.which("initdb")
+    if initdb is None:
+        raise ServiceUnavailable("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    return Path(initdb).parent
+
+
+class PostgresServer:
+    """A private PostgreSQL cluster in a temp dir; trust authentication for local connections."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.bin = _pg_bin()
+        self.dir = tmp / "pg"
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.user = None
+        self.run_as: list[str] = []
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            try:
+                self.user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise ServiceUnavailable("running as root and there is no 'postgres' user to run PostgreSQL as") from None
+            self.run_as = ["runuser", "-u", "postgres", "--"]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.user is not None:
+            for path in (tmp, self.dir):
+                os.chmod(path, 0o755)
+            os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+
+    def url(self, dbname: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self.run_as, *args], check=True, capture_output=True, timeout=WAIT)
+
+    def init(self) -> PostgresServer:
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                  "--no-sync")
+        return self.start()
+
+    def start(self) -> PostgresServer:
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "server.log"), "-o", options,
+                  "-w", "start")
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def restart(self, down_for: float = 0.0, mode: str = "fast") -> None:
+        self.stop(mode)
+        time.sleep(down_for)
+        self.start()
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def close(self) -> None:
+        try:
+            self.stop("immediate")
+        except subprocess.CalledProcessError:
+            pass
+
+
+# --- The system's processes ------------------------------------------------------------------
+
+
+@dataclass
+class Proc:
+    name: str
+    args: list[str]
+    log_path: Path
+    env: dict[str, str]
+    process: subprocess.Popen | None = None
+
+    def start(self) -> Proc:
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(self.args, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        return self
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole process group (a worker's pool children die with it)."""
+        if self.alive():
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=WAIT)
+        self.process = None
+
+    def stop(self) -> None:
+        stop_group(self.process)
+        self.process = None
+
+
+@dataclass
+class Stack:
+    """The portal, a worker with beat and agents of one test or benchmark, on the given services."""
+
+    tmp: Path
+    database_url: str
+    redis_url: str
+    settings: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, Proc] = field(default_factory=dict)
+    portal_port: int | None = None
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL",
+                                                                "CHANNEL_LAYER_URL", "PYTEST_CURRENT_TEST")}
+        env.update({
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "SECRET_KEY": "adversarial-only-secret-key-not-for-deployment",
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.redis_url,
+            "LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(self.settings)
+        env.update(extra)
+        return env
+
+    def _proc(self, name: str, args: list[str], **env: str) -> Proc:
+        proc = Proc(name, args, self.tmp / f"{name}.log", self.env(**env))
+        self.procs[name] = proc
+        return proc.start()
+
+    def migrate(self) -> None:
+        subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=REPO, env=self.env(), check=True,
+                       capture_output=True, timeout=600)
+
+    def portal(self, name: str = "portal") -> Proc:
+        """daphne on a free port, as scripts/serve.sh web runs it; returns once it answers."""
+        self.portal_port = self.portal_port or free_port()
+        proc = self._proc(name, [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.portal_port),
+                                 "portal.asgi:application"])
+        wait_for(lambda: self._answers("/accounts/login/") or not proc.alive(), "the portal to answer")
+        if not proc.alive():
+            raise RuntimeError(f"the portal exited:\n{proc.output()[-3000:]}")
+        return proc
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.portal_port}"
+
+    def _answers(self, path: str) -> bool:
+        try:
+            with urllib.request.urlopen(self.base_url + path, timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def worker(self, name: str = "worker", beat: bool = True, concurrency: int = 2, **env: str) -> Proc:
+        args = [PY, "-m", "celery", "-A", "portal", "worker", "--queues", "celery", "--concurrency", str(concurrency),
+                "--hostname", f"{name}-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+        if beat:
+            args[6:6] = ["-B", "--schedule", str(self.tmp / f"{name}-beat-schedule")]
+        proc = self._proc(name, args, **env)
+        wait_for(lambda: " ready." in proc.output() or not proc.alive(), f"the Celery worker {name} to start")
+        if not proc.alive():
+            raise RuntimeError(f"the Celery worker exited:\n{proc.output()[-3000:]}")
+        return proc
+
+    def agent(self, name: str, gpus: int, *, heartbeat: float, token: str = "", checkpoints: Path | None = None,
+              **env: str) -> Proc:
+        args = [PY, "-m", "cluster.agent", "--name", name, "--gpus", str(gpus), "--workdir", str(self.tmp / name),
+                "--heartbeat", str(heartbeat), "--log-interval", "0.2"]
+        if checkpoints is not None:
+            args += ["--checkpoint-root", str(checkpoints)]
+        existing = self.procs.get(name)
+        if existing is not None and existing.alive():
+            raise RuntimeError(f"agent {name} is already running")
+        return self._proc(name, args, GPUSCHED_AGENT_TOKEN=token, **env)
+
+    def diagnostics(self, chars: int = 3000) -> str:
+        return "\n".join(f"--- {name}\n{proc.output()[-chars:]}" for name, proc in self.procs.items())
+
+    def stop_all(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            proc.stop()
