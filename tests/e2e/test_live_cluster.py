@@ -145,6 +145,20 @@ def test_cancel_stops_the_process(live) -> None:
     assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
 
 
+def test_the_time_limit_is_enforced_on_the_node(live) -> None:
+    a = live.start_agent("a", 1)
+    live.wait_nodes_up(a)
+    alice = make_user("alice")
+    job = submit(alice, "slow", command=train_command(TRAIN_STEPS=100000, TRAIN_SLEEP=0.05), time_limit=2,
+                 grace_period=5)
+    job = wait_state(job, JobState.TIMEOUT, JobState.COMPLETED, JobState.FAILED)
+    assert job.state == JobState.TIMEOUT
+    attempt = Attempt.objects.get(job=job)
+    assert attempt.state == AttemptState.TIMEOUT and attempt.notice_at is not None
+    assert (attempt.notice_at - attempt.started_at).total_seconds() >= 2  # not before the limit
+    assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
+
+
 def test_a_dead_node_s_jobs_are_requeued_and_finish_on_the_other_node(live) -> None:
     """The agent and its job processes are SIGKILLed (the machine died): after four missed
     heartbeats the node is NODE_LOST and the job resumes from its last periodic
