@@ -16,6 +16,7 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from scheduler import quotas
@@ -35,6 +36,7 @@ from scheduler.models import (
     JobClass,
     JobEvent,
     JobState,
+    Quota,
 )
 from scheduler.selectors import Capacity, cluster_capacity, quota_usage
 from scheduler.triggers import request_scheduling
@@ -140,7 +142,8 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         raise JobRequestInvalid(errors)
     with transaction.atomic():
         _lock_quota_subjects(owner)
-        scopes = quota_usage(user_ids=[owner.pk]).scopes_for(owner.pk)
+        # Usage is summed only when a quota binds the owner: those sums grow with the owner's queue.
+        scopes = quota_usage(user_ids=[owner.pk]).scopes_for(owner.pk) if _has_quota(owner) else []
         if req.job_class == JobClass.TE and req.time_limit is None:
             req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
         job = Job(owner=owner, **_fields(req))
@@ -165,6 +168,11 @@ def _fields(req: JobRequest) -> dict:
         "time_limit": req.time_limit,
         "priority": req.priority,
     }
+
+
+def _has_quota(owner) -> bool:  # noqa: ANN001
+    """Whether a quota of the owner or of one of their groups exists (one query)."""
+    return Quota.objects.filter(Q(user_id=owner.pk) | Q(group__user=owner.pk)).exists()
 
 
 def _lock_quota_subjects(owner) -> None:  # noqa: ANN001
