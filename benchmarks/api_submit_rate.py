@@ -1,0 +1,175 @@
+"""Sustained job submissions per second through the REST API, with none lost.
+
+Builds a fresh database (``<name>_bench`` on the PostgreSQL of ``DATABASE_URL``,
+dropped and migrated first), starts a private redis-server, the portal
+(daphne, as ``scripts/serve.sh web``; ``--portals N`` runs N daphne processes
+sharing one listening socket) and a Celery worker with beat running the
+scheduling loop, registers two nodes of 8 GPUs (no agents: started jobs stay
+STARTING), then for each size in ``--sizes`` runs a burst of that many POST
+/api/v1/jobs/ from ``--clients`` processes (tests/adversarial/load.py) and
+reports:
+
+* ``rate``: accepted submissions per second over the burst (the clients'
+  wall clock from their common start to the last answer);
+* latency percentiles of one POST, seen by the client;
+* ``problems``: the audit of stored rows against the 201 answers (every
+  accepted job stored exactly once under its id) — must be empty;
+* ``decided_after_s``: seconds after the burst until every job of it had a
+  decision from the loop (started, or pending with a reason).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs_adv \\
+        .venv/bin/python benchmarks/api_submit_rate.py --sizes 1000 10000 --clients 4 --json api_submit_rate.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.adversarial import load  # noqa: E402
+from tests.adversarial.stack import BIN, Proc, RedisServer, Stack, wait_for  # noqa: E402
+
+
+def _bench_database(base_url: str) -> str:
+    import psycopg
+    from urllib.parse import urlparse, urlunparse
+
+    parsed = urlparse(base_url)
+    name = (parsed.path.lstrip("/") or "gpusched") + "_bench"
+    admin = urlunparse(parsed._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunparse(parsed._replace(path=f"/{name}"))
+
+
+def _django(database_url: str, redis_url: str) -> None:
+    os.environ.update({"DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": database_url,
+                       "REDIS_URL": redis_url, "SECRET_KEY": "benchmark-only-secret-key",
+                       "SCHEDULER_AUTORUN": "0"})
+    import django
+
+    django.setup()
+
+
+def _setup_cluster(users: int) -> list[str]:
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from cluster.models import Gpu, Node
+    from portal.models import ApiToken
+
+    for name in ("n1", "n2"):
+        node = Node.objects.create(name=name, gpus=8, cpus=64, mem_gb=512, last_heartbeat=timezone.now())
+        Gpu.objects.bulk_create(Gpu(node=node, index=i) for i in range(8))
+    tokens = []
+    for i in range(users):
+        user = User.objects.create_user(f"bench{i}", f"bench{i}@example.org", "a-long-bench-password-42")
+        tokens.append(ApiToken.issue(user, "bench")[1])
+    return tokens
+
+
+def _portals(stack: Stack, count: int) -> None:
+    """``count`` daphne processes accepting on one socket (the kernel spreads the connections)."""
+    if count == 1:
+        stack.portal()
+        return
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    stack.portal_port = sock.getsockname()[1]
+    for i in range(count):
+        proc = Proc(f"portal{i}", [str(BIN / "daphne"), "--fd", str(sock.fileno()), "portal.asgi:application"],
+                    stack.tmp / f"portal{i}.log", stack.env())
+        stack.procs[proc.name] = proc
+        import subprocess
+
+        with open(proc.log_path, "ab") as out:
+            proc.process = subprocess.Popen(proc.args, cwd=REPO, env=proc.env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True, pass_fds=(sock.fileno(),))
+    wait_for(lambda: stack._answers("/accounts/login/"), "the portals to answer")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10000], help="burst sizes, run in order")
+    parser.add_argument("--clients", type=int, default=4, help="client processes")
+    parser.add_argument("--users", type=int, default=4, help="users (one API token each)")
+    parser.add_argument("--portals", type=int, default=1, help="daphne processes")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
+    if not base.startswith("postgres"):
+        parser.error("DATABASE_URL must name a PostgreSQL server")
+    with tempfile.TemporaryDirectory(prefix="api-rate-") as tmp_name:
+        tmp = Path(tmp_name)
+        redis = RedisServer(tmp).start()
+        database_url = _bench_database(base)
+        stack = Stack(tmp, database_url, redis.url, settings={
+            "SCHEDULER_AUTORUN": "1", "SCHEDULER_TICK_SECONDS": "1", "AGENT_HEARTBEAT_SECONDS": "3600",
+            "LOG_LEVEL": "WARNING"})
+        rows = []
+        try:
+            stack.migrate()
+            _django(database_url, redis.url)
+            tokens = _setup_cluster(args.users)
+            _portals(stack, args.portals)
+            stack.worker(concurrency=2)
+            for size in args.sizes:
+                rows.append(_one_burst(stack, tokens, size, args.clients, args.portals))
+                print(json.dumps(rows[-1]), flush=True)
+        finally:
+            stack.stop_all()
+            redis.stop()
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "api_submit_rate", "results": rows}, indent=2) + "\n")
+    return 0 if all(not r["problems"] for r in rows) else 1
+
+
+def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals: int) -> dict:
+    from scheduler.models import Job, JobState
+
+    result = load.burst(stack.base_url, tokens, size, clients)
+    burst_end = time.monotonic()
+    names = set(result.accepted)
+    prefix = next(iter(names)).rsplit("-", 2)[0] if names else "load-none"
+    stored = list(Job.objects.filter(name__startswith=prefix + "-").values_list("id", "name"))
+    problems = load.audit(stored, result)
+
+    def undecided() -> int:
+        return Job.objects.filter(name__startswith=prefix + "-", state=JobState.PENDING, pending_reason="").count()
+
+    wait_for(lambda: undecided() == 0, "every job to get a decision", timeout=1800, interval=0.5)
+    decided_after = time.monotonic() - burst_end
+    lat = result.latencies
+    return {
+        "submissions": size, "clients": clients, "portals": portals, "accepted": len(result.accepted),
+        "statuses": {str(k): v for k, v in result.statuses.items()}, "seconds": round(result.seconds, 2),
+        "rate": round(result.rate, 1),
+        "latency_ms": {"p50": round(1000 * _percentile(lat, 0.5), 1), "p95": round(1000 * _percentile(lat, 0.95), 1),
+                       "p99": round(1000 * _percentile(lat, 0.99), 1),
+                       "mean": round(1000 * statistics.fmean(lat), 1) if lat else None},
+        "stored": len(stored), "problems": problems[:10], "decided_after_s": round(decided_after, 1),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
