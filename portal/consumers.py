@@ -11,6 +11,7 @@ again, so a dropped connection loses nothing.
 Messages to the browser are JSON objects with a ``type``:
 
 * cluster page: ``{"type": "cluster", "state": {...}}`` (``selectors.cluster_state``);
+  the browser may send ``{"type": "refresh"}`` to get a fresh state;
 * latency page: ``{"type": "latency", "state": {...}}`` (``selectors.latency_stats``);
   the browser may send ``{"window": seconds}`` (one of ``LATENCY_WINDOWS``);
 * job page: ``{"type": "job", "state": {...}}`` (``selectors.job_state``) and
@@ -111,6 +112,12 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
 
 class ClusterConsumer(_LiveConsumer):
     group = realtime.CLUSTER_GROUP
+
+    async def receive_json(self, content: dict, **kwargs: object) -> None:
+        # The page asks now and then, so time-based figures (utilization over the last hour)
+        # move on even when nothing happens; coalesced like a hint.
+        if isinstance(content, dict) and content.get("type") == "refresh":
+            self.coalescer.poke()
 
     async def refresh(self) -> None:
         state = await database_sync_to_async(selectors.cluster_state)(self.scope["user"])

@@ -142,6 +142,8 @@
 
   render(Live.readJson("initial-state"));
   setInterval(tickWaiting, 5000);
-  Live.connect("/ws/cluster/", (message) => { if (message.type === "cluster") render(message.state); },
-               document.getElementById("live-status"));
+  const socket = Live.connect("/ws/cluster/", (message) => { if (message.type === "cluster") render(message.state); },
+                              document.getElementById("live-status"));
+  // The utilization window slides even when nothing changes: ask for a fresh state every minute.
+  setInterval(() => socket.send({ type: "refresh" }), 60000);
 })();

@@ -68,5 +68,7 @@
     url.searchParams.set("window", String(seconds));
     history.replaceState(null, "", url); // a reconnect or a reload keeps the chosen window
   });
+  // The window slides even when no job changes: recompute every minute.
+  setInterval(() => socket.send({ window: Number(select.value) }), 60000);
   document.getElementById("window-form").addEventListener("submit", (e) => e.preventDefault());
 })();

@@ -187,3 +187,17 @@ def test_full_asgi_application_authenticates_with_the_session_cookie(roles, memo
         assert not connected  # refused by the allowed-hosts origin check
 
     run(scenario)
+
+
+def test_cluster_socket_sends_a_fresh_state_when_the_page_asks(ws_connect, roles):
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
+        first = await communicator.receive_json_from(TIMEOUT)
+        await communicator.send_json_to({"type": "refresh"})
+        second = await communicator.receive_json_from(TIMEOUT)
+        assert second["type"] == "cluster" and second["state"]["generated_at"] > first["state"]["generated_at"]
+        await communicator.send_json_to({"type": "something-else"})
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(scenario)

@@ -70,11 +70,12 @@ def test_bad_allowed_ips_setting_names_the_variable():
         metrics.parse_networks(["10.0.0.300"])
     import subprocess
     import sys
+    from pathlib import Path
 
     result = subprocess.run(
         [sys.executable, "-c", "import portal.settings"],
         env={"METRICS_ALLOWED_IPS": "10.0.0.0/8,nonsense", "SECRET_KEY": "x", "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True,
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[3],
     )
     assert result.returncode != 0 and "METRICS_ALLOWED_IPS" in result.stderr and ImproperlyConfigured.__name__ in result.stderr
 
