@@ -96,3 +96,25 @@ def test_collectstatic_copies_plotly_js_from_the_package(settings, tmp_path):
     copied = tmp_path / "dashboard" / "vendor" / "plotly.min.js"
     assert copied.read_bytes() == plotly_js_path().read_bytes()
     assert (tmp_path / "dashboard" / "cluster.js").exists()
+
+
+@pytest.mark.parametrize("scale", [1, 4])
+def test_live_state_reads_take_a_fixed_number_of_queries(roles, make_job, make_node, django_assert_num_queries, scale):
+    """The pages and /metrics are refreshed on every push: their cost must not grow with the cluster."""
+    from cluster.models import Gpu
+    from portal.dashboard import selectors
+    from scheduler.models import JobState
+
+    for n in range(scale):
+        make_node(f"n{n}", 4)
+        running = make_job(roles.other, state=JobState.RUNNING, num_gpus=2)
+        Gpu.objects.filter(node__name=f"n{n}", index__in=[0, 1]).update(allocated_to=running)
+        make_job(roles.owner, state=JobState.COMPLETED)
+        make_job(roles.owner, job_class="TE")
+        make_job(roles.other)
+    with django_assert_num_queries(8):
+        selectors.cluster_state(roles.owner)
+    with django_assert_num_queries(9):
+        selectors.latency_stats()
+    with django_assert_num_queries(7):
+        selectors.metrics_state()
