@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
-The WebSocket routes live in ``portal.routing.websocket_urlpatterns`` (empty
-until the live views add consumers); they are wrapped in session
+The WebSocket routes live in ``portal.routing.websocket_urlpatterns`` (the
+live pages' consumers, ``portal.consumers``); they are wrapped in session
 authentication and an allowed-hosts origin check.
 """
 
