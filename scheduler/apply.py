@@ -14,7 +14,9 @@ changed exactly the rows it expected:
   savepoint; the job stays PENDING for the next cycle.
 * Preempt: ``Job(id, state=<as read>, attempt_count=n)`` -> PREEMPTING, with
   the notice time and the job it is preempted for on the attempt.
-* Pend: the reason and message are written only when they changed.
+* Pend: the reason and message are written only when they changed, with one
+  ``filter(pk__in=..., state=PENDING).update(...)`` per distinct reason and
+  message (after the starts and preemptions of the cycle).
 
 So two cycles that run at once (the Redis lock makes that rare, not
 impossible) never give a job two attempts or a GPU two jobs: the loser's
@@ -75,6 +77,7 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
         raise RuntimeError("apply_decisions must run inside transaction.atomic(): commands are sent on commit")
     at = at or timezone.now()
     out = Applied()
+    pends: dict[tuple[str, str], list[int]] = {}
     for decision in _with_quota_holds(decisions, cycle):
         row = cycle.jobs.get(decision.job_id)
         if row is None:
@@ -85,9 +88,12 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
         elif isinstance(decision, Preempt):
             _guarded(out, decision.job_id, lambda: _preempt(decision, row, at), out.preempted)
         elif isinstance(decision, Pend):
-            out.pend_updates += _pend(decision, row)
+            key = _pend_change(decision, row)
+            if key is not None:
+                pends.setdefault(key, []).append(row.pk)
         else:
             raise TypeError(f"unknown decision {decision!r}")
+    out.pend_updates = _write_pends(pends)
     return out
 
 
@@ -180,15 +186,34 @@ def _preempt(d: Preempt, row: JobRow, now: datetime) -> bool:
     return True
 
 
-def _pend(d: Pend, row: JobRow) -> int:
-    """Store the reason a pending job waits, if it changed; 1 when a row was written."""
+def _pend_change(d: Pend, row: JobRow) -> tuple[str, str] | None:
+    """The (reason, message) to store for a pending job, or None when it has not changed."""
     reason, message = d.reason.value, d.message[:MESSAGE_LENGTH]
     if row.state != JobState.PENDING or (reason, message) == (row.pending_reason, row.pending_message):
-        return 0
-    changed = Job.objects.filter(pk=row.pk, state=JobState.PENDING).update(pending_reason=reason, pending_message=message)
-    if changed:
-        realtime.publish_job_changed(row.pk)  # no JobEvent is written for a new reason
-    return changed
+        return None
+    return reason, message
+
+
+PEND_BATCH = 2000
+
+
+def _write_pends(pends: dict[tuple[str, str], list[int]]) -> int:
+    """Store pending reasons with one conditional UPDATE per distinct (reason, message) and batch of
+    jobs, not one per job: with thousands of jobs waiting, a row each made the cycle seconds long.
+    Returns the rows written."""
+    written = 0
+    for (reason, message), ids in pends.items():
+        for start in range(0, len(ids), PEND_BATCH):
+            batch = ids[start:start + PEND_BATCH]
+            changed = Job.objects.filter(pk__in=batch, state=JobState.PENDING).update(
+                pending_reason=reason, pending_message=message)
+            if changed:
+                # No JobEvent is written for a new reason. A job of the batch that left PENDING
+                # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
+                for pk in batch:
+                    realtime.publish_job_changed(pk)
+            written += changed
+    return written
 
 
 def request_cancel_kills(now: datetime) -> list[int]:
