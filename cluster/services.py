@@ -256,12 +256,15 @@ def attempt_exited(
         return att.state
 
 
-def append_log(job_id: int, attempt: int, lines: Sequence[str], now: datetime) -> bool:
-    """Append streamed log lines to the attempt's stored log; False for an unknown attempt."""
-    attempt_pk = Attempt.objects.filter(job_id=job_id, number=attempt).values_list("pk", flat=True).first()
-    if attempt_pk is None:
-        log.warning("log lines for unknown job %s attempt %d dropped", job_id, attempt)
+def append_log(job_id: int, attempt: int, lines: Sequence[str], now: datetime, node: str | None = None) -> bool:
+    """Append streamed log lines to the attempt's stored log; False for an unknown attempt, or one
+    that never ran on ``node`` when the report names one (an agent writes only its own jobs' logs)."""
+    found = Attempt.objects.filter(job_id=job_id, number=attempt).values_list("pk", "gpu_allocation").first()
+    if found is None or (node is not None and node not in (found[1] or {})):
+        log.warning("log lines for job %s attempt %d from node %s dropped: no such attempt there",
+                    job_id, attempt, node)
         return False
+    attempt_pk = found[0]
     # PostgreSQL text cannot hold NUL characters.
     AttemptLog.objects.create(attempt_id=attempt_pk, received_at=now, text="\n".join(lines).replace("\x00", ""))
     return True

@@ -174,4 +174,5 @@ def log_lines(node: str, job_id: Any = None, attempt: Any = None, lines: Any = (
         protocol.check_attempt(attempt),
         parse_strings(lines, "lines", MAX_LINES_PER_REPORT),
         dj_timezone.now(),
+        node=node,
     )
