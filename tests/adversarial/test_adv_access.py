@@ -202,6 +202,7 @@ def test_an_agent_cannot_report_for_another_nodes_job(secured, roles, sent, no_t
     report_tasks.started(node="n2", token=n1, job_id=job.pk, attempt=1, pid=1, started_at=1.0e9)
     report_tasks.heartbeat(node="n2", token=n1, running=[])
     report_tasks.log_lines(node="n2", token=n1, job_id=job.pk, attempt=1, lines=["forged"])
+    report_tasks.log_lines(node="n1", token=n1, job_id=job.pk, attempt=1, lines=["forged as itself"])
 
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
@@ -211,8 +212,10 @@ def test_an_agent_cannot_report_for_another_nodes_job(secured, roles, sent, no_t
     assert not Attempt.objects.get(job=job).log_chunks.exists()
     assert sent.of("agent.kill") == []  # nothing was told to stop either
 
+    report_tasks.log_lines(node="n2", token=node_token(SECRET, "n2"), job_id=job.pk, attempt=1, lines=["real"])
     report_tasks.exited(node="n2", token=node_token(SECRET, "n2"), **exit_kwargs)  # the real n2 agent
     assert Job.objects.get(pk=job.pk).state == JobState.COMPLETED
+    assert list(Attempt.objects.get(job=job).log_chunks.values_list("text", flat=True)) == ["real"]
 
 
 def test_agent_token_command(secured, settings) -> None:
