@@ -80,9 +80,10 @@ class FakeAgents:
                                 notice_at=now if reason else None, checkpointed=reason == protocol.EXIT_PREEMPT,
                                 reason=reason, now=now)
 
-    def finish_some(self) -> None:
+    def finish_some(self, te_jobs: set[int]) -> None:
+        """End some running jobs: TE jobs are short, BE jobs long (so TE jobs find a full cluster)."""
         for key in list(self.running):
-            if self.rng.random() < 0.3:
+            if self.rng.random() < (0.5 if key[0] in te_jobs else 0.1):
                 for node in list(self.running.get(key, {})):
                     self.exit(node, key, None, 0)
 
@@ -121,7 +122,7 @@ def test_two_loops_at_once_never_double_allocate(sent) -> None:
     for name in ("n1", "n2", "n3"):
         make_node(name, 4)
     users = [make_user(f"u{i}") for i in range(3)]
-    for i in range(45):
+    for i in range(60):
         submit(rng.choice(users), f"be{i}", num_gpus=rng.choice([1, 1, 2, 3]), grace_period=rng.choice([1, 5, 30]))
 
     barrier = threading.Barrier(2)
@@ -131,18 +132,20 @@ def test_two_loops_at_once_never_double_allocate(sent) -> None:
     for t in threads:
         t.start()
     agents = FakeAgents(sent, seed=3)
+    te_jobs: set[int] = set()
     try:
         while any(t.is_alive() for t in threads):
             agents.pump()
-            agents.finish_some()
+            agents.finish_some(te_jobs)
             roll = rng.random()
-            if roll < 0.1:
-                submit(rng.choice(users), "te", job_class="TE", num_gpus=rng.choice([1, 2]))
-            elif roll < 0.15:
-                live = list(Job.objects.filter(state__in=ACTIVE_STATES | {JobState.PENDING}).order_by("?")[:1])
-                for job in live:
-                    if job.state != JobState.CANCELLING:
-                        job_services.cancel_job(job, job.owner)
+            if roll < 0.15:
+                te_jobs.add(submit(rng.choice(users), "te", job_class="TE", num_gpus=rng.choice([1, 2])).pk)
+            elif roll < 0.18:
+                live = list(Job.objects.filter(state__in=ACTIVE_STATES | {JobState.PENDING})
+                            .exclude(state=JobState.CANCELLING).order_by("pk"))
+                if live:
+                    job = rng.choice(live)
+                    job_services.cancel_job(job, job.owner)
         for t in threads:
             t.join()
         for _ in range(3):  # let the last commands land and settle
