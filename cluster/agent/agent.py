@@ -27,6 +27,7 @@ from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig
 from cluster.agent.messages import decode_task, is_expired
 from cluster.agent.resources import NodeResources
+from cluster.agent.shim import ENV_FENCE_AFTER, ENV_LEASE
 from cluster.agent.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ STOPPING_WAIT = 0.01
 RECONNECT_EVERY = 1.0
 SHUTDOWN_EXTRA_WAIT = 5.0  # beyond the longest grace period, when stopping jobs on exit
 STATE_FILE = "agent-state.json"
+# Renewed (mtime) while the agent runs; a job's shim kills the job when it goes stale (see shim.py).
+LEASE_FILE = "agent.lease"
 
 
 class Agent:
@@ -63,6 +66,10 @@ class Agent:
         self._next_logs = 0.0
         self._lock_fd: int | None = None
         self._outbox_dirty = False
+        self.lease_path = config.workdir / LEASE_FILE
+        self._next_lease = 0.0
+        if config.fence_after > 0:
+            self.supervisor.base_env.update({ENV_LEASE: str(self.lease_path), ENV_FENCE_AFTER: f"{config.fence_after:g}"})
         self.handlers = {
             protocol.AGENT_LAUNCH: self.supervisor.launch,
             protocol.AGENT_PREEMPT: self.supervisor.preempt,
@@ -76,6 +83,7 @@ class Agent:
         self.config.workdir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = statefile.lock_workdir(self.config.workdir)
         try:
+            self._renew_lease(time.time())  # before adopting: the jobs' shims are watching it
             self._restore()
             self._queue_register()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -93,6 +101,7 @@ class Agent:
         self._service_broker()
         self.supervisor.tick()
         now = time.time()
+        self._renew_lease(now)
         if now >= self._next_logs and not self.outbox:
             # Logs wait while reports are queued: the log file is the buffer.
             self.supervisor.stream_logs()
@@ -101,6 +110,16 @@ class Agent:
         if now >= self._next_heartbeat and self.broker.connected and not self.outbox:
             self._heartbeat(now)
         self._save_if_dirty()
+
+    def _renew_lease(self, now: float) -> None:
+        """Touch the lease file a few times per fence period (cheap: one utime)."""
+        if self.config.fence_after <= 0 or now < self._next_lease:
+            return
+        try:
+            self.lease_path.touch()
+        except OSError as exc:
+            log.warning("lease file %s not renewed: %s", self.lease_path, exc)
+        self._next_lease = now + min(1.0, self.config.fence_after / 4)
 
     def _request_stop(self, signum: int, _frame: Any) -> None:
         log.info("received %s; stopping", signal.Signals(signum).name)

@@ -30,6 +30,8 @@ class AgentConfig:
     kill_jobs_on_exit: bool
     report_queue: str
     log_level: str
+    # Seconds without this agent (its lease file not renewed) after which its jobs kill themselves.
+    fence_after: float = 0.0
 
 
 def _positive(name: str):
@@ -40,6 +42,23 @@ def _positive(name: str):
             raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{name} must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+# A restart of the agent shorter than this never costs its jobs anything by default.
+MIN_DEFAULT_FENCE = 10.0
+
+
+def _non_negative(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {text!r}")
         return value
 
     return parse
@@ -85,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"queue the reports go to (default {REPORT_QUEUE!r}, the portal workers' queue); "
                    "a deployment may route them to a dedicated queue and worker")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--fence-after", type=_non_negative("--fence-after"),
+                   help="seconds without this agent after which its jobs kill themselves, so that a job the server "
+                        "restarts elsewhere never runs twice (default: 2 x --heartbeat, at least 10; 0: never). Keep it below the "
+                        "server's node-lost delay, AGENT_HEARTBEAT_SECONDS x NODE_LOST_HEARTBEATS")
     return p
 
 
@@ -107,4 +130,5 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         kill_jobs_on_exit=args.kill_jobs_on_exit,
         report_queue=args.report_queue,
         log_level=args.log_level,
+        fence_after=args.fence_after if args.fence_after is not None else max(2 * args.heartbeat, MIN_DEFAULT_FENCE),
     )

@@ -23,6 +23,14 @@ process ends (``done`` false) and again when the last descendant has ended
     {"main": {"exit_code": int|null, "signal": int|null, "at": epoch},
      "last": {...the last process to end...}, "done": bool, "ended_at": epoch|null}
 
+Fencing. When the agent gives ``GPUSCHED_AGENT_LEASE`` (a file it touches
+while it runs) and ``GPUSCHED_FENCE_AFTER`` (seconds), the shim checks the
+file's age every second or so; once the agent has been gone longer than that,
+it SIGKILLs every other process of its group and records ``"fenced": true``.
+The server restarts the jobs of a node whose agent fell silent elsewhere; the
+fence makes sure the old processes are gone by then, so no job runs twice. An
+agent that restarts within the fence period adopts its jobs as before.
+
 The shim ignores SIGTERM, SIGINT and SIGHUP (sent to the whole process group)
 with a no-op handler rather than SIG_IGN, because handlers are reset on exec and
 the job must see default dispositions. Only the standard library is used and
@@ -41,6 +49,8 @@ import sys
 import time
 
 _PR_SET_CHILD_SUBREAPER = 36
+ENV_LEASE = "GPUSCHED_AGENT_LEASE"
+ENV_FENCE_AFTER = "GPUSCHED_FENCE_AFTER"
 
 
 def _status(wait_status: int, at: float) -> dict:
@@ -68,6 +78,62 @@ def _become_subreaper() -> None:
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+class Fence:
+    """Kills the rest of the process group once the agent's lease file is older than ``after`` seconds."""
+
+    def __init__(self, lease: str | None, after: float) -> None:
+        self.lease, self.after, self.fenced = lease, after, False
+
+    @classmethod
+    def from_env(cls) -> "Fence":
+        try:
+            after = float(os.environ.get(ENV_FENCE_AFTER) or 0)
+        except ValueError:
+            after = 0.0
+        return cls(os.environ.get(ENV_LEASE) or None, after)
+
+    @property
+    def active(self) -> bool:
+        return self.lease is not None and self.after > 0
+
+    def check(self, *_args: object) -> None:
+        """SIGALRM handler: fence once the lease is stale (a missing file is not stale: nothing to judge)."""
+        if self.fenced:
+            return
+        try:
+            age = time.time() - os.stat(self.lease).st_mtime
+        except OSError:
+            return
+        if age <= self.after:
+            return
+        self.fenced = True
+        print(f"gpusched: the node agent has been gone for {age:.0f} s (more than {self.after:g} s): "
+              "stopping this job so that it cannot run twice", file=sys.stderr, flush=True)
+        for pid in _group_members():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _group_members() -> list[int]:
+    """Pids of the other processes in this shim's process group (read from /proc)."""
+    me = os.getpid()
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(b")") + 2:].split()
+        if int(fields[2]) == me:
+            members.append(int(entry))
+    return members
+
+
 def run(exit_file: str, workdir: str, argv: list[str]) -> int:
     """Run ``argv`` in ``workdir``, wait for it and all its descendants, record statuses."""
     early: list[int] = []
@@ -89,6 +155,12 @@ def run(exit_file: str, workdir: str, argv: list[str]) -> int:
     for signum in dict.fromkeys(early):
         os.killpg(0, signum)
     record: dict = {"main": None, "last": None, "done": False, "ended_at": None}
+    fence = Fence.from_env()
+    if fence.active:
+        # The check runs from a timer signal, so waitpid below still reaps at once.
+        signal.signal(signal.SIGALRM, fence.check)
+        period = min(1.0, fence.after / 4)
+        signal.setitimer(signal.ITIMER_REAL, period, period)
     while True:
         try:
             pid, wait_status = os.waitpid(-1, 0)
@@ -99,7 +171,13 @@ def run(exit_file: str, workdir: str, argv: list[str]) -> int:
         if pid == main.pid:
             main.returncode = 0  # reaped here; stops Popen.__del__ from waiting
             record["main"] = status
+            if fence.fenced:
+                record["fenced"] = True
             _write(exit_file, record)
+    if fence.active:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if fence.fenced:
+        record["fenced"] = True
     record["done"] = True
     record["ended_at"] = time.time()
     _write(exit_file, record)

@@ -428,6 +428,11 @@ class Supervisor:
     def _outcome(self, att: Attempt, record: dict[str, Any] | None) -> tuple[int | None, int | None, str | None]:
         """(exit_code, signal, reason) of an ended attempt; see docs/agent.md "Exit status"."""
         reason = att.reason
+        if record and record.get("fenced"):
+            # The job stopped itself because this agent was gone too long: the server has
+            # (or will have) declared the node lost, so the attempt counts as lost, not failed.
+            main = record.get("main") or {}
+            return main.get("exit_code"), main.get("signal"), protocol.EXIT_LOST
         main = record.get("main") if record else None
         if main:
             last = record.get("last") or main
