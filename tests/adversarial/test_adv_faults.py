@@ -1,0 +1,495 @@
+"""Faults injected into the real system: agents, Celery workers, Redis and PostgreSQL die or restart
+while jobs run and are submitted; jobs misbehave at preemption; agent messages come twice or late.
+
+Every test runs its own processes (tests/adversarial/stack.py) on the test database and a private
+redis-server (the PostgreSQL test: a private PostgreSQL cluster too), with per-node agent tokens,
+and ends by checking every job and every attempt:
+
+* every job reached the expected final state, each with exactly one successful attempt, its last;
+* no two attempts of a job overlap in time, in the database and in reality: every job process
+  appends "<job> <attempt> <time>" to a shared ticks file ten times a second, so two attempts of
+  one job that ran at the same time show as overlapping tick intervals;
+* no GPU was ever given to two open attempts (allocation invariants now, attempt history per GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+import requests
+
+from cluster.auth import node_token
+from cluster.models import Node, NodeState
+from portal.models import ApiToken
+from scheduler.models import Attempt, AttemptState, Job, JobState
+from tests.adversarial import stack as stack_module
+from tests.conftest import unavailable
+from tests.e2e.conftest import wait_until
+from tests.live_helpers import allocation_problems, make_user, submit
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
+
+SECRET = "fault-tests-agent-secret"
+HEARTBEAT = 0.5
+LOST_AFTER_HEARTBEATS = 4
+SETTINGS = {
+    "SCHEDULER_AUTORUN": "1",
+    "SCHEDULER_TICK_SECONDS": "0.5",
+    "SCHEDULER_RESUME_OVERHEAD": "0",
+    "SCHEDULER_LOCK_TIMEOUT": "10",
+    "AGENT_HEARTBEAT_SECONDS": str(HEARTBEAT),
+    "NODE_LOST_HEARTBEATS": str(LOST_AFTER_HEARTBEATS),
+    "GPUSCHED_AGENT_SECRET": SECRET,
+}
+# The agents' jobs kill themselves after 1 s without their agent, before the node is declared lost (2 s).
+FENCE_AFTER = 1.0
+WAIT = 180.0  # a guard against hanging, not a performance expectation
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def ticking_command(ticks_file: Path, ticks: int) -> str:
+    """A job that appends '<job> <attempt> <time>' ``ticks`` times, 0.1 s apart, then exits 0."""
+    line = f'echo "$GPUSCHED_JOB_ID $GPUSCHED_ATTEMPT $(date +%s.%N)" >> {ticks_file}'
+    return f"i=0; while [ $i -lt {ticks} ]; do {line}; sleep 0.1; i=$((i+1)); done"
+
+
+def tick_intervals(ticks_file: Path) -> dict[tuple[int, int], tuple[float, float]]:
+    spans: dict[tuple[int, int], list[float]] = {}
+    if not ticks_file.exists():
+        return {}
+    for raw in ticks_file.read_text().splitlines():
+        parts = raw.split()
+        if len(parts) != 3:
+            continue
+        key = (int(parts[0]), int(parts[1]))
+        t = float(parts[2])
+        span = spans.setdefault(key, [t, t])
+        span[0], span[1] = min(span[0], t), max(span[1], t)
+    return {k: (a, b) for k, (a, b) in spans.items()}
+
+
+def ran_twice(ticks_file: Path) -> list[str]:
+    """Jobs two of whose attempts were running at the same time, seen from their own processes."""
+    by_job: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
+    for (job, attempt), (first, last) in tick_intervals(ticks_file).items():
+        by_job[job].append((first, last, attempt))
+    problems = []
+    for job, spans in by_job.items():
+        spans.sort()
+        for (a0, a1, an), (b0, b1, bn) in pairwise(spans):
+            if b0 < a1:
+                problems.append(f"job {job}: attempts {an} and {bn} both ran during {b0:.2f}-{min(a1, b1):.2f}")
+    return problems
+
+
+def attempt_overlaps() -> list[str]:
+    """Attempts of one job, or on one GPU, whose [start, end] intervals overlap in the database."""
+    problems = []
+    by_job: dict[int, list[Attempt]] = defaultdict(list)
+    by_gpu: dict[tuple[str, int], list[Attempt]] = defaultdict(list)
+    for a in Attempt.objects.order_by("started_at"):
+        by_job[a.job_id].append(a)
+        for node, indices in a.gpu_allocation.items():
+            for index in indices:
+                by_gpu[(node, index)].append(a)
+    for label, groups in (("job", by_job), ("GPU", by_gpu)):
+        for key, attempts in groups.items():
+            for before, after in pairwise(attempts):
+                if before.ended_at is None or before.ended_at > after.started_at:
+                    problems.append(f"{label} {key}: job {before.job_id}/{before.number} overlaps "
+                                    f"job {after.job_id}/{after.number}")
+    return problems
+
+
+def assert_all_completed(job_ids: list[int]) -> None:
+    """Every job COMPLETED, its last attempt the only COMPLETED one, every attempt final."""
+    for job in Job.objects.filter(pk__in=job_ids):
+        attempts = list(job.attempts.order_by("number"))
+        assert job.state == JobState.COMPLETED, (job.pk, job.state, [(a.number, a.state) for a in attempts])
+        assert [a.number for a in attempts] == list(range(1, job.attempt_count + 1))
+        assert [a.state for a in attempts].count(AttemptState.COMPLETED) == 1
+        assert attempts[-1].state == AttemptState.COMPLETED and attempts[-1].exit_code == 0
+        assert all(a.ended_at is not None for a in attempts)
+    assert Job.objects.filter(pk__in=job_ids).count() == len(job_ids)
+
+
+def wait_all_final(job_ids: list[int], stack: stack_module.Stack, timeout: float = WAIT) -> None:
+    from scheduler.models import TERMINAL_STATES
+
+    wait_until(lambda: Job.objects.filter(pk__in=job_ids, state__in=TERMINAL_STATES).count() == len(job_ids),
+               f"all {len(job_ids)} jobs to finish", timeout=timeout, interval=0.25)
+
+
+def start_agents(stack: stack_module.Stack, *specs: tuple[str, int]) -> list[str]:
+    names = [name for name, _ in specs]
+    for name, gpus in specs:
+        stack.agent(name, gpus, heartbeat=HEARTBEAT, token=node_token(SECRET, name),
+                    extra_args=("--fence-after", str(FENCE_AFTER)))
+    wait_until(lambda: Node.objects.filter(name__in=names, state=NodeState.UP).count() == len(names),
+               f"nodes {names} to register")
+    return names
+
+
+def on_node(job: Job) -> str:
+    job.refresh_from_db()
+    (node,) = Attempt.objects.get(job=job, number=job.attempt_count).gpu_allocation
+    return node
+
+
+def kill_jobs_of(node: str) -> list[int]:
+    import os
+
+    from tests.e2e.conftest import job_groups
+
+    groups = job_groups({node})
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return groups
+
+
+@pytest.fixture
+def stack(live_stack):  # noqa: ANN001, ANN201
+    live_stack.settings.update(SETTINGS)
+    return live_stack
+
+
+def check_final(job_ids: list[int], ticks: Path) -> None:
+    assert_all_completed(job_ids)
+    assert ran_twice(ticks) == []
+    assert attempt_overlaps() == []
+    assert allocation_problems() == []
+
+
+# --- agents ----------------------------------------------------------------------------------------
+
+
+def test_a_machine_that_dies_with_its_jobs_has_them_requeued_and_finished_elsewhere(stack, tmp_path) -> None:
+    """The agent and every job process of node a are SIGKILLed while four jobs run there and two on b."""
+    stack.worker()
+    a, b = start_agents(stack, ("a", 4), ("b", 4))
+    alice = make_user("alice")
+    ticks = tmp_path / "ticks"
+    jobs = [submit(alice, f"j{i}", command=ticking_command(ticks, 60), grace_period=1) for i in range(6)]
+    wait_until(lambda: Job.objects.filter(state=JobState.RUNNING).count() == 6, "six jobs to run")
+    victims = [j for j in jobs if on_node(j) == a]
+    assert victims
+    wait_until(lambda: len(tick_intervals(ticks)) == 6, "every job to tick")
+
+    stack.procs[a].kill()
+    assert kill_jobs_of(a)
+    wait_until(lambda: Node.objects.filter(name=a, state=NodeState.NODE_LOST).exists(), "node a to be lost")
+    wait_all_final([j.pk for j in jobs], stack)
+
+    check_final([j.pk for j in jobs], ticks)
+    for job in victims:
+        first, second = Attempt.objects.filter(job=job).order_by("number")
+        assert first.state == AttemptState.NODE_LOST and list(first.gpu_allocation) == [a]
+        assert list(second.gpu_allocation) == [b]
+    for job in set(jobs) - set(victims):
+        assert Attempt.objects.filter(job=job).count() == 1
+
+
+def test_a_sigkilled_agent_s_orphaned_jobs_never_run_alongside_their_requeued_attempts(stack, tmp_path) -> None:
+    """Only the agent of node a is SIGKILLed: its job processes live on, unsupervised. The server
+    declares the node lost and restarts the jobs on b; the orphans must be gone by then."""
+    stack.worker()
+    a, b = start_agents(stack, ("a", 2), ("b", 2))
+    alice = make_user("alice")
+    ticks = tmp_path / "ticks"
+    jobs = [submit(alice, f"j{i}", command=ticking_command(ticks, 50), grace_period=1) for i in range(2)]
+    wait_until(lambda: Job.objects.filter(state=JobState.RUNNING).count() == 2, "two jobs to run")
+    wait_until(lambda: len(tick_intervals(ticks)) == 2, "both jobs to tick")
+    moved = [j for j in jobs if on_node(j) == a]
+    assert moved
+
+    stack.procs[a].kill()
+    wait_until(lambda: Node.objects.filter(name=a, state=NodeState.NODE_LOST).exists(), "node a to be lost")
+    wait_all_final([j.pk for j in jobs], stack)
+    check_final([j.pk for j in jobs], ticks)
+    kill_jobs_of(a)
+
+
+# --- workers and the scheduling loop -----------------------------------------------------------------
+
+
+def test_a_worker_sigkilled_again_and_again_mid_cycle_loses_or_doubles_nothing(stack, tmp_path) -> None:
+    """While 40 short jobs flow through two agents, the Celery worker running the loop is SIGKILLed
+    (with its pool) five times at random moments and restarted."""
+    stack.settings["SCHEDULER_LOCK_TIMEOUT"] = "2"  # a dead worker's lock lapses soon
+    stack.worker()
+    start_agents(stack, ("a", 3), ("b", 3))
+    alice = make_user("alice")
+    ticks = tmp_path / "ticks"
+    jobs = [submit(alice, f"j{i}", command=ticking_command(ticks, 3), grace_period=1,
+                   num_gpus=random.Random(i).choice([1, 1, 2])) for i in range(40)]
+    rng = random.Random(5)
+    for _ in range(5):
+        time.sleep(rng.uniform(0.5, 2.0))
+        stack.procs["worker"].kill()
+        time.sleep(rng.uniform(0.0, 1.0))
+        stack.worker()
+    wait_all_final([j.pk for j in jobs], stack)
+    check_final([j.pk for j in jobs], ticks)
+
+
+def test_cycles_running_at_once_for_a_long_series_never_double_allocate(stack, tmp_path) -> None:
+    """Two workers of two processes each, with a scheduling lock that lapses after 10 ms, so cycles
+    overlap all the time, while 80 short jobs of 1-3 GPUs flow through three agents."""
+    stack.settings.update({"SCHEDULER_LOCK_TIMEOUT": "0.01", "SCHEDULER_TICK_SECONDS": "0.2"})
+    stack.worker("worker1")
+    stack.worker("worker2", beat=False)
+    start_agents(stack, ("a", 4), ("b", 4), ("c", 2))
+    users = [make_user(f"u{i}") for i in range(3)]
+    ticks = tmp_path / "ticks"
+    rng = random.Random(11)
+    jobs = []
+    for i in range(80):
+        jobs.append(submit(rng.choice(users), f"j{i}", command=ticking_command(ticks, rng.choice([2, 4, 8])),
+                           num_gpus=rng.choice([1, 1, 2, 3]), grace_period=1))
+        if i % 10 == 9:
+            time.sleep(0.3)
+    wait_all_final([j.pk for j in jobs], stack, timeout=300)
+    check_final([j.pk for j in jobs], ticks)
+    logs = stack.procs["worker1"].output() + stack.procs["worker2"].output()
+    assert "scheduling lock expired" in logs  # cycles did outlive the lock, so they overlapped
+    for job in jobs:
+        assert Attempt.objects.filter(job=job).count() == 1  # nothing preempted or lost: one start each
+
+
+# --- Redis and PostgreSQL restarts -------------------------------------------------------------------
+
+
+def _api_submit(base_url: str, key: str, name: str, command: str, tries: int = 1) -> int | None:
+    """POST one job; its id on 201, None when the portal refused or could not be reached."""
+    try:
+        response = requests.post(f"{base_url}/api/v1/jobs/", json={"name": name, "command": command,
+                                                                    "grace_period": 1},
+                                  headers={"Authorization": f"Token {key}"}, timeout=30)
+    except requests.RequestException:
+        return None
+    return response.json()["id"] if response.status_code == 201 else None
+
+
+def test_redis_restarted_while_jobs_run_and_are_submitted(stack, private_redis, tmp_path) -> None:
+    """Jobs are submitted through the REST API before, during and after a restart of Redis (which
+    loses every queued message: no persistence). The portal keeps accepting jobs, the loop and the
+    agents reconnect, and every accepted job completes once."""
+    stack.portal()
+    stack.worker()
+    start_agents(stack, ("a", 3), ("b", 3))
+    key = ApiToken.issue(make_user("alice"), "faults")[1]
+    ticks = tmp_path / "ticks"
+    accepted = []
+    for i in range(8):
+        accepted.append(_api_submit(stack.base_url, key, f"before{i}", ticking_command(ticks, 20)))
+    wait_until(lambda: Job.objects.filter(state=JobState.RUNNING).count() >= 4, "jobs to run")
+
+    private_redis.stop()
+    for i in range(4):
+        accepted.append(_api_submit(stack.base_url, key, f"during{i}", ticking_command(ticks, 10)))
+    time.sleep(2 * HEARTBEAT * LOST_AFTER_HEARTBEATS)  # longer than the node-lost delay
+    private_redis.start()
+    for i in range(4):
+        accepted.append(_api_submit(stack.base_url, key, f"after{i}", ticking_command(ticks, 10)))
+
+    assert None not in accepted  # the portal never refused a submission
+    wait_all_final(accepted, stack)
+    check_final(accepted, ticks)
+
+
+@pytest.fixture
+def private_postgres(tmp_path):  # noqa: ANN001, ANN201
+    try:
+        server = stack_module.PostgresServer(tmp_path).init()
+    except stack_module.ServiceUnavailable as exc:
+        unavailable(str(exc))
+    yield server
+    server.close()
+
+
+def test_postgresql_restarted_while_jobs_run_and_are_submitted(private_postgres, private_redis, tmp_path,
+                                                              request) -> None:
+    """The whole system on a private PostgreSQL, which is restarted (fast shutdown: connections cut)
+    while jobs run and are submitted. Submissions during the outage are refused with a 5xx and never
+    half-stored; every accepted job completes once. State is read back through the API."""
+    database_url = private_postgres.create_database("faults")
+    stack = stack_module.Stack(tmp_path, database_url, private_redis.url, settings=dict(SETTINGS))
+    try:
+        stack.migrate()
+        subprocess.run([stack_module.PY, "manage.py", "shell", "-c",
+                        "from django.contrib.auth.models import User; from portal.models import ApiToken; "
+                        "u = User.objects.create_user('alice', is_staff=True); "
+                        "print(ApiToken.issue(u, 'faults')[1])"],
+                       cwd=stack_module.REPO, env=stack.env(), check=True, capture_output=True, text=True,
+                       timeout=120)
+        key = subprocess.run([stack_module.PY, "manage.py", "shell", "-c",
+                              "from django.contrib.auth.models import User; from portal.models import ApiToken; "
+                              "print(ApiToken.issue(User.objects.get(username='alice'), 'k')[1])"],
+                             cwd=stack_module.REPO, env=stack.env(), check=True, capture_output=True, text=True,
+                             timeout=120).stdout.strip().splitlines()[-1]
+        stack.portal()
+        stack.worker()
+        for name, gpus in (("a", 3), ("b", 3)):
+            stack.agent(name, gpus, heartbeat=HEARTBEAT, token=node_token(SECRET, name),
+                        extra_args=("--fence-after", str(FENCE_AFTER)))
+        api = requests.Session()
+        api.headers["Authorization"] = f"Token {key}"
+
+        def nodes_up() -> bool:
+            nodes = api.get(f"{stack.base_url}/api/v1/nodes/", timeout=10).json()
+            return sorted(n["name"] for n in nodes if n["state"] == "UP") == ["a", "b"]
+
+        wait_until(nodes_up, "both nodes to register")
+        ticks = tmp_path / "ticks"
+        accepted = [_api_submit(stack.base_url, key, f"before{i}", ticking_command(ticks, 20)) for i in range(6)]
+        assert None not in accepted
+
+        def jobs() -> list[dict]:
+            out, url = [], f"{stack.base_url}/api/v1/jobs/?page_size=100"
+            while url:
+                page = api.get(url, timeout=10).json()
+                out.extend(page["results"])
+                url = page["next"]
+            return out
+
+        wait_until(lambda: sum(j["state"] == "RUNNING" for j in jobs()) >= 4, "jobs to run")
+        private_postgres.stop("fast")
+        refused = 0
+        for i in range(3):
+            job_id = _api_submit(stack.base_url, key, f"during{i}", ticking_command(ticks, 10))
+            refused += job_id is None
+        time.sleep(2.0)
+        private_postgres.start()
+        assert refused == 3
+        accepted += [_api_submit(stack.base_url, key, f"after{i}", ticking_command(ticks, 10)) for i in range(3)]
+        assert None not in accepted
+
+        final = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+        wait_until(lambda: {j["id"] for j in jobs() if j["state"] in final} >= set(accepted),
+                   "every accepted job to finish", timeout=WAIT)
+        listing = jobs()
+        assert sorted(j["id"] for j in listing) == sorted(accepted)  # nothing half-stored from the outage
+        for job in listing:
+            attempts = job["attempts"]
+            assert job["state"] == "COMPLETED", json.dumps(job)[:800]
+            assert [a["state"] for a in attempts].count("COMPLETED") == 1 and attempts[-1]["state"] == "COMPLETED"
+        assert ran_twice(ticks) == []
+    except BaseException:
+        import sys
+
+        sys.stderr.write(stack.diagnostics())
+        raise
+    finally:
+        from tests.e2e.conftest import job_groups
+
+        stack.stop_all()
+        for node in ("a", "b"):
+            kill_jobs_of(node)
+        assert not job_groups({"a", "b"})
+
+
+# --- jobs at preemption -------------------------------------------------------------------------------
+
+
+def test_grace_period_a_job_ignoring_sigterm_is_killed_at_its_end_one_exiting_in_it_is_checkpointed(
+        stack, tmp_path) -> None:
+    """Two 1-GPU nodes run two BE jobs; a TE job arrives and one of them is preempted; then a second
+    TE job preempts the other. The one that ignores SIGTERM is SIGKILLed when its 3 s grace period
+    ends (not checkpointed, its work lost); the one that exits on SIGTERM is checkpointed."""
+    stack.worker()
+    start_agents(stack, ("a", 1), ("b", 1))
+    alice = make_user("alice")
+    stubborn = submit(alice, "stubborn", command="trap '' TERM; i=0; while [ $i -lt 3000 ]; do sleep 0.1; "
+                                                 "i=$((i+1)); done", grace_period=3)
+    polite = submit(alice, "polite", command="trap 'echo saved; exit 0' TERM; sleep 300 & wait", grace_period=30)
+    wait_until(lambda: Job.objects.filter(state=JobState.RUNNING).count() == 2, "both BE jobs to run")
+    time.sleep(1.0)
+    te_jobs = [submit(alice, f"te{i}", job_class="TE", command="sleep 0.5", grace_period=1) for i in range(2)]
+    wait_until(lambda: Job.objects.filter(pk__in=[j.pk for j in te_jobs], state=JobState.COMPLETED).count() == 2,
+               "both TE jobs to complete")
+
+    killed = Attempt.objects.get(job=stubborn, number=1)
+    assert killed.state == AttemptState.PREEMPTED
+    assert killed.signal == signal.SIGKILL and killed.exit_code is None
+    assert killed.checkpointed is False and killed.lost_gpu_seconds > 0
+    waited = (killed.vacated_at - killed.notice_at).total_seconds()
+    assert waited >= 3.0  # the whole grace period was given before SIGKILL
+    saved = Attempt.objects.get(job=polite, number=1)
+    assert saved.state == AttemptState.PREEMPTED
+    assert saved.checkpointed is True and saved.lost_gpu_seconds == 0.0 and saved.exit_code == 0
+    assert (saved.vacated_at - saved.notice_at).total_seconds() < 30
+    for job in (stubborn, polite):
+        job.refresh_from_db()
+        assert job.preemption_count == 1 and job.state in (JobState.PENDING, JobState.STARTING, JobState.RUNNING)
+    assert attempt_overlaps() == [] and allocation_problems() == []
+
+
+# --- duplicated and late agent messages through the broker ---------------------------------------------
+
+
+def test_duplicated_and_late_agent_reports_change_nothing(stack, tmp_path) -> None:
+    """A job runs on a, is preempted, runs again and completes. Then every kind of report about it is
+    delivered again through the broker, as the agent of a (right token): its STARTED and EXITED of
+    both attempts (duplicates and late ones about an old attempt), a stale heartbeat, log lines of
+    an old attempt. The job, its attempts, GPUs and events stay exactly as they were."""
+    from celery import Celery
+
+    from cluster import protocol
+
+    stack.worker()
+    (a,) = start_agents(stack, ("a", 1))
+    alice = make_user("alice")
+    job = submit(alice, "j", command="trap 'exit 0' TERM; sleep 2 & wait", grace_period=5)
+    wait_until(lambda: Job.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(), "the job to run")
+    te = submit(alice, "te", job_class="TE", command="true", grace_period=1)
+    wait_until(lambda: Job.objects.filter(pk=job.pk, state=JobState.COMPLETED).exists(), "the job to complete")
+    wait_until(lambda: Job.objects.filter(pk=te.pk, state=JobState.COMPLETED).exists(), "the TE job to complete")
+    assert Attempt.objects.filter(job=job).count() == 2
+
+    def state() -> object:
+        job.refresh_from_db()
+        return (job.state, job.attempt_count, job.preemption_count, job.progress_seconds, job.exit_code,
+                [(a.number, a.state, a.exit_code, a.checkpointed, a.ended_at, a.lost_gpu_seconds)
+                 for a in job.attempts.order_by("number")],
+                list(job.events.values_list("from_state", "to_state")),
+                list(job.gpus.all()), Node.objects.get(name=a).state)
+
+    before = state()
+    app = Celery(broker=stack.redis_url)
+    token = node_token(SECRET, a)
+    now = time.time()
+    for attempt in (1, 2):
+        for _ in range(2):
+            app.send_task(protocol.REPORT_STARTED, kwargs={"node": a, "job_id": job.pk, "attempt": attempt,
+                                                           "pid": 99999, "started_at": now, "token": token})
+            app.send_task(protocol.REPORT_EXITED, kwargs={
+                "node": a, "job_id": job.pk, "attempt": attempt, "exit_code": 1, "signal": None, "ended_at": now,
+                "notice_at": now, "checkpointed": False, "reason": None, "token": token})
+    app.send_task(protocol.REPORT_LOG, kwargs={"node": a, "job_id": job.pk, "attempt": 1, "lines": ["late"],
+                                               "token": token})
+    app.send_task(protocol.REPORT_HEARTBEAT, kwargs={"node": a, "running": [[job.pk, 1]], "sent_at": now - 3600,
+                                                     "token": token})
+    # a report under another node's name with a's token: refused outright
+    app.send_task(protocol.REPORT_EXITED, kwargs={
+        "node": "b", "job_id": te.pk, "attempt": 1, "exit_code": 1, "signal": None, "ended_at": now,
+        "notice_at": None, "checkpointed": False, "reason": None, "token": token})
+    wait_until(lambda: stack.procs["worker"].output().count("refused: wrong or missing agent token") >= 1,
+               "the forged report to be refused")
+    wait_until(lambda: stack.procs["worker"].output().count("cluster.started") >= 6, "the replays to be handled")
+    time.sleep(1.0)
+    assert state() == before
+    assert Job.objects.get(pk=te.pk).state == JobState.COMPLETED
+    assert allocation_problems() == []
