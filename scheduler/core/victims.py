@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol, Sequence
 
 from scheduler.core.model import JobClass, PendingJob, RunningJob
-from scheduler.core.placement import INF, FreeCapacity, per_unit, spread, units_of
+from scheduler.core.placement import FreeCapacity, per_unit, spread, units_of
 
 
 @dataclass(slots=True)
@@ -553,7 +553,6 @@ class RandomChooser:
 
 
 __all__ = [
-    "INF",
     "Candidate",
     "NewestChooser",
     "NodeView",
