@@ -1,6 +1,6 @@
 """End-to-end fixtures: a real Celery worker (with beat), real node agents, real job processes.
 
-* The worker is started once per session with ``celery -A portal worker -B``
+* The worker is started once per test module with ``celery -A portal worker -B``
   on the default queue, with the production settings module pointed at
   pytest-django's test database (``DATABASE_URL`` names it) and at the test
   Redis. Tests are ``transaction=True`` so the worker sees their rows.
@@ -115,9 +115,13 @@ def e2e_redis_url() -> str:
     return url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def e2e_worker(django_db_setup, django_db_blocker, e2e_redis_url, tmp_path_factory) -> Iterator[Worker]:  # noqa: ANN001
-    """One Celery worker with embedded beat on the test database, for the whole session."""
+    """One Celery worker with embedded beat on the test database, for one test module.
+
+    Module scope: the worker consumes the default queue, so it must be gone
+    before other directories' tests (which read that queue) run in the same session.
+    """
     from django.conf import settings
 
     if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
