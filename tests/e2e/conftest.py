@@ -220,12 +220,13 @@ class LiveCluster:
     agents: dict[str, Agent] = field(default_factory=dict)
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
 
-    def start_agent(self, prefix: str, gpus: int, *, shared_checkpoints: bool = True) -> Agent:
+    def start_agent(self, prefix: str, gpus: int, *, shared_checkpoints: bool = True, extra: tuple[str, ...] = ()) -> Agent:
+        """Start (or restart, with the same name and work dir) the agent ``<prefix>-<tag>``."""
         name = f"{prefix}-{self.tag}"
         agent = self.agents.get(name)
         if agent is None:
             args = ["--name", name, "--gpus", str(gpus), "--workdir", str(self.tmp / name),
-                    "--heartbeat", str(HEARTBEAT), "--log-interval", "0.2"]
+                    "--heartbeat", str(HEARTBEAT), "--log-interval", "0.2", *extra]
             if shared_checkpoints:
                 args += ["--checkpoint-root", str(self.tmp / "checkpoints")]
             agent = Agent(name, self.tmp / name, args, self.tmp / f"{name}.log")
