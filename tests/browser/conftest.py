@@ -50,11 +50,6 @@ PASSWORD = "a-long-browser-test-password-7"
 #: How long a page may take to show a pushed change. A guard against hanging, not a latency target.
 UI_WAIT_MS = 60_000
 
-# Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are
-# ordinary blocking calls made between browser steps, which Django would otherwise refuse.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
@@ -111,7 +106,9 @@ class WebServer:
 @pytest.fixture(scope="session")
 def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]:  # noqa: ANN001, F811
     """The portal on the test database, for the whole session."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL")}
+    # The server runs with Django's async-safety check on, whichever fixture started first.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(WORKER_ENV)
     env.update({"DATABASE_URL": _database_url(), "REDIS_URL": e2e_redis_url,
                 "SECRET_KEY": "browser-test-only-secret-key", "DEBUG": "0"})
@@ -124,16 +121,27 @@ def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright (skip when either is missing)."""
+    """Debian's Chromium driven by Playwright, for one test module (skip when either is missing).
+
+    While Playwright's sync API is started it marks its asyncio event loop as
+    running in this thread. Every ``async_to_sync`` in that thread then refuses
+    to run, so Playwright is stopped at the end of each browser module rather
+    than kept for the session: the Channels consumer tests and anything else
+    that runs later in the session get a thread without a loop. For the same
+    span only, Django's async-safety check is lifted: the tests' own ORM calls
+    are ordinary blocking calls made between browser steps, which Django would
+    refuse while a loop is marked running.
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         unavailable("the playwright Python package is not installed")
     if not CHROMIUM.exists():
         unavailable(f"{CHROMIUM} is missing: install Debian's chromium package")
-    with sync_playwright() as playwright:
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             yield browser
