@@ -4,7 +4,7 @@ Contract (issue 2, item 6)::
 
     python -m scheduler.sim --policy NAME [--policy NAME ...]
         (--workload synthetic [--seed N] [--load X] [--te-share X]
-         | --trace FILE [--trace-format canonical|philly])
+         | --trace FILE [--trace-format canonical|philly|morphling])
         [--cluster NODESxGPUS] [--json FILE] [--report FILE.html]
 
 A bad argument (negative load, unknown policy, cluster smaller than the
@@ -25,6 +25,8 @@ from scheduler.core.policy import policy_names
 from scheduler.sim.cluster import make_nodes, parse_cluster
 from scheduler.sim.engine import SimConfig, SimulationError
 from scheduler.sim.progress import ProgressBar
+from scheduler.sim.morphling import TESTBED, load_morphling
+from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
 from scheduler.sim.table import change_table, results_table
 from scheduler.sim.workloads.canonical import TraceError, load_canonical
@@ -55,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--workload", choices=["synthetic"], help="generate a synthetic workload")
     src.add_argument("--trace", metavar="FILE", help="replay a trace file")
-    p.add_argument("--trace-format", choices=["canonical", "philly"], default=None,
-                   help="trace file format (default canonical)")
+    p.add_argument("--trace-format", choices=["canonical", "philly", "morphling"], default=None,
+                   help="trace file format (default canonical); morphling: the Rubick workloads, "
+                        "reconfigurable jobs on the authors' 8x8 testbed unless --cluster/--node-* say otherwise")
+    p.add_argument("--policy-times", choices=["measured", "model"], default=None,
+                   help="morphling: iteration times the policies see (default measured, the model where not "
+                        "measured; the simulator always replays measured times)")
     p.add_argument("--seed", type=int, default=None, help="synthetic workload / Philly grace seed (default 0)")
     p.add_argument("--load", type=float, default=None, help="synthetic offered load (default 1.0)")
     p.add_argument("--te-share", type=float, default=None, help="synthetic fraction of TE jobs (default 0.3)")
@@ -68,10 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--te-max-duration", type=float, default=None,
                    help="Philly rule: TE jobs run at most this many seconds (900)")
     p.add_argument("--cluster", default=None, metavar="NODESxGPUS", help=f"cluster shape (default {DEFAULT_CLUSTER})")
-    p.add_argument("--node-cpus", type=float, default=0.0, help="CPUs per node (0: CPUs do not limit jobs)")
-    p.add_argument("--node-mem-gb", type=float, default=0.0, help="memory per node (0: memory does not limit jobs)")
+    p.add_argument("--node-cpus", type=float, default=None,
+                   help="CPUs per node (0: CPUs do not limit jobs; default 0, morphling 96)")
+    p.add_argument("--node-mem-gb", type=float, default=None,
+                   help="memory per node (0: memory does not limit jobs; default 0, morphling 1600)")
     p.add_argument("--resume-overhead", type=float, default=SimConfig().resume_overhead,
                    help="seconds a preempted job spends restoring when it restarts (default %(default)s)")
+    p.add_argument("--reconfigure-overhead", type=float, default=SimConfig().reconfigure_overhead,
+                   help="seconds a reconfigured job spends relaunching after its checkpoint (default %(default)s)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON (one object per policy)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
@@ -83,11 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         specs = _policy_specs(args)
+        _cluster_defaults(args)
         workload = _workload(args)
         nodes_n, gpus = parse_cluster(args.cluster or DEFAULT_CLUSTER)
         _check(args.node_cpus >= 0 and args.node_mem_gb >= 0, "--node-cpus/--node-mem-gb must be >= 0")
         nodes = make_nodes(nodes_n, gpus, args.node_cpus, args.node_mem_gb)
-        config = SimConfig(resume_overhead=args.resume_overhead)
+        config = SimConfig(resume_overhead=args.resume_overhead, reconfigure_overhead=args.reconfigure_overhead)
         progress = None if args.no_progress else (lambda label: ProgressBar(label))
         runs = run_all(specs, workload, nodes, config, progress)
     except UsageError as e:
@@ -125,6 +136,9 @@ def render(runs: list[RunResult], nodes: int, gpus: int, config: SimConfig) -> s
     lines += ["", results_table(runs)]
     if len(runs) > 1:
         lines += ["", change_table(runs, baseline)]
+    if is_reconfigurable_workload(first.workload):
+        lines.append(f"reconfiguration overhead {config.reconfigure_overhead:g} s")
+        lines += ["", reconfiguration_table(runs)]
     return "\n".join(lines)
 
 
@@ -160,6 +174,18 @@ def _policy_specs(args: argparse.Namespace) -> list[PolicySpec]:
     return specs
 
 
+def _cluster_defaults(args: argparse.Namespace) -> None:
+    """The Rubick testbed for morphling traces, else no CPU/memory limits."""
+    morphling = args.trace_format == "morphling"
+    if morphling and args.cluster is None:
+        args.cluster = f"{TESTBED[0]}x{TESTBED[1]}"
+    if args.node_cpus is None:
+        args.node_cpus = TESTBED[2] if morphling else 0.0
+    if args.node_mem_gb is None:
+        args.node_mem_gb = TESTBED[3] if morphling else 0.0
+    _check(morphling or args.policy_times is None, "--policy-times applies only to --trace-format morphling")
+
+
 def _workload(args: argparse.Namespace) -> Workload:
     if args.workload == "synthetic":
         for flag in ("trace_format", "window", "te_max_gpus", "te_max_duration"):
@@ -174,6 +200,11 @@ def _workload(args: argparse.Namespace) -> Workload:
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
             _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
         return load_canonical(args.trace)
+    if args.trace_format == "morphling":
+        for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
+            _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
+        nodes, gpus = parse_cluster(args.cluster)
+        return load_morphling(args.trace, max_gpus=nodes * gpus, policy_times=args.policy_times or "measured")
     defaults = PhillyRule()
     rule = PhillyRule(
         te_max_gpus=defaults.te_max_gpus if args.te_max_gpus is None else args.te_max_gpus,

@@ -17,6 +17,7 @@ from scheduler.core.metrics import ClassMetrics, gpu_utilization, makespan, metr
 from scheduler.core.model import Node
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.engine import ProgressCallback, SimConfig, SimResult, simulate
+from scheduler.sim.reconfig_metrics import reconfiguration_summary
 from scheduler.sim.workloads.types import Workload
 
 
@@ -77,7 +78,8 @@ def _format_value(v: object) -> str:
     return "inf" if isinstance(v, float) and math.isinf(v) else str(v)
 
 
-def build_policy(spec: PolicySpec, resume_overhead: float | None = None) -> Policy:
+def build_policy(spec: PolicySpec, resume_overhead: float | None = None,
+                 reconfigure_overhead: float | None = None) -> Policy:
     """Construct the policy; raises ``KeyError`` (unknown name) or ``TypeError``
     (bad parameter).
 
@@ -85,6 +87,7 @@ def build_policy(spec: PolicySpec, resume_overhead: float | None = None) -> Poli
     accepts them: ``explain=False`` (the simulator reads no Pend messages, and
     thousands per cycle cost time) and ``resume_overhead`` = the simulator's, so
     that a policy estimating preemption loss uses the overhead it will be charged.
+    Likewise ``restart_time`` = the simulator's reconfiguration overhead.
     """
     probe = make_policy(spec.name, **spec.params)
     accepted = accepted_params(type(probe))
@@ -93,6 +96,8 @@ def build_policy(spec: PolicySpec, resume_overhead: float | None = None) -> Poli
         extra["explain"] = False
     if resume_overhead is not None and "resume_overhead" in accepted and "resume_overhead" not in spec.params:
         extra["resume_overhead"] = resume_overhead
+    if reconfigure_overhead is not None and "restart_time" in accepted and "restart_time" not in spec.params:
+        extra["restart_time"] = reconfigure_overhead
     return make_policy(spec.name, **spec.params, **extra) if extra else probe
 
 
@@ -149,8 +154,9 @@ class RunResult:
         return " | ".join((self.workload.name, *self.workload.notes))
 
     def to_json(self) -> dict:
-        """The object of the ``--json`` contract (issue 2, item 6)."""
-        return {
+        """The object of the ``--json`` contract (issue 2, item 6), plus a
+        ``reconfiguration`` object for a workload of reconfigurable jobs."""
+        out = {
             "policy": self.policy,
             "workload": self.workload_label,
             "jobs": len(self.sim.outcomes),
@@ -161,6 +167,10 @@ class RunResult:
             "gpu_utilization": self.gpu_utilization,
             "makespan_seconds": self.makespan_seconds,
         }
+        extra = reconfiguration_summary(self.workload, self.sim)
+        if extra is not None:
+            out["reconfiguration"] = extra
+        return out
 
 
 def run_policy(
@@ -172,7 +182,7 @@ def run_policy(
     policy: Policy | None = None,
 ) -> RunResult:
     """Simulate one policy (built from ``spec`` unless given) and summarise it."""
-    policy = policy if policy is not None else build_policy(spec, config.resume_overhead)
+    policy = policy if policy is not None else build_policy(spec, config.resume_overhead, config.reconfigure_overhead)
     t0 = time.perf_counter()
     sim = simulate(policy, nodes, workload.jobs, config, progress)
     wall = time.perf_counter() - t0
@@ -201,7 +211,7 @@ def run_all(
     parameter fails fast.
     """
     check_fits(workload, nodes)
-    policies = [build_policy(s, config.resume_overhead) for s in specs]
+    policies = [build_policy(s, config.resume_overhead, config.reconfigure_overhead) for s in specs]
     return [
         run_policy(s, workload, nodes, config, progress_for(s.label) if progress_for else None, policy=p)
         for s, p in zip(specs, policies)
