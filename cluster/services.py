@@ -21,8 +21,8 @@ stale, lost, agent-stop, other   NODE_LOST       NODE_LOST -> PENDING, CANCELLED
 ===============================  ==============  =========================================
 
 An attempt on several nodes ends when its last node has reported (its
-outcome is that of the first report; a failing rank stops the others) or when
-one of its nodes is lost. GPUs are freed per node as each node reports.
+outcome is that of the first report; a failed or lost rank stops the others)
+or when one of its nodes is lost. GPUs are freed per node as each node reports.
 Progress and lost work follow ``scheduler.accounting``.
 """
 
@@ -140,18 +140,29 @@ def _sync_gpus(node: Node, gpu_models: Sequence[str]) -> None:
 
 
 def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> list[tuple[int, int]]:
-    """Record that ``name`` is alive; stop the attempts it runs that the database does not expect.
+    """Record that ``name`` is alive and compare what its agent runs with what the database expects.
 
-    A node marked NODE_LOST that heartbeats again is UP again and reconciled.
+    * An attempt the agent runs that the database does not expect there is
+      stale: the agent is told to stop it (AGENT_KILL reason stale).
+    * An attempt the database expects there that the agent's heartbeats have
+      not listed for longer than ``unseen_limit()`` is gone (the agent lost it,
+      or never got its launch): it ends as if the agent had reported it lost,
+      so its job is requeued (or, if it was being cancelled, cancelled).
+      Waiting that long, rather than acting on one heartbeat, leaves time for
+      an exit report handled in parallel by another worker.
+    * A node marked NODE_LOST that heartbeats again is UP again and reconciled.
+
     Returns the stale ``(job_id, attempt)`` told to stop.
     """
+    running = set(running)
     with transaction.atomic():
         if Node.objects.filter(name=name).update(last_heartbeat=now) != 1:
             log.warning("heartbeat from unknown node %r ignored (it registers when its agent starts)", name)
             return []
         came_back = Node.objects.filter(name=name, state=NodeState.NODE_LOST).update(state=NodeState.UP) == 1
         expected = expected_attempts(name)
-        stale = sorted(set(running) - expected)
+        gone = _track_unseen(name, expected, running, now)
+        stale = sorted(running - expected)
         for job_id, attempt in stale:
             log.warning("node %s runs job %s attempt %d, which is not current there; stopping it", name, job_id, attempt)
             transaction.on_commit(
@@ -162,7 +173,51 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> l
             realtime.publish_cluster_changed()
             transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
             transaction.on_commit(request_scheduling)
+    for job_id, attempt in gone:
+        log.warning("node %s has not listed job %s attempt %d for over %s; ending it as lost",
+                    name, job_id, attempt, unseen_limit())
+        attempt_exited(name, job_id, attempt, exit_code=None, signal=None, ended_at=now, notice_at=None,
+                       checkpointed=False, reason=protocol.EXIT_LOST, now=now)
     return stale
+
+
+def unseen_limit() -> timedelta:
+    """How long a node's heartbeats may leave out an attempt it should run: twice the node-lost delay."""
+    return 2 * lost_after()
+
+
+def _track_unseen(
+    name: str, expected: set[tuple[int, int]], running: set[tuple[int, int]], now: datetime
+) -> list[tuple[int, int]]:
+    """Update ``Attempt.unseen_since[name]`` for the attempts expected on ``name``; return those
+    unseen for longer than ``unseen_limit()``.
+
+    Only heartbeats write this field, so a plain read-modify-write is enough:
+    a lost update between two heartbeats of one multi-node attempt delays the
+    verdict by one heartbeat at most.
+    """
+    if not expected:
+        return []
+    where = Q(pk__in=[])
+    for job_id, attempt in expected:
+        where |= Q(job_id=job_id, number=attempt)
+    stamp = now.timestamp()
+    limit = unseen_limit().total_seconds()
+    gone = []
+    for pk, job_id, number, marks in Attempt.objects.filter(where).values_list("pk", "job_id", "number", "unseen_since"):
+        marks = dict(marks or {})
+        if (job_id, number) in running:
+            if name not in marks:
+                continue
+            del marks[name]
+        elif name not in marks:
+            marks[name] = stamp
+        else:
+            if stamp - marks[name] > limit:
+                gone.append((job_id, number))
+            continue
+        Attempt.objects.filter(pk=pk).update(unseen_since=marks)
+    return sorted(gone)
 
 
 # --- attempt reports ------------------------------------------------------------------
@@ -248,7 +303,8 @@ def attempt_exited(
         if _held_elsewhere(job, att):
             att.save()
             realtime.publish_job_changed(job.pk)
-            if first and att.state == AttemptState.FAILED and job.state in (JobState.STARTING, JobState.RUNNING):
+            doomed = att.state in (AttemptState.FAILED, AttemptState.NODE_LOST)
+            if first and doomed and job.state in (JobState.STARTING, JobState.RUNNING):
                 _stop_other_nodes(job, att, except_node=node, grace=float(job.grace_period))
             return att.state
         _settle(job, att, now)

@@ -176,6 +176,8 @@ class Attempt(models.Model):
     (process gone), ``checkpointed`` (None: unknown / not preempted),
     ``lost_gpu_seconds`` (GPU-seconds of work not kept by a checkpoint) and
     ``preempted_for`` (id of the job the GPUs are being freed for, if any).
+    ``unseen_since`` is kept by heartbeats: an attempt its node's agent no
+    longer runs is ended as lost after a while (``cluster.services.heartbeat``).
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
@@ -197,6 +199,10 @@ class Attempt(models.Model):
     preempted_for = models.BigIntegerField(
         null=True, blank=True,
         help_text="Id of the job the preemption frees this attempt's GPUs for (the scheduler counts them as promised).",
+    )
+    unseen_since = models.JSONField(
+        default=dict, blank=True,
+        help_text="Per node name, when (epoch seconds) that node's heartbeats stopped listing this attempt.",
     )
 
     class Meta:

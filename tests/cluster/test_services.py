@@ -357,3 +357,63 @@ def test_overdue_stops_and_launches_are_re_sent(owner, sent, settings) -> None:
     assert ("n1", {"job_id": preempting.pk, "attempt": 1, "grace_period": 0.0}) in sent.of(protocol.AGENT_PREEMPT)
     ((_, launch),) = sent.launches
     assert launch["gpu_indices"] == [2] and launch["resume"] is False
+
+
+# --- attempts an agent no longer lists ----------------------------------------------------
+
+
+def test_an_attempt_missing_from_heartbeats_for_too_long_is_lost(owner, sent, no_triggers, settings) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2  # unseen limit: 4 s
+    make_node("n1", 2)
+    running = placed_job(owner, {"n1": [0]})
+    cancelling = placed_job(owner, {"n1": [1]}, state=JobState.CANCELLING)
+    t0 = timezone.now()
+    services.heartbeat("n1", [], t0)
+    marks = {a.job_id: a.unseen_since for a in Attempt.objects.all()}
+    assert marks == {running.pk: {"n1": t0.timestamp()}, cancelling.pk: {"n1": t0.timestamp()}}
+    services.heartbeat("n1", [], t0 + timedelta(seconds=3))  # within the limit: nothing yet
+    assert {j.state for j in Job.objects.all()} == {JobState.RUNNING, JobState.CANCELLING}
+
+    services.heartbeat("n1", [], t0 + timedelta(seconds=5))
+    running.refresh_from_db()
+    cancelling.refresh_from_db()
+    assert running.state == JobState.PENDING and running.pending_reason == "NodeLost"
+    assert cancelling.state == JobState.CANCELLED
+    assert {a.state for a in Attempt.objects.all()} == {AttemptState.NODE_LOST}
+    assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
+
+
+def test_a_listed_attempt_clears_its_mark(owner, sent, no_triggers, settings) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    make_node("n1", 1)
+    job = placed_job(owner, {"n1": [0]})
+    t0 = timezone.now()
+    services.heartbeat("n1", [], t0)  # e.g. sent before the agent got the launch
+    services.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=1))
+    assert Attempt.objects.get(job=job).unseen_since == {}
+    services.heartbeat("n1", [], t0 + timedelta(seconds=6))  # a new gap starts here
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+
+def test_a_lost_rank_of_a_multi_node_attempt_stops_the_others(owner, sent, no_triggers, settings,
+                                                              django_capture_on_commit_callbacks) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    make_node("n1", 1)
+    make_node("n2", 1)
+    job = placed_job(owner, {"n1": [0], "n2": [0]}, grace=3)
+    t0 = timezone.now()
+    services.heartbeat("n1", [(job.pk, 1)], t0)
+    services.heartbeat("n2", [], t0)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=5))
+        services.heartbeat("n2", [], t0 + timedelta(seconds=5))
+    assert Attempt.objects.get(job=job).unseen_since == {"n2": t0.timestamp()}
+    assert sent.of(protocol.AGENT_KILL) == [
+        ("n1", {"job_id": job.pk, "attempt": 1, "grace_period": 3.0, "reason": protocol.EXIT_STALE})
+    ]
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING  # until n1's rank has vacated too
+    exit_report(job, "n1", reason=protocol.EXIT_STALE, exit_code=None, signal=15)
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and Attempt.objects.get(job=job).state == AttemptState.NODE_LOST
