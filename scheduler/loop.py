@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,6 +33,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from portal import metrics
 from scheduler import apply, snapshot
 from scheduler.core.policy import Policy, make_policy
 
@@ -46,12 +48,13 @@ MAX_CYCLES_PER_RUN = 50
 
 @dataclass(frozen=True, slots=True)
 class CycleReport:
-    """What one cycle did (for logs, tests and the benchmark)."""
+    """What one cycle did (for logs, tests and the benchmark); ``seconds`` is its wall time."""
 
     decisions: int
     applied: apply.Applied
     running: int
     pending: int
+    seconds: float
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,6 +73,7 @@ def current_policy() -> Policy:
 
 def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> CycleReport:
     """One scheduling cycle, without the lock (safe anyway: every write is conditional)."""
+    started = time.perf_counter()
     now = now or timezone.now()
     policy = policy or current_policy()
     cycle = snapshot.build(now)
@@ -77,7 +81,9 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     with transaction.atomic():
         applied = apply.apply_decisions(decisions, cycle)
         applied.cancel_kills = apply.request_cancel_kills(timezone.now())
-    report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending))
+    seconds = time.perf_counter() - started
+    metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
+    report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)
     if applied.started or applied.preempted or applied.skipped or applied.cancel_kills:
         log.info(
             "cycle: started %s, preempted %s, cancel kills %s, skipped %s (%d running, %d pending)",
