@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         procs.stop_all()
         kill_job_groups(names)
         for name in names:
-            client.delete(f"node.{name}", f"_kombu.binding.node.{name}")
+            client.delete(f"node.{name}", f"_kombu.binding.node.{name}", f"_kombu.binding_permanent.node.{name}")
         from django.db import connections
 
         connections.close_all()

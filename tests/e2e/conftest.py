@@ -274,7 +274,7 @@ class LiveCluster:
         client = redis.Redis.from_url(self.worker.redis_url)
         for name in self.agents:
             queue = f"node.{name}"
-            client.delete(queue, f"_kombu.binding.{queue}")
+            client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
         client.close()
 
     def diagnostics(self) -> str:

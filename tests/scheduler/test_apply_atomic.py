@@ -83,8 +83,9 @@ KILLER = textwrap.dedent(
 def test_a_worker_killed_mid_cycle_leaves_no_half_applied_state(redis_url, settings, sent, tmp_path) -> None:
     """A real process is SIGKILLed inside the cycle's transaction after two starts were written.
 
-    Nothing it wrote survives, no command left it, and once its Redis lock
-    expires the next runner schedules the jobs normally.
+    Nothing it wrote survives, no command left it, its Redis lock (with a
+    timeout) keeps other runners off until it expires, and then the next runner
+    schedules the jobs normally.
     """
     settings.REDIS_URL = redis_url
     client = loop.redis_client()
@@ -98,7 +99,7 @@ def test_a_worker_killed_mid_cycle_leaves_no_half_applied_state(redis_url, setti
         "DJANGO_SETTINGS_MODULE": "portal.settings_test",
         "DATABASE_URL": _database_url(),
         "REDIS_URL": redis_url,
-        "SCHEDULER_LOCK_TIMEOUT": "5",
+        "SCHEDULER_LOCK_TIMEOUT": "600",  # far longer than the test: it cannot expire by itself
     }
     result = subprocess.run([sys.executable, "-c", KILLER, str(marker)], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=120)
@@ -107,12 +108,15 @@ def test_a_worker_killed_mid_cycle_leaves_no_half_applied_state(redis_url, setti
     assert not marker.exists()
     _nothing_started(jobs)
 
-    assert client.exists(loop.LOCK_KEY)  # the dead worker's lock is still there...
-    assert loop.run_requested_cycles() == 0  # ...so this runner leaves the request to its holder
+    ttl = client.pttl(loop.LOCK_KEY)
+    assert 0 < ttl <= 600_000  # the dead worker's lock is still there, and it will expire...
+    assert loop.run_requested_cycles() == 0  # ...meanwhile this runner leaves the request to its holder
+    client.pexpire(loop.LOCK_KEY, 1)  # let the lock's timeout pass
     deadline = time.monotonic() + 60
-    while loop.run_requested_cycles() == 0:  # ...until the lock expires
+    while client.exists(loop.LOCK_KEY):
         assert time.monotonic() < deadline, "the dead worker's lock never expired"
-        time.sleep(0.2)
+        time.sleep(0.01)
+    assert loop.run_requested_cycles() == 1
     assert {j.state for j in Job.objects.all()} == {JobState.STARTING}
     assert allocation_problems() == []
     assert len(sent.launches) == 3

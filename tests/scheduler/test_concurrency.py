@@ -1,7 +1,8 @@
 """Two scheduling loops at once on PostgreSQL, without the lock, never double-allocate.
 
 Two threads run cycles in lock step (a barrier makes them read the same state
-and race to apply the same decisions) while a third thread plays the node
+and race to apply the same decisions) until at least 40 attempts and two
+preemptions have happened, while a third thread plays the node
 agents: it consumes the commands both loops send, reports starts and exits
 through the real services, and sometimes cancels a job or submits a TE job
 that forces preemptions. The simulated agents check every launch against the
@@ -29,7 +30,11 @@ from tests.live_helpers import SentCommands, allocation_problems, make_node, mak
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
-CYCLES = 60
+# The run goes on until this much has happened (whatever the machine's speed)...
+TARGET_ATTEMPTS = 40
+TARGET_PREEMPTIONS = 2
+# ...or until this many rounds, a guard against a run that never gets there.
+MAX_ROUNDS = 2000
 
 
 class FakeAgents:
@@ -88,17 +93,37 @@ class FakeAgents:
                     self.exit(node, key, None, 0)
 
 
-def _loop_thread(barrier: threading.Barrier, skipped: list, errors: list) -> None:
-    try:
-        for _ in range(CYCLES):
-            barrier.wait(timeout=120)
-            report = loop.run_cycle()
-            skipped.extend(report.applied.skipped)
-    except Exception as exc:  # reported by the main thread
-        errors.append(exc)
-        barrier.abort()
-    finally:
-        connections.close_all()
+class LockStep:
+    """Two loop threads that cycle in lock step until the main thread has seen enough.
+
+    The barrier's action (run once per round, before either thread goes on)
+    reads the stop request, so both threads see the same answer in a round.
+    """
+
+    def __init__(self) -> None:
+        self.stop_requested = threading.Event()
+        self.stopping = False
+        self.barrier = threading.Barrier(2, action=self._round)
+        self.skipped: list[tuple[str, str]] = []
+        self.errors: list[Exception] = []
+        self.rounds = 0
+
+    def _round(self) -> None:
+        self.stopping = self.stop_requested.is_set() or self.rounds >= MAX_ROUNDS
+        self.rounds += 1
+
+    def run(self) -> None:
+        try:
+            while True:
+                self.barrier.wait(timeout=120)
+                if self.stopping:
+                    return
+                self.skipped.extend(loop.run_cycle().applied.skipped)
+        except Exception as exc:  # reported by the main thread
+            self.errors.append(exc)
+            self.barrier.abort()
+        finally:
+            connections.close_all()
 
 
 def _gpu_history_overlaps() -> list[str]:
@@ -125,16 +150,17 @@ def test_two_loops_at_once_never_double_allocate(sent) -> None:
     for i in range(60):
         submit(rng.choice(users), f"be{i}", num_gpus=rng.choice([1, 1, 2, 3]), grace_period=rng.choice([1, 5, 30]))
 
-    barrier = threading.Barrier(2)
-    skipped: list = []
-    errors: list = []
-    threads = [threading.Thread(target=_loop_thread, args=(barrier, skipped, errors)) for _ in range(2)]
+    step = LockStep()
+    threads = [threading.Thread(target=step.run) for _ in range(2)]
     for t in threads:
         t.start()
     agents = FakeAgents(sent, seed=3)
     te_jobs: set[int] = set()
     try:
         while any(t.is_alive() for t in threads):
+            if (Attempt.objects.count() >= TARGET_ATTEMPTS
+                    and Attempt.objects.filter(state="PREEMPTED").count() >= TARGET_PREEMPTIONS):
+                step.stop_requested.set()
             agents.pump()
             agents.finish_some(te_jobs)
             roll = rng.random()
@@ -156,11 +182,12 @@ def test_two_loops_at_once_never_double_allocate(sent) -> None:
         for t in threads:
             t.join(timeout=60)
 
-    assert errors == []
+    assert step.errors == []
+    assert step.stop_requested.is_set(), (
+        f"{MAX_ROUNDS} rounds gave only {Attempt.objects.count()} attempts and "
+        f"{Attempt.objects.filter(state='PREEMPTED').count()} preemptions"
+    )
     assert agents.violations == []
     assert allocation_problems() == []
     assert _gpu_history_overlaps() == []
-    started = Attempt.objects.count()
-    assert started > 30, f"only {started} attempts: the loops did not get to race much"
-    assert skipped, "no decision ever lost a race: the test did not exercise concurrent writers"
-    assert Attempt.objects.filter(state="PREEMPTED").exists()
+    assert step.skipped, "no decision ever lost a race: the test did not exercise concurrent writers"
