@@ -71,7 +71,7 @@ class Agent:
         if config.fence_after > 0:
             self.supervisor.base_env.update({ENV_LEASE: str(self.lease_path), ENV_FENCE_AFTER: f"{config.fence_after:g}"})
         self.handlers = {
-            protocol.AGENT_LAUNCH: self.supervisor.launch,
+            protocol.AGENT_LAUNCH: self._launch,
             protocol.AGENT_PREEMPT: self.supervisor.preempt,
             protocol.AGENT_KILL: self.supervisor.kill,
             protocol.AGENT_RECONCILE: self.supervisor.reconcile,
@@ -136,14 +136,8 @@ class Agent:
         self.supervisor.stop_orphans(procs.find_shims(self.config.workdir / "jobs"))
 
     def _shutdown(self) -> None:
-        if self.config.kill_jobs_on_exit and self.supervisor.attempts:
-            self.supervisor.stop_all(protocol.EXIT_AGENT_STOP)
-            longest = max(a.grace_period for a in self.supervisor.attempts.values())
-            give_up = time.time() + longest + SHUTDOWN_EXTRA_WAIT
-            while self.supervisor.attempts and time.time() < give_up:
-                self.supervisor.tick()
-                self._flush_outbox()
-                time.sleep(LOOP_WAIT)
+        if self.config.kill_jobs_on_exit:
+            self._stop_jobs()
         self.supervisor.tick()
         self._flush_outbox()
         self._save_if_dirty(force=True)
@@ -151,6 +145,24 @@ class Agent:
             log.info("leaving %d job attempt(s) running for the next agent on %s", len(self.supervisor.attempts), self.config.workdir)
         if self.outbox:
             log.warning("%d report(s) not yet delivered; kept in %s", len(self.outbox), self.state_path)
+
+    def _stop_jobs(self) -> None:
+        """Stop every attempt (SIGTERM, its grace period, SIGKILL) and run the loop until they have ended.
+
+        The loop goes on as usual meanwhile: heartbeats list the attempts being
+        stopped and the lease is renewed, so the server does not declare the
+        node lost and the jobs' fences do not cut their grace periods short;
+        their last log lines are streamed; and commands are still read, so a
+        cancel still applies and a launch is declined and reported (see
+        ``_launch``) rather than left in the queue for the next agent. One
+        last step answers a launch that arrived as the last attempt ended.
+        """
+        self.supervisor.stop_all(protocol.EXIT_AGENT_STOP)
+        longest = max((a.grace_period for a in self.supervisor.attempts.values()), default=0.0)
+        give_up = time.time() + longest + SHUTDOWN_EXTRA_WAIT
+        while self.supervisor.attempts and time.time() < give_up:
+            self.step()
+        self.step()
 
     # ----- reports -----------------------------------------------------------
 
@@ -239,6 +251,20 @@ class Agent:
         finally:
             self._save_if_dirty()
             message.ack()
+
+    def _launch(self, kwargs: dict[str, Any]) -> str:
+        """AGENT_LAUNCH: start the attempt, unless this agent is stopping and stops its jobs.
+
+        Such an agent would have to kill the job at once, or, if the launch
+        stayed in the queue, the next agent would start an attempt the server
+        has long given up on. It declines instead, reporting the attempt ended
+        with reason ``agent-stop``, which the server treats as a lost attempt:
+        the job is requeued (or cancelled, if it was being cancelled).
+        """
+        if self._stopping and self.config.kill_jobs_on_exit:
+            return self.supervisor.decline(kwargs, protocol.EXIT_AGENT_STOP,
+                                           f"launch refused: the agent of node {self.config.name} is stopping")
+        return self.supervisor.launch(kwargs)
 
     def handle_command(self, headers: dict[str, Any] | None, body: Any) -> None:
         """Decode and run one command; bad ones are logged (naming the field) and dropped."""

@@ -215,13 +215,9 @@ class Supervisor:
         """
         cmd = protocol.LaunchCommand.from_kwargs(kwargs)
         job = str(cmd.job_id)
-        if (job, cmd.attempt) in self.attempts:
-            log.info("launch of %s attempt %d: already running", job, cmd.attempt)
-            return "duplicate"
-        newest = self.newest.get(job)
-        if newest is not None and cmd.attempt <= newest:
-            log.warning("launch of %s attempt %d refused: attempt %d was already seen here", job, cmd.attempt, newest)
-            return "refused"
+        seen = self._seen(cmd)
+        if seen is not None:
+            return seen
         for older in [a for a in self.attempts.values() if str(a.job_id) == job]:
             log.warning("launch of %s attempt %d: killing older attempt %d still running here", job, cmd.attempt, older.attempt)
             self._stop(older, protocol.EXIT_STALE, 0.0)
@@ -244,6 +240,24 @@ class Supervisor:
             {"job_id": cmd.job_id, "attempt": cmd.attempt, "pid": att.pgid, "started_at": att.started_at},
         )
         return "started"
+
+    def decline(self, kwargs: Mapping[str, Any], reason: str, why: str) -> str:
+        """Answer AGENT_LAUNCH without starting anything; returns "declined", "duplicate" or "refused".
+
+        A new attempt is reported ended with ``reason`` (a log line says
+        ``why``) so the server settles it, and is remembered like a started
+        one, so a repeat of the same launch is refused rather than started
+        later. An attempt already running or already seen here is answered as
+        ``launch()`` answers it. Raises protocol.ProtocolError for malformed kwargs.
+        """
+        cmd = protocol.LaunchCommand.from_kwargs(kwargs)
+        seen = self._seen(cmd)
+        if seen is not None:
+            return seen
+        self._remember(str(cmd.job_id), cmd.attempt)
+        log.warning("launch of %s attempt %d declined: %s", cmd.job_id, cmd.attempt, why)
+        self._report_unstarted(cmd, why, reason)
+        return "declined"
 
     def preempt(self, kwargs: Mapping[str, Any]) -> bool:
         """Handle AGENT_PREEMPT; False if that attempt is not running here."""
@@ -320,6 +334,18 @@ class Supervisor:
             log.info("%s attempt %d is not running here; nothing to do", job, attempt)
         return att
 
+    def _seen(self, cmd: protocol.LaunchCommand) -> str | None:
+        """"duplicate" if the attempt runs here, "refused" if it is not newer than one seen here, else None."""
+        job = str(cmd.job_id)
+        if (job, cmd.attempt) in self.attempts:
+            log.info("launch of %s attempt %d: already running", job, cmd.attempt)
+            return "duplicate"
+        newest = self.newest.get(job)
+        if newest is not None and cmd.attempt <= newest:
+            log.warning("launch of %s attempt %d refused: attempt %d was already seen here", job, cmd.attempt, newest)
+            return "refused"
+        return None
+
     def _remember(self, job: str, attempt: int) -> None:
         self.newest.pop(job, None)
         self.newest[job] = attempt
@@ -373,6 +399,10 @@ class Supervisor:
 
     def _launch_failed(self, cmd: protocol.LaunchCommand, message: str) -> None:
         log.error("launch of %s attempt %d failed: %s", cmd.job_id, cmd.attempt, message)
+        self._report_unstarted(cmd, message, protocol.EXIT_LAUNCH_FAILED)
+
+    def _report_unstarted(self, cmd: protocol.LaunchCommand, message: str, reason: str) -> None:
+        """Report an attempt that never started: the message in its log (file and REPORT_LOG), then its end."""
         job_dir, _, _ = self._dirs(str(cmd.job_id))
         try:
             job_dir.mkdir(parents=True, exist_ok=True)
@@ -385,7 +415,7 @@ class Supervisor:
         self.emit(
             protocol.REPORT_EXITED,
             {**ref, "exit_code": None, "signal": None, "ended_at": self.clock(), "notice_at": None,
-             "checkpointed": False, "reason": protocol.EXIT_LAUNCH_FAILED},
+             "checkpointed": False, "reason": reason},
         )
 
     def _stop(self, att: Attempt, reason: str, grace: float) -> None:

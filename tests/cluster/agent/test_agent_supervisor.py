@@ -295,6 +295,27 @@ def test_stop_all_uses_each_attempts_grace_period(h):
     assert (h.exited("s2")["exit_code"], h.exited("s2")["reason"]) == (0, protocol.EXIT_AGENT_STOP)
 
 
+def test_a_declined_launch_is_reported_ended_and_never_starts_later(h):
+    kwargs = protocol.LaunchCommand(job_id="d", attempt=2, command="sleep 60").to_kwargs()
+    assert h.sup.decline(kwargs, protocol.EXIT_AGENT_STOP, "the agent is stopping") == "declined"
+    assert h.sup.attempts == {}
+    assert h.lines("d", 2) == ["[agent] the agent is stopping"]
+    (ex,) = h.of(protocol.REPORT_EXITED, job_id="d")
+    assert (ex["attempt"], ex["exit_code"], ex["signal"], ex["reason"]) == (2, None, None, protocol.EXIT_AGENT_STOP)
+    # Declining again, or launching the same attempt (a redelivery), starts nothing and reports nothing new.
+    assert h.sup.decline(kwargs, protocol.EXIT_AGENT_STOP, "again") == "refused"
+    assert h.sup.launch(kwargs) == "refused"
+    assert len(h.of(protocol.REPORT_EXITED)) == 1 and h.of(protocol.REPORT_STARTED) == []
+    # An attempt that runs here is left to its own stop, not reported twice.
+    assert h.launch("r", 1, "sleep 60") == "started"
+    running = protocol.LaunchCommand(job_id="r", attempt=1, command="sleep 60").to_kwargs()
+    assert h.sup.decline(running, protocol.EXIT_AGENT_STOP, "stopping") == "duplicate"
+    assert h.of(protocol.REPORT_EXITED, job_id="r") == []
+    with pytest.raises(protocol.ProtocolError) as bad:
+        h.sup.decline({**kwargs, "attempt": 3, "gpu_indices": [-1]}, protocol.EXIT_AGENT_STOP, "stopping")
+    assert bad.value.field.startswith("gpu_indices")
+
+
 def test_log_lines_are_streamed_incrementally_and_the_tail_flushed_at_exit(h):
     h.launch("lg", 1, "echo one; sleep 0.3; printf 'two\\nthree-no-newline'; sleep 60")
     h.wait_line("lg", lambda l: l == "two")
