@@ -19,6 +19,10 @@ from urllib.parse import urlparse
 
 import pytest
 
+# The live system (worker, agents) of the end-to-end and browser tests: one plugin, so one
+# definition of its fixtures and at most one worker per session, whichever directories run.
+pytest_plugins = ["tests.livestack"]
+
 IN_CI = os.environ.get("CI", "").strip().lower() == "true"
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/0"
 

@@ -1,7 +1,7 @@
 """Browser tests: Playwright driving Debian's Chromium against the real system.
 
-The system under test is the one the end-to-end tests run (their fixtures are
-imported from ``tests/e2e/conftest.py``, not copied): a Celery worker with beat
+The system under test is the one the end-to-end tests run (the fixtures of the
+live-stack plugin, ``tests/livestack.py``, shared with them): a Celery worker with beat
 on pytest-django's test database and real node agents, plus, started here, the
 portal itself under daphne (HTTP and WebSockets through ``portal.asgi``) with
 the same settings. Each test saves screenshots of the pages it visits under
@@ -27,18 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import unavailable
-from tests.e2e.conftest import (  # noqa: F401 - the end-to-end system: worker, beat, agents
-    PY,
-    REPO,
-    WORKER_ENV,
-    _database_url,
-    _stop_group,
-    e2e_redis_url,
-    e2e_worker,
-    live,
-    pytest_runtest_makereport,
-    wait_until,
-)
+from tests.livestack import PY, REPO, WORKER_ENV, _database_url, _stop_group, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -104,7 +93,7 @@ class WebServer:
 
 
 @pytest.fixture(scope="session")
-def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]:  # noqa: ANN001, F811
+def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]:  # noqa: ANN001
     """The portal on the test database, for the whole session."""
     # The server runs with Django's async-safety check on, whichever fixture started first.
     env = {k: v for k, v in os.environ.items()
