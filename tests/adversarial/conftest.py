@@ -21,11 +21,17 @@ from tests.portal.conftest import api_as, browser_as, make_job, make_node, passw
 from tests.portal.dashboard.conftest import memory_layer, ws_connect  # noqa: F401
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "persistent_redis: the test's private Redis keeps an append-only file")
+
+
 @pytest.fixture
-def private_redis(tmp_path):  # noqa: ANN001, ANN201
-    """A redis-server of this test alone (skipped, or failed under CI, without the binary)."""
+def private_redis(tmp_path, request):  # noqa: ANN001, ANN201
+    """A redis-server of this test alone (skipped, or failed under CI, without the binary); with
+    the persistent_redis mark it runs with an append-only file, as a production Redis should."""
+    persist = request.node.get_closest_marker("persistent_redis") is not None
     try:
-        server = stack_module.RedisServer(tmp_path).start()
+        server = stack_module.RedisServer(tmp_path, persist=persist).start()
     except stack_module.ServiceUnavailable as exc:
         unavailable(str(exc))
     yield server

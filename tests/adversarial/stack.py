@@ -81,7 +81,8 @@ def stop_group(process: subprocess.Popen | None, sig: int = signal.SIGTERM, time
 class RedisServer:
     """A private redis-server; ``restart()`` keeps the port (and, having no persistence, loses data)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, persist: bool = False) -> None:
+        self.persist = persist  # append-only file, fsync on every write: a restart keeps queued messages
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
@@ -99,8 +100,8 @@ class RedisServer:
 
         log = open(self.dir / "redis.log", "ab")
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir)],
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always", "--dir", str(self.dir)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -310,9 +311,34 @@ class Stack:
             raise RuntimeError(f"agent {name} is already running")
         return self._proc(name, args, GPUSCHED_AGENT_TOKEN=token, **env)
 
+    def supervise(self, name: str, start: Callable[[], Proc], interval: float = 0.5) -> list[float]:
+        """Restart process ``name`` with ``start()`` whenever it exits, as a deployment's restart policy
+        does (compose ``restart: unless-stopped``, systemd ``Restart=always``). Returns the list the
+        restart times are appended to; ``stop_all`` ends the supervision."""
+        import threading
+
+        restarts: list[float] = []
+        self._supervising = getattr(self, "_supervising", threading.Event())
+
+        def watch() -> None:
+            while not self._supervising.wait(interval):
+                proc = self.procs.get(name)
+                if proc is not None and proc.process is not None and proc.process.poll() is not None:
+                    restarts.append(time.time())
+                    try:
+                        start()
+                    except Exception:  # the next round tries again
+                        pass
+
+        threading.Thread(target=watch, name=f"supervise-{name}", daemon=True).start()
+        return restarts
+
     def diagnostics(self, chars: int = 3000) -> str:
         return "\n".join(f"--- {name}\n{proc.output()[-chars:]}" for name, proc in self.procs.items())
 
     def stop_all(self) -> None:
+        if getattr(self, "_supervising", None) is not None:
+            self._supervising.set()
+            time.sleep(0.6)
         for proc in reversed(list(self.procs.values())):
             proc.stop()
