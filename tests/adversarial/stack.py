@@ -141,8 +141,11 @@ class PostgresServer:
     """A private PostgreSQL cluster in a temp dir; trust authentication for local connections."""
 
     def __init__(self, tmp: Path) -> None:
+        import tempfile
+
         self.bin = _pg_bin()
-        self.dir = tmp / "pg"
+        # Not under ``tmp``: pytest's temp dirs are private to root, and the server may run as postgres.
+        self.dir = Path(tempfile.mkdtemp(prefix="gpusched-pg-"))
         self.data = self.dir / "data"
         self.port = free_port()
         self.user = None
@@ -153,10 +156,8 @@ class PostgresServer:
             except KeyError:
                 raise ServiceUnavailable("running as root and there is no 'postgres' user to run PostgreSQL as") from None
             self.run_as = ["runuser", "-u", "postgres", "--"]
-        self.dir.mkdir(parents=True, exist_ok=True)
         if self.user is not None:
-            for path in (tmp, self.dir):
-                os.chmod(path, 0o755)
+            os.chmod(self.dir, 0o700)
             os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
 
     def url(self, dbname: str) -> str:
@@ -196,6 +197,7 @@ class PostgresServer:
             self.stop("immediate")
         except subprocess.CalledProcessError:
             pass
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # --- The system's processes ------------------------------------------------------------------
