@@ -1,0 +1,211 @@
+"""One scheduling cycle of the live loop at scale: policy time and the whole cycle with the database.
+
+For each size (``--nodes`` N, each with 8 GPUs, and ``--pending-per-node``
+times N pending jobs; default N = 10, 100, 1000, so up to 1,000 nodes and
+10,000 pending jobs) a fresh database (``<name>_cycle`` on the PostgreSQL of
+``DATABASE_URL``, migrated once) is filled with a busy cluster:
+
+* 90 % of the GPUs held by running BE jobs of 1, 2, 4 or 8 GPUs (one node
+  each), with their attempts and GPU rows, as the loop would have left them;
+* the pending queue: 20 % TE jobs of 1-2 GPUs, 80 % BE jobs of 1-8 GPUs, from
+  20 users, in submission order, no quotas.
+
+Then the cycle of ``scheduler.loop.run_cycle`` runs phase by phase with the
+configured policy (``SCHEDULER_POLICY``, default fitgpp):
+
+* ``snapshot_s``: reading the database into the core's Snapshot;
+* ``policy_s``: ``policy.decide(snapshot, now)`` alone (median of ``--repeat``
+  calls on the same snapshot; the policy is pure);
+* ``apply_s``: the conditional writes in one transaction, commit included;
+* ``cycle_s``: all three, once, as the loop runs them (first cycle after the
+  fill: it starts jobs on the free GPUs, preempts for TE jobs, writes pending
+  reasons), and ``next_cycle_s``: the cycle after it (nothing new: the steady
+  state of a busy cluster).
+
+Agent commands are counted, not published (their broker cost is
+benchmarks/agent_latency.py's subject); scheduling triggers are off.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs_adv \\
+        .venv/bin/python benchmarks/cycle_scale.py --json cycle_scale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+GPUS_PER_NODE = 8
+USERS = 20
+
+
+def _database(base_url: str) -> str:
+    import psycopg
+
+    parsed = urlparse(base_url)
+    name = (parsed.path.lstrip("/") or "gpusched") + "_cycle"
+    with psycopg.connect(urlunparse(parsed._replace(path="/postgres")), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = urlunparse(parsed._replace(path=f"/{name}"))
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
+           "SECRET_KEY": "benchmark-only-secret-key"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=env, check=True,
+                   capture_output=True, timeout=900)
+    return url
+
+
+def _fill(nodes: int, pending: int, seed: int) -> dict:
+    """Empty the tables and build the busy cluster described in the module doc; returns counts."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.utils import timezone
+
+    from cluster.models import Gpu, Node
+    from scheduler.models import Attempt, AttemptState, Job, JobClass, JobEvent, JobState
+
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE scheduler_jobevent, scheduler_attemptlog, scheduler_attempt, cluster_gpu, "
+                    "cluster_node, scheduler_job, auth_user CASCADE")
+    rng = random.Random(seed)
+    now = timezone.now()
+    users = User.objects.bulk_create(User(username=f"u{i}", password="!") for i in range(USERS))
+    node_rows = Node.objects.bulk_create(
+        Node(name=f"node-{i:05d}", gpus=GPUS_PER_NODE, cpus=64, mem_gb=512, last_heartbeat=now) for i in range(nodes))
+    target_busy = int(0.9 * nodes * GPUS_PER_NODE)
+    running: list[tuple[Job, Node, list[int]]] = []
+    busy = 0
+    for node in node_rows:
+        index = 0
+        while index < GPUS_PER_NODE and busy < target_busy:
+            size = min(rng.choice([1, 2, 4, 8]), GPUS_PER_NODE - index, target_busy - busy)
+            started = now - timedelta(seconds=rng.uniform(60, 20000))
+            job = Job(owner=rng.choice(users), name="running", command="python train.py", job_class=JobClass.BE,
+                      num_gpus=size, grace_period=rng.choice([10, 30, 60, 300]), state=JobState.RUNNING,
+                      submitted_at=started, started_at=started, first_started_at=started, attempt_count=1)
+            running.append((job, node, list(range(index, index + size))))
+            index += size
+            busy += size
+    Job.objects.bulk_create([job for job, _, _ in running], batch_size=2000)
+    Attempt.objects.bulk_create(
+        [Attempt(job=job, number=1, gpu_allocation={node.name: idx}, state=AttemptState.RUNNING,
+                 started_at=job.started_at) for job, node, idx in running], batch_size=2000)
+    holder = {(node.pk, i): job for job, node, idx in running for i in idx}
+    Gpu.objects.bulk_create(
+        [Gpu(node=node, index=i, model_name="Virtual GPU", allocated_to=holder.get((node.pk, i)))
+         for node in node_rows for i in range(GPUS_PER_NODE)], batch_size=5000)
+    waiting = []
+    t0 = now - timedelta(seconds=pending * 2)
+    for k in range(pending):
+        te = rng.random() < 0.2
+        waiting.append(Job(owner=rng.choice(users), name=f"p{k}", command="python train.py",
+                           job_class=JobClass.TE if te else JobClass.BE,
+                           num_gpus=rng.choice([1, 1, 2]) if te else rng.choice([1, 1, 2, 4, 8]),
+                           grace_period=30, submitted_at=t0 + timedelta(seconds=2 * k)))
+    Job.objects.bulk_create(waiting, batch_size=5000)
+    JobEvent.objects.bulk_create(
+        [JobEvent(job=j, at=j.submitted_at, to_state=JobState.PENDING, reason="Submitted") for j in waiting],
+        batch_size=5000)
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE")
+    return {"nodes": nodes, "gpus": nodes * GPUS_PER_NODE, "running": len(running), "busy_gpus": busy,
+            "pending": pending}
+
+
+def _cycle_phases(repeat: int) -> dict:
+    from django.db import transaction
+    from django.utils import timezone
+
+    from scheduler import apply, loop, snapshot
+
+    policy = loop.current_policy()
+    now = timezone.now()
+    t = time.perf_counter()
+    cycle = snapshot.build(now)
+    snapshot_s = time.perf_counter() - t
+    policy_times = []
+    decisions = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        decisions = policy.decide(cycle.snapshot, now.timestamp())
+        policy_times.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    with transaction.atomic():
+        applied = apply.apply_decisions(decisions, cycle)
+        applied.cancel_kills = apply.request_cancel_kills(timezone.now())
+    apply_s = time.perf_counter() - t
+    kinds: dict[str, int] = {}
+    for d in decisions:
+        kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
+    return {
+        "snapshot_s": snapshot_s, "policy_s": statistics.median(policy_times), "policy_min_s": min(policy_times),
+        "apply_s": apply_s, "decisions": kinds, "started": len(applied.started), "preempted": len(applied.preempted),
+        "pend_updates": applied.pend_updates, "skipped": len(applied.skipped),
+    }
+
+
+def _whole_cycle() -> float:
+    from scheduler import loop
+
+    t = time.perf_counter()
+    loop.run_cycle()
+    return time.perf_counter() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--pending-per-node", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5, help="policy calls per size (median reported)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
+    if not base.startswith("postgres"):
+        parser.error("DATABASE_URL must name a PostgreSQL server")
+    url = _database(base)
+    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
+                       "SECRET_KEY": "benchmark-only-secret-key", "SCHEDULER_AUTORUN": "0"})
+    import django
+
+    django.setup()
+    from cluster import commands
+
+    sent = {"count": 0}
+    commands.send = lambda node, task, kwargs: sent.__setitem__("count", sent["count"] + 1) or True
+
+    rows = []
+    for n in args.nodes:
+        fill = _fill(n, n * args.pending_per_node, args.seed)
+        phases = _cycle_phases(args.repeat)  # the first cycle after the fill, phase by phase (committed)
+        fill_again = _fill(n, n * args.pending_per_node, args.seed)
+        assert fill_again == fill
+        sent["count"] = 0
+        cycle_s = _whole_cycle()  # the same first cycle, as the loop runs it
+        commands_sent = sent["count"]
+        next_cycle_s = _whole_cycle()
+        row = {**fill, **{k: round(v, 4) if isinstance(v, float) else v for k, v in phases.items()},
+               "cycle_s": round(cycle_s, 4), "next_cycle_s": round(next_cycle_s, 4), "commands": commands_sent,
+               "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp")}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "cycle_scale", "results": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
