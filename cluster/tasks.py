@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from celery import shared_task
+from django import db
 from django.utils import timezone as dj_timezone
 
 from cluster import protocol, services
@@ -26,11 +27,18 @@ _NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_LINES_PER_REPORT = 100_000
 
 
+# A report that finds the database unreachable is retried this often, a second apart (the message
+# is acknowledged before the task runs, so without a retry it would be lost: an exit never settled).
+DB_RETRIES = 600
+DB_RETRY_DELAY_S = 1.0
+
+
 def report_task(name: str) -> Callable[[Callable[..., Any]], Any]:
-    """A REPORT_* task: token checked, ProtocolError/AgentAuthError logged and dropped."""
+    """A REPORT_* task: token checked, ProtocolError/AgentAuthError logged and dropped, retried
+    while the database cannot be reached (reports are idempotent, so a retry is harmless)."""
 
     def wrap(fn: Callable[..., Any]) -> Any:
-        def task(**kwargs: Any) -> Any:
+        def task(self: Any, **kwargs: Any) -> Any:
             node = kwargs.get("node")
             try:
                 node = parse_node(node)
@@ -40,11 +48,14 @@ def report_task(name: str) -> Callable[[Callable[..., Any]], Any]:
                 log.error("%s from node %r dropped: %s", name, node, exc)
             except services.AgentAuthError as exc:
                 log.error("%s dropped: %s", name, exc)
+            except (db.OperationalError, db.InterfaceError) as exc:
+                log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
+                raise self.retry(countdown=DB_RETRY_DELAY_S, max_retries=DB_RETRIES) from None
             return None
 
         task.__name__, task.__qualname__, task.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
         # typing=False: unknown kwargs from newer agents must not be refused by Celery.
-        return shared_task(name=name, ignore_result=True, typing=False)(task)
+        return shared_task(name=name, ignore_result=True, typing=False, bind=True)(task)
 
     return wrap
 
