@@ -141,12 +141,39 @@ def _hand_over() -> None:
     request_scheduling()
 
 
+LAST_TICK_KEY = "gpusched:scheduler:last-tick"
+DEAF_UNTIL_KEY = "gpusched:scheduler:no-node-loss-until"
+
+
 def tick() -> dict[str, object]:
-    """The periodic safety tick: node-lost detection, overdue commands re-sent, then a cycle."""
+    """The periodic safety tick: node-lost detection, overdue commands re-sent, then a cycle.
+
+    Nodes are declared lost only if the server could have heard them: after a
+    gap between two completed ticks longer than the node-lost delay (PostgreSQL
+    or Redis was down, or no worker ran), heartbeats sent meanwhile were never
+    recorded, so loss detection waits one more node-lost delay for the agents
+    to be heard again instead of requeueing every job of live nodes.
+    """
     from cluster import services
 
     now = timezone.now()
-    lost = services.detect_lost_nodes(now)
+    client = redis_client()
+    lost = services.detect_lost_nodes(now) if _may_declare_nodes_lost(client, now) else []
     resent = services.resend_overdue_commands(now)
-    cycles = run_requested_cycles()
+    cycles = run_requested_cycles(client)
+    client.set(LAST_TICK_KEY, now.timestamp())
     return {"lost_nodes": lost, "resent": resent, "cycles": cycles}
+
+
+def _may_declare_nodes_lost(client: redis.Redis, now: datetime) -> bool:
+    from cluster.services import lost_after
+
+    window = lost_after().total_seconds()
+    last = client.get(LAST_TICK_KEY)
+    if last is None or now.timestamp() - float(last) > window:
+        client.set(DEAF_UNTIL_KEY, now.timestamp() + window)
+        log.warning("no completed tick for more than %.0f s: node-loss detection waits %.0f s for heartbeats",
+                    window, window)
+        return False
+    until = client.get(DEAF_UNTIL_KEY)
+    return until is None or now.timestamp() >= float(until)
