@@ -143,6 +143,8 @@ class SimResult:
     modelled_attempts: int = 0
     timed_seconds: float = 0.0
     modelled_seconds: float = 0.0
+    below_request: frozenset[str] = frozenset()
+    """Reconfigurable jobs that ran some attempt slower than requested."""
 
 
 class _Clock:
@@ -271,6 +273,7 @@ class Simulator:
         self._decide_calls = 0
         self._reconfigurations = 0
         self._timed = [0, 0, 0.0, 0.0]  # attempts, modelled attempts, seconds, modelled seconds
+        self._below: set[str] = set()
         # A policy that reconfigures running jobs may act with nothing pending
         # (grow jobs into GPUs a completion freed).
         self._decide_idle = bool(getattr(policy, "decide_without_pending", False))
@@ -383,6 +386,9 @@ class Simulator:
         decisions = self.policy.decide(self.snapshot, t)
         started: list[_Job] = []
         by_id = self._by_id
+        reconfigures = [d for d in decisions if d.__class__ is Reconfigure]
+        if reconfigures:
+            self._reconfigure_all(reconfigures, t)
         for d in decisions:
             cls = d.__class__
             if cls is Pend:
@@ -394,7 +400,7 @@ class Simulator:
             elif cls is Preempt:
                 self._preempt(d, t)
             elif cls is Reconfigure:
-                self._reconfigure(d, t)
+                pass  # applied above, together
             else:
                 raise SimulationError(f"t={t:g}: unknown decision {d!r}")
         if started:
@@ -474,7 +480,10 @@ class Simulator:
         job.modelled = not measured
         self._timed[0] += 1
         self._timed[1] += 0 if measured else 1
-        return plan, job.speed.reference / seconds
+        rate = job.speed.reference / seconds
+        if rate < 1.0 - 1e-9:
+            self._below.add(spec.id)
+        return plan, rate
 
     def _close_timing(self, job: _Job, r: RunningJob, t: float) -> None:
         if job.speed is not None:
@@ -483,7 +492,19 @@ class Simulator:
             if job.modelled:
                 self._timed[3] += span
 
-    def _reconfigure(self, d: Reconfigure, t: float) -> None:
+    def _reconfigure_all(self, decisions: list[Reconfigure], t: float) -> None:
+        """Apply one call's Reconfigures together, before its other decisions:
+        every job relaunching now gives up its old allocation before any takes
+        its new one, so jobs may trade places."""
+        now = [job for job in (self._reconfigure(d, t) for d in decisions) if job is not None]
+        for job, _ in now:
+            self._stop_attempt(job, t)
+        for job, d in now:
+            self._start_attempt(job, d, t, job.spec.grace_period)
+
+    def _reconfigure(self, d: Reconfigure, t: float) -> tuple[_Job, Reconfigure] | None:
+        """Validate and give notice; the job and decision when it relaunches
+        at once, None when it first checkpoints on its current resources."""
         job = self._by_id.get(d.job_id)
         if job is None or job.state != _RUNNING:
             raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not running (or is stopping)")
@@ -510,12 +531,17 @@ class Simulator:
             job.state = _RESHAPING
             job.reshape = d
             self._push(t + grace, _RESHAPE, job)
-        else:
-            self._relaunch(job, d, t, grace)
+            return None
+        return job, d
 
     def _relaunch(self, job: _Job, d: Reconfigure, t: float, idle: float) -> None:
         """End the attempt stopped at ``r.notice_time`` and start the next on
         ``d``'s allocation; ``idle`` seconds of checkpointing still to come."""
+        self._stop_attempt(job, t)
+        self._start_attempt(job, d, t, idle)
+
+    def _stop_attempt(self, job: _Job, t: float) -> None:
+        """Release the resources of the attempt stopped at its notice."""
         r = job.running
         old = r.spec
         notice = r.notice_time
@@ -525,6 +551,11 @@ class Simulator:
         self._allocated_gpu_seconds += old.num_gpus * (t - r.attempt_start)
         self._lost_gpu_seconds += old.num_gpus * ((t - notice) + min(job.overhead, notice - r.attempt_start))
         self._log_attempt(job, r, t)
+
+    def _start_attempt(self, job: _Job, d: Reconfigure, t: float, idle: float) -> None:
+        """The next attempt on ``d``'s allocation, after ``idle`` seconds of
+        checkpointing and the reconfiguration overhead."""
+        r = job.running
         base = r.progress
         spec = self._allocation(job, d, t, "Reconfigure")
         try:
@@ -613,6 +644,7 @@ class Simulator:
             modelled_attempts=self._timed[1],
             timed_seconds=self._timed[2],
             modelled_seconds=self._timed[3],
+            below_request=frozenset(self._below),
         )
 
 

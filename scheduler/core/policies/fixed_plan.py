@@ -21,35 +21,9 @@ from typing import Sequence
 
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Start
 from scheduler.core.model import PendingJob, RunningJob, Snapshot
-from scheduler.core.perf.plans import PlanError, parse_plan
-from scheduler.core.placement import spread
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
-from scheduler.core.policies.reconfig import Pool, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
+from scheduler.core.policies.reconfig import Pool, block_size, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
 from scheduler.core.policy import register
-
-
-def block_size(plan: str) -> int:
-    """GPUs that must share a node: the tensor-parallel degree of a 3D plan, else 1."""
-    if not plan:
-        return 1
-    try:
-        p = parse_plan(plan)
-    except PlanError:
-        return 1
-    return p.tp if p.is_3d else 1
-
-
-def place_blocks(pool: Pool, g: int, block: int, cpg: float, mpg: float) -> dict[str, int] | None:
-    """``g`` GPUs in whole blocks of ``block`` per node (``block`` 1: the
-    shared rule)."""
-    if block <= 1 or g % block:
-        return pool.place(g, cpg, mpg)
-    single = pool.place(g, cpg, mpg)
-    if single is not None and len(single) == 1:
-        return single
-    avail = [(u // block, n) for n in pool.order if (u := pool.units(n, cpg, mpg)) >= block]
-    parts = spread(avail, g // block)
-    return None if parts is None else {n: k * block for n, k in parts.items()}
 
 
 class FixedPlanPolicy:
@@ -113,7 +87,7 @@ class FixedPlanPolicy:
 
     def place(self, pool: Pool, job: PendingJob) -> dict[str, int] | None:
         spec = job.spec
-        return place_blocks(pool, spec.num_gpus, block_size(spec.plan), cpus_per_gpu(spec), mem_per_gpu(spec))
+        return pool.place_blocks(spec.num_gpus, block_size(spec.plan), cpus_per_gpu(spec), mem_per_gpu(spec))
 
     def start(self, pool: Pool, job: PendingJob, parts: dict[str, int]) -> Start:
         spec = job.spec
@@ -285,4 +259,4 @@ def _reason(raw: object) -> Reason:
     raise ValueError(f"hold_reason {raw!r} is not a known reason")
 
 
-__all__ = ["FifoFixed", "FixedPlanPolicy", "Synergy", "Tiresias", "block_size", "place_blocks"]
+__all__ = ["FifoFixed", "FixedPlanPolicy", "Synergy", "Tiresias"]

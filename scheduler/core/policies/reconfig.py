@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from scheduler.core.model import JobSpec, Node, Placement, RunningJob
+from scheduler.core.perf.plans import PlanError, parse_plan
 from scheduler.core.placement import EPS, INF, free_from_running, full_free, spread, units_of
 
 FLOOR_SLACK = 1e-9
@@ -58,7 +59,11 @@ class Pool:
             v[2] -= k * mpg
 
     def give(self, parts: Mapping[str, int], cpg: float, mpg: float) -> None:
-        self.take(parts, -cpg, -mpg)
+        for n, k in parts.items():
+            v = self.free[n]
+            v[0] += k
+            v[1] += k * cpg
+            v[2] += k * mpg
 
     def place(self, g: int, cpg: float, mpg: float, prefer: Iterable[str] = ()) -> dict[str, int] | None:
         """Where ``g`` GPUs (each with ``cpg`` CPUs and ``mpg`` GB) go now:
@@ -79,6 +84,20 @@ class Pool:
             return {best[2]: g}
         avail = [(u, n) for n in self.order if (u := self.units(n, cpg, mpg)) > 0]
         return spread(avail, g)
+
+    def place_blocks(self, g: int, block: int, cpg: float, mpg: float,
+                     prefer: Iterable[str] = ()) -> dict[str, int] | None:
+        """``g`` GPUs in whole blocks of ``block`` GPUs per node (a 3D plan's
+        tensor-parallel group must sit on one node): one node if possible,
+        else the fewest nodes. ``block`` 1 is ``place``."""
+        if block <= 1 or g % block:
+            return self.place(g, cpg, mpg, prefer)
+        single = self.place(g, cpg, mpg, prefer)
+        if single is not None and len(single) == 1:
+            return single
+        avail = [(u // block, n) for n in self.order if (u := self.units(n, cpg, mpg)) >= block]
+        parts = spread(avail, g // block)
+        return None if parts is None else {n: k * block for n, k in parts.items()}
 
 
 def shape_of(parts: Mapping[str, int]) -> tuple[int, ...]:
@@ -146,7 +165,7 @@ class JobModel:
     """One reconfigurable job as the policy sees it: its request (``spec`` as
     submitted, or as pending), the throughput function and the reference."""
 
-    __slots__ = ("spec", "fn", "ref", "cpg", "mpg", "lo", "hi")
+    __slots__ = ("spec", "fn", "ref", "cpg", "mpg", "lo", "hi", "blocks")
 
     def __init__(self, spec: JobSpec, request: JobSpec | None = None) -> None:
         req = request or spec
@@ -156,6 +175,7 @@ class JobModel:
         self.cpg = cpus_per_gpu(req)
         self.mpg = mem_per_gpu(req)
         self.lo, self.hi = req.gpu_range
+        self.blocks = sorted({block_size(p) for p in (req.plan, *req.allowed_plans)} - {1})
 
     def option(self, parts: Mapping[str, int], cpus: float | None = None) -> Option | None:
         """The best plan on ``parts`` with ``cpus`` (None: the request's ratio)."""
@@ -178,9 +198,20 @@ class JobModel:
         return self.ref / t
 
     def place(self, pool: Pool, g: int, prefer: Iterable[str] = ()) -> Option | None:
-        """Best option for ``g`` GPUs wherever the pool would put them."""
-        parts = pool.place(g, self.cpg, self.mpg, prefer)
-        return None if parts is None else self.option(parts)
+        """Best option for ``g`` GPUs where the pool would put them: by the
+        shared rule, or in blocks of each tensor-parallel degree the job's
+        3D plans use (the faster wins; ties to the shared rule)."""
+        best: Option | None = None
+        tried: list[dict[str, int]] = []
+        for block in (1, *self.blocks):
+            parts = pool.place_blocks(g, block, self.cpg, self.mpg, prefer)
+            if parts is None or parts in tried:
+                continue
+            tried.append(parts)
+            opt = self.option(parts)
+            if opt is not None and (best is None or opt.speed > best.speed + FLOOR_SLACK):
+                best = opt
+        return best
 
     def right_size(self, pool: Pool | None, floor: float = 1.0, prefer: Iterable[str] = ()) -> Option | None:
         """The fewest GPUs reaching ``floor`` (1.0: the requested throughput),
@@ -196,6 +227,17 @@ class JobModel:
             if pool is not None and pool.gpus < g:
                 return None
         return None
+
+
+def block_size(plan: str) -> int:
+    """GPUs that must share a node: the tensor-parallel degree of a 3D plan, else 1."""
+    if not plan:
+        return 1
+    try:
+        p = parse_plan(plan)
+    except PlanError:
+        return 1
+    return p.tp if p.is_3d else 1
 
 
 def _packed(g: int, node_gpus: int = 8) -> dict[str, int]:
@@ -215,6 +257,7 @@ __all__ = [
     "FLOOR_SLACK",
     "INF",
     "JobModel",
+    "block_size",
     "Option",
     "Pool",
     "cpus_per_gpu",

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from scheduler.core.decisions import Decision, Pend, Reason, Reconfigure, Start
+from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
 from scheduler.core.policies.reconfig import (
@@ -63,6 +63,14 @@ DEFAULT_MIN_INTERVAL = 600.0
 restarts cost at most about a tenth of a job's time."""
 DEFAULT_MIN_GAIN = 0.05
 """A change must shorten the job's expected remaining time by this fraction."""
+DEFAULT_BE_FLOOR = 0.8
+"""A best-effort job is admitted on the fewest GPUs giving it this share of
+its requested throughput."""
+DEFAULT_START_FLOOR = 0.5
+"""...or, when that does not fit, on what fits if it gives at least this share."""
+ORDERS = ("work", "arrival")
+DEFAULT_MAX_PREEMPTIONS = 3
+"""How often a best-effort job may be preempted for guaranteed jobs (then never again)."""
 
 
 @dataclass(slots=True)
@@ -96,6 +104,7 @@ class _Cycle:
     starts: dict[str, Live] = field(default_factory=dict)
     reconfigs: dict[str, tuple[Live, str | None, Reason]] = field(default_factory=dict)
     awaited: set[str] = field(default_factory=set)  # pending jobs running jobs shrink for
+    preempted: set[str] = field(default_factory=set)  # jobs preempted in this cycle
     out: list[Decision] = field(default_factory=list)
 
 
@@ -116,7 +125,12 @@ class Rubick:
         restart_time: float = DEFAULT_RESTART_TIME,
         min_interval: float = DEFAULT_MIN_INTERVAL,
         min_gain: float = DEFAULT_MIN_GAIN,
+        be_floor: float = DEFAULT_BE_FLOOR,
+        start_floor: float = DEFAULT_START_FLOOR,
+        order: str = "work",
         grow: bool = True,
+        repack: bool = True,
+        max_preemptions: int = DEFAULT_MAX_PREEMPTIONS,
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
         explain: bool = True,
     ) -> None:
@@ -126,10 +140,22 @@ class Rubick:
         check_non_negative("starvation_threshold", starvation_threshold, allow_none=True)
         if min_gain >= 1:
             raise ValueError(f"min_gain must be < 1, got {min_gain!r}")
+        for pname, value in (("be_floor", be_floor), ("start_floor", start_floor)):
+            if not (isinstance(value, (int, float)) and 0 < value <= 1):
+                raise ValueError(f"{pname} must be in (0, 1], got {value!r}")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        self.be_floor = float(be_floor)
+        self.start_floor = float(start_floor)
+        self.order = order
         self.restart_time = float(restart_time)
         self.min_interval = float(min_interval)
         self.min_gain = float(min_gain)
         self.grow = bool(grow)
+        self.repack = bool(repack)
+        if not isinstance(max_preemptions, int) or isinstance(max_preemptions, bool) or max_preemptions < 0:
+            raise ValueError(f"max_preemptions must be an integer >= 0, got {max_preemptions!r}")
+        self.max_preemptions = max_preemptions
         self.starvation_threshold = starvation_threshold
         self.explain = bool(explain)
 
@@ -140,6 +166,8 @@ class Rubick:
         for r in snapshot.running:
             if r.reconfiguring and r.reconfigured_for is not None:
                 cyc.awaited.add(r.reconfigured_for)
+            if r.preempting and r.preempted_for is not None:
+                cyc.awaited.add(r.preempted_for)
             live = self._live(r, now)
             if live is not None:
                 cyc.live[live.id] = live
@@ -168,11 +196,9 @@ class Rubick:
     # --- 1. admission ----------------------------------------------------------
 
     def _admit(self, cyc: _Cycle) -> bool:
-        """Start pending jobs; True when some job is left waiting."""
-        pending = sorted(
-            cyc.snapshot.pending,
-            key=lambda p: (not p.spec.guaranteed, p.spec.job_class is not JobClass.TE, p.spec.submit_time, p.spec.id),
-        )
+        """Start pending jobs; True when some job is left waiting (nothing
+        may grow then: free GPUs are kept for it)."""
+        pending = sorted(cyc.snapshot.pending, key=lambda p: self._queue_key(p, cyc.now))
         waiting = False
         blocked_by: PendingJob | None = None
         for p in pending:
@@ -181,7 +207,6 @@ class Rubick:
                     cyc.out.append(Pend(p.spec.id, Reason[_reason_name(p.hold_reason)], p.hold_message or p.hold_reason))
                 continue
             if blocked_by is not None:
-                waiting = True
                 if cyc.explain:
                     cyc.out.append(Pend(p.spec.id, Reason.PRIORITY,
                                         f"behind job {blocked_by.spec.id}, which has waited past the starvation threshold"))
@@ -193,7 +218,28 @@ class Rubick:
                 blocked_by = p
             if cyc.explain:
                 cyc.out.append(Pend(p.spec.id, Reason.RESOURCES, self._pend_message(cyc, p)))
-        return waiting
+        return waiting or blocked_by is not None
+
+    def _queue_key(self, p: PendingJob, now: float) -> tuple:
+        """Guaranteed jobs before the others; within each, TE jobs, then jobs
+        past the starvation threshold, in arrival order; then the rest, by
+        expected work (GPU-seconds at their admission size; ``order="work"``)
+        or in arrival order."""
+        spec = p.spec
+        head = (not spec.guaranteed, spec.job_class is not JobClass.TE)
+        starving = self.starvation_threshold is not None and now - spec.submit_time > self.starvation_threshold
+        if spec.job_class is JobClass.TE or starving or self.order == "arrival":
+            return (*head, not starving, 0.0, spec.submit_time, spec.id)
+        return (*head, True, self._work(p), spec.submit_time, spec.id)
+
+    def _work(self, p: PendingJob) -> float:
+        spec = p.spec
+        if not (spec.reconfigurable and spec.throughput is not None and spec.steps):
+            return math.inf
+        target = JobModel(spec).right_size(None, self.floor(spec.guaranteed))
+        if target is None:
+            return math.inf
+        return max(spec.steps - p.steps_done, 0.0) * target.seconds * target.gpus
 
     def _admit_one(self, cyc: _Cycle, p: PendingJob) -> bool:
         spec = p.spec
@@ -212,6 +258,11 @@ class Rubick:
         opt = self._start_option(model, pool, spec.guaranteed)
         if opt is None:
             opt = self._reclaim(cyc, model, spec.id, spec.guaranteed)
+            if opt is None and self.repack:
+                opt = self._repack(cyc, model, spec.id, spec.guaranteed)
+            if opt is None and spec.guaranteed and self.max_preemptions > 0:
+                self._preempt_for(cyc, model, spec.id)
+                return False
             if opt is not None and spec.id in cyc.awaited:
                 return False  # a donor checkpoints first: start when it has shrunk
         if opt is None:
@@ -221,19 +272,23 @@ class Rubick:
         cyc.starts[spec.id] = Live(spec.id, model, opt, remaining, spec.guaranteed, True, True, pending=p)
         return True
 
-    @staticmethod
-    def _start_option(model: JobModel, pool: Pool, guaranteed: bool) -> Option | None:
-        """Right size if it fits; else (best-effort) the fastest option that
-        fits, up to the right size on packed nodes."""
-        opt = model.right_size(pool)
+    def floor(self, guaranteed: bool) -> float:
+        """Normalized throughput a job is admitted at: 1.0 when guaranteed."""
+        return 1.0 if guaranteed else self.be_floor
+
+    def _start_option(self, model: JobModel, pool: Pool, guaranteed: bool) -> Option | None:
+        """The right size if it fits; else, for a best-effort job, the fastest
+        option that fits, up to the right size on packed nodes, if it reaches
+        ``start_floor``."""
+        opt = model.right_size(pool, self.floor(guaranteed))
         if opt is not None or guaranteed:
             return opt
-        packed = model.right_size(None)
+        packed = model.right_size(None, self.floor(False))
         cap = packed.gpus if packed is not None else model.hi
         best: Option | None = None
         for g in range(model.lo, min(cap, pool.gpus) + 1):
             o = model.place(pool, g)
-            if o is not None and (best is None or o.speed > best.speed + FLOOR_SLACK):
+            if o is not None and o.speed >= self.start_floor and (best is None or o.speed > best.speed + FLOOR_SLACK):
                 best = o
         return best
 
@@ -241,7 +296,7 @@ class Rubick:
         """Shrink running jobs until the pending job fits (see the module doc);
         nothing is changed when it does not."""
         pool = cyc.pool
-        target = model.right_size(None)
+        target = model.right_size(None, self.floor(guaranteed))
         if target is None:
             return None
         donors = []
@@ -251,7 +306,7 @@ class Rubick:
             if live.guaranteed:
                 floor_gpus = self._floor_size(live)
             else:
-                right = live.model.right_size(None)
+                right = live.model.right_size(None, self.floor(False))
                 floor_gpus = live.model.lo if guaranteed else (right.gpus if right is not None else live.opt.gpus)
             if floor_gpus is None or live.opt.gpus <= floor_gpus:
                 continue
@@ -285,6 +340,129 @@ class Rubick:
                 pool.take(live.held, live.model.cpg, live.model.mpg)
                 cyc.awaited.add(job_id)
         return opt
+
+    def _repack(self, cyc: _Cycle, model: JobModel, job_id: str, guaranteed: bool) -> Option | None:
+        """Make room by moving running jobs: release the movable jobs of the
+        emptiest nodes one node at a time until the pending job fits, then
+        place the released jobs again (as large as before when possible,
+        never below their floor). Nothing changes unless all of them find a
+        place and, for a best-effort job, it gains more than they lose."""
+        pool = cyc.pool
+        movable = [x for x in list(cyc.live.values()) + list(cyc.starts.values())
+                   if not x.changed and x.movable and x.id != job_id and x.running is not None
+                   and x.running.spec.grace_period == 0]
+        if not movable:
+            return None
+        on_node: dict[str, list[Live]] = {}
+        for x in movable:
+            for n in x.opt.as_dict:
+                on_node.setdefault(n, []).append(x)
+        fixed = {n: 0 for n in pool.order}
+        for r in cyc.snapshot.running:
+            if r.spec.id not in {x.id for x in movable}:
+                for n, k in r.placement.parts:
+                    fixed[n] += k
+        order = sorted(on_node, key=lambda n: (fixed[n], sum(x.opt.as_dict[n] for x in on_node[n]), n))
+        released: list[Live] = []
+        for n in order:
+            for x in sorted(on_node[n], key=lambda x: x.id):
+                if x not in released:
+                    pool.give(x.opt.as_dict, x.model.cpg, x.model.mpg)
+                    released.append(x)
+            opt = self._start_option(model, pool, guaranteed)
+            if opt is None:
+                continue
+            pool.take(opt.as_dict, model.cpg, model.mpg)
+            moved = self._replace_all(pool, released, shrink=guaranteed)
+            if moved is not None:
+                lost = sum(x.opt.speed - o.speed for x, o in moved)
+                if guaranteed or opt.speed > lost:
+                    pool.give(opt.as_dict, model.cpg, model.mpg)
+                    for x, o in moved:
+                        if o.parts != x.opt.parts or o.plan != x.opt.plan:
+                            self._change(cyc, x, o, job_id, Reason.SHRUNK_FOR_JOB)
+                    return opt
+                for x, o in moved:
+                    pool.give(o.as_dict, x.model.cpg, x.model.mpg)
+            pool.give(opt.as_dict, model.cpg, model.mpg)
+            break
+        for x in released:
+            pool.take(x.opt.as_dict, x.model.cpg, x.model.mpg)
+        return None
+
+    def _preempt_for(self, cyc: _Cycle, model: JobModel, job_id: str) -> None:
+        """Preempt best-effort jobs so that a guaranteed job reaches its
+        requested throughput: the jobs of the nodes with the least held by
+        others first, until it fits; then the ones it can do without (largest
+        first) are spared. The job starts once they have vacated."""
+        pool = cyc.pool
+        victims = [r for r in cyc.snapshot.running
+                   if not (r.preempting or r.reconfiguring or r.spec.guaranteed or r.spec.id in cyc.reconfigs
+                           or r.spec.id in cyc.preempted)
+                   and r.spec.job_class is JobClass.BE and r.preemptions < self.max_preemptions]
+        if not victims:
+            return
+        on_node: dict[str, list[RunningJob]] = {}
+        for r in victims:
+            for n, _ in r.placement.parts:
+                on_node.setdefault(n, []).append(r)
+        ids = {r.spec.id for r in victims}
+        fixed = {n: 0 for n in pool.order}
+        for r in cyc.snapshot.running:
+            if r.spec.id not in ids:
+                for n, k in r.placement.parts:
+                    fixed[n] += k
+        taken: list[RunningJob] = []
+        fits = False
+        for n in sorted(on_node, key=lambda n: (fixed[n], n)):
+            for r in sorted(on_node[n], key=lambda r: r.spec.id):
+                if r not in taken:
+                    _give_running(pool, r)
+                    taken.append(r)
+            if model.right_size(pool, 1.0) is not None:
+                fits = True
+                break
+        if fits:
+            for r in sorted(taken, key=lambda r: (-r.spec.num_gpus, r.spec.id)):
+                _take_running(pool, r)
+                if model.right_size(pool, 1.0) is None:
+                    _give_running(pool, r)
+                else:
+                    taken.remove(r)
+        for r in taken:
+            _take_running(pool, r)  # held until they vacate
+            if fits:
+                cyc.out.append(Preempt(r.spec.id, job_id, Reason.PREEMPTED_FOR_PRIORITY,
+                                       f"preempted so that guaranteed job {job_id} gets its requested throughput"))
+                cyc.live.pop(r.spec.id, None)
+                cyc.preempted.add(r.spec.id)
+        if fits:
+            cyc.awaited.add(job_id)
+
+    def _replace_all(self, pool: Pool, released: list[Live], shrink: bool) -> list[tuple[Live, Option]] | None:
+        """Place every released job again (largest first, then id), each on
+        its current GPU count if it fits, else (``shrink``, for a guaranteed
+        job's sake) on fewer down to its floor; a job that fits where it was
+        stays there. None, with nothing taken, if one finds no place."""
+        placed: list[tuple[Live, Option]] = []
+        for x in sorted(released, key=lambda x: (-x.opt.gpus, x.id)):
+            o = None
+            if pool.fits(x.opt.as_dict, x.model.cpg, x.model.mpg):
+                o = x.opt
+            else:
+                floor = x.opt.gpus if not shrink else self._floor_size(x) if x.guaranteed else x.model.lo
+                for g in range(x.opt.gpus, (floor or x.opt.gpus + 1) - 1, -1):
+                    cand = x.model.place(pool, g, prefer=x.opt.as_dict)
+                    if cand is not None and (not x.guaranteed or cand.speed >= 1.0 - FLOOR_SLACK):
+                        o = cand
+                        break
+            if o is None:
+                for y, oy in placed:
+                    pool.give(oy.as_dict, y.model.cpg, y.model.mpg)
+                return None
+            pool.take(o.as_dict, x.model.cpg, x.model.mpg)
+            placed.append((x, o))
+        return placed
 
     def _floor_size(self, live: Live) -> int | None:
         """Fewest GPUs (taken from its own) keeping a guaranteed job at 1.0."""
@@ -333,8 +511,7 @@ class Rubick:
             pool.give(live.opt.as_dict, live.model.cpg, live.model.mpg)
             pool.take(opt.as_dict, live.model.cpg, live.model.mpg)
             if live.fresh:
-                live.opt = opt
-                live.changed = True
+                live.opt = opt  # not yet started: it may grow again in this cycle
             else:
                 reason = Reason.GROWN if opt.gpus > live.opt.gpus else Reason.PLAN_CHANGED
                 self._change(cyc, live, opt, None, reason)
@@ -406,13 +583,21 @@ class Rubick:
         free = cyc.pool.gpus
         if spec.reconfigurable and spec.throughput is not None:
             model = JobModel(spec)
-            target = model.right_size(None)
+            target = model.right_size(None, self.floor(spec.guaranteed))
             if target is None:
                 return f"no allowed plan reaches {'its requested' if spec.guaranteed else 'any'} throughput on any allocation"
             what = "its requested throughput" if spec.guaranteed else "a runnable plan"
             return (f"needs {gpus_text(target.gpus)} for {what} (plan {target.plan}); {gpus_text(free)} free, "
                     f"and no running job can give up enough now")
         return f"needs {gpus_text(spec.num_gpus)}; {gpus_text(free)} free"
+
+
+def _give_running(pool: Pool, r: RunningJob) -> None:
+    pool.give(dict(r.placement.parts), cpus_per_gpu(r.spec), mem_per_gpu(r.spec))
+
+
+def _take_running(pool: Pool, r: RunningJob) -> None:
+    pool.take(dict(r.placement.parts), cpus_per_gpu(r.spec), mem_per_gpu(r.spec))
 
 
 def _reason_name(raw: object) -> str:
