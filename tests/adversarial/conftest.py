@@ -54,7 +54,7 @@ def test_database_url(transactional_db) -> str:  # noqa: ANN001
 def live_stack(tmp_path, private_redis, test_database_url, request):  # noqa: ANN001, ANN201
     """The system's processes of one test, on the test database and a private Redis; torn down
     with every job process its agents started. Diagnostics are printed when the test failed."""
-    from tests.e2e.conftest import job_groups
+    from tests.livestack import job_groups
 
     stack = stack_module.Stack(tmp_path, test_database_url, private_redis.url)
     try:

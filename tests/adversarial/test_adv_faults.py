@@ -32,7 +32,7 @@ from portal.models import ApiToken
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from tests.adversarial import stack as stack_module
 from tests.conftest import unavailable
-from tests.e2e.conftest import wait_until
+from tests.livestack import wait_until
 from tests.live_helpers import allocation_problems, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
@@ -156,7 +156,7 @@ def on_node(job: Job) -> str:
 def kill_jobs_of(node: str) -> list[int]:
     import os
 
-    from tests.e2e.conftest import job_groups
+    from tests.livestack import job_groups
 
     groups = job_groups({node})
     for pgid in groups:
@@ -405,7 +405,7 @@ def test_postgresql_restarted_while_jobs_run_and_are_submitted(private_postgres,
         sys.stderr.write(stack.diagnostics())
         raise
     finally:
-        from tests.e2e.conftest import job_groups
+        from tests.livestack import job_groups
 
         stack.stop_all()
         for node in ("a", "b"):
