@@ -44,7 +44,7 @@ DASHBOARD = [
 ALL_ROLES = [*ROLES, "agent"]
 
 
-def _agent_expectation(kind: str, path: str, expected: dict[str, int]) -> int:
+def _agent_expectation(kind: str, expected: dict[str, int]) -> int:
     """An agent's credential is a stranger's: pages send it to the login page; the API refuses the
     key as a token (401) on every endpoint, the public schema and docs included; /metrics wants its own."""
     if kind == "api":
@@ -53,7 +53,7 @@ def _agent_expectation(kind: str, path: str, expected: dict[str, int]) -> int:
 
 
 CASES = [
-    (kind, method, path, role, expected[role] if role != "agent" else _agent_expectation(kind, path, expected))
+    (kind, method, path, role, expected[role] if role != "agent" else _agent_expectation(kind, expected))
     for kind, method, path, expected in [*MATRIX, *DASHBOARD]
     for role in ALL_ROLES
     if role == "agent" or (kind, method, path, expected) in DASHBOARD
