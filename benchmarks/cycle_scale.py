@@ -20,7 +20,8 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
 * ``cycle_s``: all three, once, as the loop runs them (first cycle after the
   fill: it starts jobs on the free GPUs, preempts for TE jobs, writes pending
   reasons), and ``next_cycle_s``: the cycle after it (nothing new: the steady
-  state of a busy cluster).
+  state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
+  ``next_apply_s``: that cycle's phases.
 
 Agent commands are counted, not published (their broker cost is
 benchmarks/agent_latency.py's subject); scheduling triggers are off.
@@ -191,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.nodes:
         fill = _fill(n, n * args.pending_per_node, args.seed)
         phases = _cycle_phases(args.repeat)  # the first cycle after the fill, phase by phase (committed)
+        steady = _cycle_phases(args.repeat)  # the cycle after it, phase by phase
         fill_again = _fill(n, n * args.pending_per_node, args.seed)
         assert fill_again == fill
         sent["count"] = 0
@@ -198,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         commands_sent = sent["count"]
         next_cycle_s = _whole_cycle()
         row = {**fill, **{k: round(v, 4) if isinstance(v, float) else v for k, v in phases.items()},
+               **{f"next_{k}": round(v, 4) for k, v in steady.items() if k.endswith("_s")},
                "cycle_s": round(cycle_s, 4), "next_cycle_s": round(next_cycle_s, 4), "commands": commands_sent,
                "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp")}
         rows.append(row)
