@@ -7,7 +7,8 @@ Two layers, both pure (no I/O once built) and memoized:
   (``placements/<model>.csv``) when that plan and placement were measured and
   falls back to the fitted performance model (``scheduler.core.perf``)
   otherwise, telling the caller which it did. With ``measured={}`` it is the
-  model alone.
+  model alone; with ``fallback=False``, measurements alone (an unmeasured
+  configuration counts as one that cannot run).
 * ``PlanThroughput`` is one job's view (``JobSpec.throughput``): the best
   allowed plan per allocation and the reference time of the user's own plan
   on the requested GPUs. Jobs of the same model and plan set share the
@@ -73,8 +74,10 @@ class IterTimes:
     repeated (plan, placement) rows are averaged. Every answer is memoized.
     """
 
-    def __init__(self, model: ThroughputModel, measured: Mapping[str, Sequence[PlacementRow]] | None = None) -> None:
+    def __init__(self, model: ThroughputModel, measured: Mapping[str, Sequence[PlacementRow]] | None = None,
+                 fallback: bool = True) -> None:
         self.model = model
+        self.fallback = fallback
         sums: dict[tuple[str, str, Shape], list[float]] = defaultdict(list)
         for name, rows in (measured or {}).items():
             key_model = spec_for(name).name
@@ -93,18 +96,23 @@ class IterTimes:
         name = spec_for(model).name
         return sorted({plan for (m, plan, _) in self._table if m == name})
 
-    def lookup(self, model: str, plan: str, placement: Iterable[int], cpus: float | None = None) -> Lookup | None:
+    def lookup(self, model: str, plan: str, placement: Iterable[int], cpus: float | None = None,
+               fallback: bool | None = None) -> Lookup | None:
         """The iteration time of ``plan`` on ``placement`` with ``cpus`` threads in all
-        (None: the threads of the measurement); None when the plan cannot run there."""
+        (None: the threads of the measurement); None when the plan cannot run
+        there. ``fallback`` overrides the instance's choice of using the model
+        for unmeasured configurations."""
         shape = canonical(placement)
-        key = (model, plan, shape, cpus)
+        use_model = self.fallback if fallback is None else fallback
+        key = (model, plan, shape, cpus, use_model)
         if key in self._memo:
             return self._memo[key]
-        found = self._compute(model, plan, shape, cpus)
+        found = self._compute(model, plan, shape, cpus, use_model)
         self._memo[key] = found
         return found
 
-    def _compute(self, model: str, plan_name: str, shape: Shape, cpus: float | None) -> Lookup | None:
+    def _compute(self, model: str, plan_name: str, shape: Shape, cpus: float | None,
+                 use_model: bool) -> Lookup | None:
         try:
             plan = parse_plan(plan_name)
         except PlanError:
@@ -121,7 +129,7 @@ class IterTimes:
                 return Lookup(hit, True)
             scale = self.model.iter_time(name, plan, shape, threads) / self.model.iter_time(name, plan, shape, base_threads)
             return Lookup(hit * scale, True)
-        if self.model.feasible(name, plan, shape, cpus=threads) is not None:
+        if not use_model or self.model.feasible(name, plan, shape, cpus=threads) is not None:
             return None
         return Lookup(self.model.iter_time(name, plan, shape, threads), False)
 
@@ -168,8 +176,10 @@ class PlanThroughput:
         return None if found is None else found.seconds
 
     def reference(self) -> float:
+        """Seconds per iteration as requested (from the model when unmeasured,
+        whatever the source's ``fallback``: the request is given)."""
         found = self.times.lookup(self.model, self.user_plan, packed_placement(self.user_gpus, self.node_gpus),
-                                  self.user_cpus)
+                                  self.user_cpus, fallback=True)
         if found is None:
             raise PlanError(
                 f"model {self.model}: the user's plan {self.user_plan} cannot run on {self.user_gpus} GPUs"

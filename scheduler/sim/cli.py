@@ -60,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-format", choices=["canonical", "philly", "morphling"], default=None,
                    help="trace file format (default canonical); morphling: the Rubick workloads, "
                         "reconfigurable jobs on the authors' 8x8 testbed unless --cluster/--node-* say otherwise")
-    p.add_argument("--policy-times", choices=["measured", "model"], default=None,
+    p.add_argument("--policy-times", choices=["measured", "model", "measured-only"], default=None,
                    help="morphling: iteration times the policies see (default measured, the model where not "
-                        "measured; the simulator always replays measured times)")
+                        "measured; the simulator always replays measured times, the model where not measured)")
     p.add_argument("--seed", type=int, default=None, help="synthetic workload / Philly grace seed (default 0)")
     p.add_argument("--load", type=float, default=None, help="synthetic offered load (default 1.0)")
     p.add_argument("--te-share", type=float, default=None, help="synthetic fraction of TE jobs (default 0.3)")

@@ -19,7 +19,9 @@ What a job becomes (docs/rubick.md explains each choice):
   ``steps`` times the true iteration time of the user's plan on the requested
   GPUs packed onto 8-GPU nodes;
 * what policies see (``JobSpec.throughput``): the same measured-then-modelled
-  times by default, or the model alone (``policy_times="model"``).
+  times by default, the model alone (``policy_times="model"``), or the
+  measurements alone (``"measured-only"``: a policy then never picks a
+  configuration nobody measured).
 
 The ``duration`` column is not the work: it is read and checked (> 0) and its
 total is reported beside ours, because for ``workload-bp`` the users' better
@@ -53,7 +55,7 @@ COLUMNS = (
 NODE_GPUS = 8
 TESTBED = (8, 8, 96.0, 1600.0)
 """The authors' testbed: nodes, GPUs, CPUs and GB of memory per node."""
-POLICY_TIMES = ("measured", "model")
+POLICY_TIMES = ("measured", "model", "measured-only")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class MorphlingData:
     root: Path
     truth: IterTimes
     model_only: IterTimes
+    measured_only: IterTimes
 
     @staticmethod
     def load(root: str | os.PathLike[str]) -> "MorphlingData":
@@ -87,7 +90,7 @@ class MorphlingData:
             }
         except (DataError, OSError) as e:
             raise TraceError(str(root), 0, None, f"cannot read the performance data: {e}") from None
-        return MorphlingData(root, IterTimes(tm, measured), IterTimes(tm))
+        return MorphlingData(root, IterTimes(tm, measured), IterTimes(tm), IterTimes(tm, measured, fallback=False))
 
 
 def data_root(trace: str | os.PathLike[str]) -> Path:
@@ -144,7 +147,7 @@ def load_morphling(path: str | os.PathLike[str], *, max_gpus: int = TESTBED[0] *
 
 
 def policy_times_source(data: MorphlingData, policy_times: str) -> IterTimes:
-    return data.truth if policy_times == "measured" else data.model_only
+    return {"measured": data.truth, "model": data.model_only, "measured-only": data.measured_only}[policy_times]
 
 
 def _number(row: dict[str, str], col: str, source: str, line: int, *, integer: bool = False,
@@ -206,6 +209,13 @@ def _job(row: dict[str, str], source: str, line: int, data: MorphlingData, seen:
     return SimJob(spec, steps * truth.seconds, speed), trace_duration
 
 
+POLICY_VIEWS = {
+    "measured": "measured iteration times (the model where not measured)",
+    "model": "the performance model only",
+    "measured-only": "measured iteration times only (unmeasured configurations are never chosen)",
+}
+
+
 def _notes(jobs: list[SimJob], trace_gpu_seconds: float, policy_times: str) -> tuple[str, ...]:
     ours = sum(j.duration * j.spec.num_gpus for j in jobs)
     guaranteed = sum(1 for j in jobs if j.spec.guaranteed)
@@ -219,5 +229,5 @@ def _notes(jobs: list[SimJob], trace_gpu_seconds: float, policy_times: str) -> t
         f"work = steps x iteration time of the user's plan on the requested GPUs: {ours / 3600:.1f} GPU-h "
         f"(the trace's duration column: {trace_gpu_seconds / 3600:.1f} GPU-h); "
         f"{measured} of {len(jobs)} requested configurations measured, the rest modelled",
-        f"{guaranteed} guaranteed jobs; policies see {'measured iteration times (model where not measured)' if policy_times == 'measured' else 'the performance model only'}",
+        f"{guaranteed} guaranteed jobs; policies see {POLICY_VIEWS[policy_times]}",
     )

@@ -165,7 +165,7 @@ class JobModel:
     """One reconfigurable job as the policy sees it: its request (``spec`` as
     submitted, or as pending), the throughput function and the reference."""
 
-    __slots__ = ("spec", "fn", "ref", "cpg", "mpg", "lo", "hi", "blocks")
+    __slots__ = ("spec", "fn", "ref", "cpg", "mpg", "lo", "hi", "blocks", "guarantee")
 
     def __init__(self, spec: JobSpec, request: JobSpec | None = None) -> None:
         req = request or spec
@@ -176,6 +176,16 @@ class JobModel:
         self.mpg = mem_per_gpu(req)
         self.lo, self.hi = req.gpu_range
         self.blocks = sorted({block_size(p) for p in (req.plan, *req.allowed_plans)} - {1})
+        self.guarantee = 1.0  # lowered only when no allocation of the cluster reaches the request
+        # (then every floor a policy applies to the job is capped at it)
+
+    def fit_ceiling(self, empty: "Pool") -> None:
+        """Cap the guarantee at the best the whole (empty) cluster allows,
+        when even that does not reach the requested throughput."""
+        if self.right_size(empty, 1.0) is None:
+            best = max((o.speed for g in range(self.lo, min(self.hi, empty.gpus) + 1)
+                        if (o := self.place(empty, g)) is not None), default=0.0)
+            self.guarantee = min(1.0, best)
 
     def option(self, parts: Mapping[str, int], cpus: float | None = None) -> Option | None:
         """The best plan on ``parts`` with ``cpus`` (None: the request's ratio)."""

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
+from scheduler.core.placement import full_free
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
 from scheduler.core.policies.reconfig import (
     FLOOR_SLACK,
@@ -102,6 +103,7 @@ class _Cycle:
     explain: bool
     live: dict[str, Live] = field(default_factory=dict)
     starts: dict[str, Live] = field(default_factory=dict)
+    empty: Pool | None = None  # the cluster with nothing running: sizes are judged on it
     reconfigs: dict[str, tuple[Live, str | None, Reason]] = field(default_factory=dict)
     awaited: set[str] = field(default_factory=set)  # pending jobs running jobs shrink for
     preempted: set[str] = field(default_factory=set)  # jobs preempted in this cycle
@@ -163,12 +165,13 @@ class Rubick:
 
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         cyc = _Cycle(snapshot, now, Pool.of(snapshot.nodes, snapshot.running, snapshot.free), self.explain)
+        cyc.empty = Pool(full_free(snapshot.nodes))
         for r in snapshot.running:
             if r.reconfiguring and r.reconfigured_for is not None:
                 cyc.awaited.add(r.reconfigured_for)
             if r.preempting and r.preempted_for is not None:
                 cyc.awaited.add(r.preempted_for)
-            live = self._live(r, now)
+            live = self._live(cyc, r)
             if live is not None:
                 cyc.live[live.id] = live
         waiting = self._admit(cyc)
@@ -177,11 +180,17 @@ class Rubick:
         self._emit(cyc)
         return cyc.out
 
-    def _live(self, r: RunningJob, now: float) -> Live | None:
+    def _model(self, cyc: _Cycle, spec) -> JobModel:
+        model = JobModel(spec)
+        model.fit_ceiling(cyc.empty)
+        return model
+
+    def _live(self, cyc: _Cycle, r: RunningJob) -> Live | None:
         spec = r.spec
+        now = cyc.now
         if r.preempting or r.reconfiguring or not spec.reconfigurable or not r.plan:
             return None
-        model = JobModel(spec)
+        model = self._model(cyc, spec)
         parts = dict(r.placement.parts)
         cpus = spec.num_cpus
         speed = model.speed_of(r.plan, parts, cpus)
@@ -198,7 +207,7 @@ class Rubick:
     def _admit(self, cyc: _Cycle) -> bool:
         """Start pending jobs; True when some job is left waiting (nothing
         may grow then: free GPUs are kept for it)."""
-        pending = sorted(cyc.snapshot.pending, key=lambda p: self._queue_key(p, cyc.now))
+        pending = sorted(cyc.snapshot.pending, key=lambda p: self._queue_key(cyc, p))
         waiting = False
         blocked_by: PendingJob | None = None
         for p in pending:
@@ -220,23 +229,24 @@ class Rubick:
                 cyc.out.append(Pend(p.spec.id, Reason.RESOURCES, self._pend_message(cyc, p)))
         return waiting or blocked_by is not None
 
-    def _queue_key(self, p: PendingJob, now: float) -> tuple:
+    def _queue_key(self, cyc: _Cycle, p: PendingJob) -> tuple:
         """Guaranteed jobs before the others; within each, TE jobs, then jobs
         past the starvation threshold, in arrival order; then the rest, by
         expected work (GPU-seconds at their admission size; ``order="work"``)
         or in arrival order."""
         spec = p.spec
         head = (not spec.guaranteed, spec.job_class is not JobClass.TE)
-        starving = self.starvation_threshold is not None and now - spec.submit_time > self.starvation_threshold
+        starving = self.starvation_threshold is not None and cyc.now - spec.submit_time > self.starvation_threshold
         if spec.job_class is JobClass.TE or starving or self.order == "arrival":
             return (*head, not starving, 0.0, spec.submit_time, spec.id)
-        return (*head, True, self._work(p), spec.submit_time, spec.id)
+        return (*head, True, self._work(cyc, p), spec.submit_time, spec.id)
 
-    def _work(self, p: PendingJob) -> float:
+    def _work(self, cyc: _Cycle, p: PendingJob) -> float:
         spec = p.spec
         if not (spec.reconfigurable and spec.throughput is not None and spec.steps):
             return math.inf
-        target = JobModel(spec).right_size(None, self.floor(spec.guaranteed))
+        model = self._model(cyc, spec)
+        target = model.right_size(cyc.empty, self.floor(model, spec.guaranteed))
         if target is None:
             return math.inf
         return max(spec.steps - p.steps_done, 0.0) * target.seconds * target.gpus
@@ -254,8 +264,8 @@ class Rubick:
             return True
         if spec.id in cyc.awaited:
             return False  # running jobs are giving up resources for it
-        model = JobModel(spec)
-        opt = self._start_option(model, pool, spec.guaranteed)
+        model = self._model(cyc, spec)
+        opt = self._start_option(cyc, model, pool, spec.guaranteed)
         if opt is None:
             opt = self._reclaim(cyc, model, spec.id, spec.guaranteed)
             if opt is None and self.repack:
@@ -272,23 +282,26 @@ class Rubick:
         cyc.starts[spec.id] = Live(spec.id, model, opt, remaining, spec.guaranteed, True, True, pending=p)
         return True
 
-    def floor(self, guaranteed: bool) -> float:
-        """Normalized throughput a job is admitted at: 1.0 when guaranteed."""
-        return 1.0 if guaranteed else self.be_floor
+    def floor(self, model: JobModel, guaranteed: bool) -> float:
+        """Normalized throughput a job is admitted at: 1.0 when guaranteed,
+        ``be_floor`` otherwise, neither above what the whole cluster can give
+        it (``model.guarantee``)."""
+        return model.guarantee if guaranteed else min(self.be_floor, model.guarantee)
 
-    def _start_option(self, model: JobModel, pool: Pool, guaranteed: bool) -> Option | None:
+    def _start_option(self, cyc: _Cycle, model: JobModel, pool: Pool, guaranteed: bool) -> Option | None:
         """The right size if it fits; else, for a best-effort job, the fastest
         option that fits, up to the right size on packed nodes, if it reaches
         ``start_floor``."""
-        opt = model.right_size(pool, self.floor(guaranteed))
+        opt = model.right_size(pool, self.floor(model, guaranteed))
         if opt is not None or guaranteed:
             return opt
-        packed = model.right_size(None, self.floor(False))
+        packed = model.right_size(cyc.empty, self.floor(model, False))
         cap = packed.gpus if packed is not None else model.hi
         best: Option | None = None
         for g in range(model.lo, min(cap, pool.gpus) + 1):
             o = model.place(pool, g)
-            if o is not None and o.speed >= self.start_floor and (best is None or o.speed > best.speed + FLOOR_SLACK):
+            if (o is not None and o.speed >= min(self.start_floor, model.guarantee) - FLOOR_SLACK
+                    and (best is None or o.speed > best.speed + FLOOR_SLACK)):
                 best = o
         return best
 
@@ -296,7 +309,7 @@ class Rubick:
         """Shrink running jobs until the pending job fits (see the module doc);
         nothing is changed when it does not."""
         pool = cyc.pool
-        target = model.right_size(None, self.floor(guaranteed))
+        target = model.right_size(cyc.empty, self.floor(model, guaranteed))
         if target is None:
             return None
         donors = []
@@ -306,7 +319,7 @@ class Rubick:
             if live.guaranteed:
                 floor_gpus = self._floor_size(live)
             else:
-                right = live.model.right_size(None, self.floor(False))
+                right = live.model.right_size(cyc.empty, self.floor(live.model, False))
                 floor_gpus = live.model.lo if guaranteed else (right.gpus if right is not None else live.opt.gpus)
             if floor_gpus is None or live.opt.gpus <= floor_gpus:
                 continue
@@ -326,18 +339,14 @@ class Rubick:
             pool.take(cut.as_dict, live.model.cpg, live.model.mpg)
             cuts.append((live, cut))
             lost += live.opt.speed - cut.speed
-        opt = self._start_option(model, pool, guaranteed) if cuts else None
+        opt = self._start_option(cyc, model, pool, guaranteed) if cuts else None
         if opt is None or (not guaranteed and opt.speed <= lost):
             for live, cut in reversed(cuts):
                 pool.give(cut.as_dict, live.model.cpg, live.model.mpg)
                 pool.take(live.opt.as_dict, live.model.cpg, live.model.mpg)
             return None
         for live, cut in cuts:
-            self._change(cyc, live, cut, job_id, Reason.SHRUNK_FOR_JOB)
-            if live.running is not None and live.running.spec.grace_period > 0:
-                # Its resources stay held while it checkpoints.
-                pool.give(cut.as_dict, live.model.cpg, live.model.mpg)
-                pool.take(live.held, live.model.cpg, live.model.mpg)
+            if self._change(cyc, live, cut, job_id, Reason.SHRUNK_FOR_JOB):
                 cyc.awaited.add(job_id)
         return opt
 
@@ -369,7 +378,7 @@ class Rubick:
                 if x not in released:
                     pool.give(x.opt.as_dict, x.model.cpg, x.model.mpg)
                     released.append(x)
-            opt = self._start_option(model, pool, guaranteed)
+            opt = self._start_option(cyc, model, pool, guaranteed)
             if opt is None:
                 continue
             pool.take(opt.as_dict, model.cpg, model.mpg)
@@ -419,13 +428,13 @@ class Rubick:
                 if r not in taken:
                     _give_running(pool, r)
                     taken.append(r)
-            if model.right_size(pool, 1.0) is not None:
+            if model.right_size(pool, model.guarantee) is not None:
                 fits = True
                 break
         if fits:
             for r in sorted(taken, key=lambda r: (-r.spec.num_gpus, r.spec.id)):
                 _take_running(pool, r)
-                if model.right_size(pool, 1.0) is None:
+                if model.right_size(pool, model.guarantee) is None:
                     _give_running(pool, r)
                 else:
                     taken.remove(r)
@@ -453,7 +462,7 @@ class Rubick:
                 floor = x.opt.gpus if not shrink else self._floor_size(x) if x.guaranteed else x.model.lo
                 for g in range(x.opt.gpus, (floor or x.opt.gpus + 1) - 1, -1):
                     cand = x.model.place(pool, g, prefer=x.opt.as_dict)
-                    if cand is not None and (not x.guaranteed or cand.speed >= 1.0 - FLOOR_SLACK):
+                    if cand is not None and (not x.guaranteed or cand.speed >= x.model.guarantee - FLOOR_SLACK):
                         o = cand
                         break
             if o is None:
@@ -469,7 +478,7 @@ class Rubick:
         for g in range(live.model.lo, live.opt.gpus + 1):
             parts = shrink_parts(live.opt.as_dict, live.opt.gpus - g)
             o = live.model.option(parts) if parts else None
-            if o is not None and o.speed >= 1.0 - FLOOR_SLACK:
+            if o is not None and o.speed >= live.model.guarantee - FLOOR_SLACK:
                 return g
         return None
 
@@ -481,7 +490,7 @@ class Rubick:
                 continue
             parts = shrink_parts(live.opt.as_dict, d)
             o = live.model.option(parts) if parts else None
-            if o is not None and (not live.guaranteed or o.speed >= 1.0 - FLOOR_SLACK):
+            if o is not None and (not live.guaranteed or o.speed >= live.model.guarantee - FLOOR_SLACK):
                 return o
         return None
 
@@ -554,14 +563,22 @@ class Rubick:
 
     # --- decisions -------------------------------------------------------------
 
-    def _change(self, cyc: _Cycle, live: Live, opt: Option, for_job: str | None, reason: Reason) -> None:
-        if live.fresh:
-            live.opt = opt
-            live.changed = True
-            return
+    def _change(self, cyc: _Cycle, live: Live, opt: Option, for_job: str | None, reason: Reason) -> bool:
+        """Record a change the caller has made in the pool. True when the
+        job keeps what it holds while it checkpoints (a shrink of a job with
+        a grace period): the pool then gets its resources back only later."""
         live.opt = opt
         live.changed = True
+        if live.fresh:
+            return False
         cyc.reconfigs[live.id] = (live, for_job, reason)
+        held = live.held
+        grace = live.running.spec.grace_period if live.running is not None else 0.0
+        if grace > 0 and all(held.get(n, 0) >= k for n, k in opt.as_dict.items()):
+            cyc.pool.give(opt.as_dict, live.model.cpg, live.model.mpg)
+            cyc.pool.take(held, live.model.cpg, live.model.mpg)
+            return True
+        return False
 
     def _emit(self, cyc: _Cycle) -> None:
         for jid in sorted(cyc.reconfigs):
@@ -582,8 +599,8 @@ class Rubick:
         spec = p.spec
         free = cyc.pool.gpus
         if spec.reconfigurable and spec.throughput is not None:
-            model = JobModel(spec)
-            target = model.right_size(None, self.floor(spec.guaranteed))
+            model = self._model(cyc, spec)
+            target = model.right_size(cyc.empty, self.floor(model, spec.guaranteed))
             if target is None:
                 return f"no allowed plan reaches {'its requested' if spec.guaranteed else 'any'} throughput on any allocation"
             what = "its requested throughput" if spec.guaranteed else "a runnable plan"
