@@ -91,7 +91,26 @@ def allocation_problems() -> list[str]:
       current attempt lists; no other job holds GPUs;
     * no GPU appears in two open attempts;
     * a job has at most one open attempt, and it is the current one.
+
+    The rows are read in one snapshot: on PostgreSQL, when not already inside
+    a transaction, in a REPEATABLE READ transaction of their own. A live
+    worker commits while tests check, and separate reads could otherwise
+    combine the GPUs before a start with the job and attempt after it, and
+    report a broken invariant that no committed state ever had. (Inside a
+    test's own transaction nothing else can commit between the reads that
+    would matter: pytest-django's ``db`` tests see no other writer's rows.)
     """
+    from django.db import connection, transaction
+
+    if connection.in_atomic_block or connection.vendor != "postgresql":
+        return _allocation_problems()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return _allocation_problems()
+
+
+def _allocation_problems() -> list[str]:
     from cluster.models import Gpu
     from scheduler.models import ACTIVE_STATES, OPEN_ATTEMPT_STATES, Attempt, Job
 
