@@ -14,6 +14,15 @@ Usage::
 ``--profile`` prints the cProfile top functions for one policy on the
 "full" situation. Timings are wall-clock medians on this machine: compare
 them relative to each other, not across machines.
+
+``--nodes N`` switches to one large pure snapshot shaped like
+benchmarks/cycle_scale.py's first cycle (no database): N nodes x 8 GPUs,
+``--busy`` (0.9) of the GPUs held by running BE jobs of 1, 2, 4 or 8 GPUs
+(one node each, grace 10-300 s), ``--pending`` jobs of which ``--te-share``
+(0.2) are TE jobs of 1-2 GPUs; only ``--policies`` (default fitgpp) are
+timed, median of ``--repeat`` calls::
+
+    python benchmarks/policy_decide.py --nodes 1000 --pending 10000 --te-share 0.2 --repeat 5
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot  # noqa: E402
+from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot  # noqa: E402
 from scheduler.core.placement import FreeCapacity, FreeLedger  # noqa: E402
 from scheduler.core.policy import make_policy, policy_names  # noqa: E402
 
@@ -79,6 +88,52 @@ def situations(pending_count: int) -> dict[str, tuple[list[Node], list[RunningJo
     return {"full": full, "few_free": few_free, "te_needs_preemption": (nodes, running, te_first + be_only)}
 
 
+def build_scale(nodes_count: int, busy: float, pending_count: int, te_share: float,
+                seed: int = 1) -> tuple[list[Node], list[RunningJob], list[PendingJob]]:
+    """The cycle_scale.py cluster as a pure snapshot (see the module doc)."""
+    rng = random.Random(seed)
+    nodes = [Node(f"node-{i:05d}", 8, 64.0, 512.0) for i in range(nodes_count)]
+    target = int(busy * nodes_count * 8)
+    running: list[RunningJob] = []
+    held = 0
+    for node in nodes:
+        index = 0
+        while index < 8 and held < target:
+            size = min(rng.choice([1, 2, 4, 8]), 8 - index, target - held)
+            start = NOW - rng.uniform(60, 20000)
+            spec = JobSpec(f"r{len(running)}", JobClass.BE, size, start, grace_period=rng.choice([10.0, 30.0, 60.0, 300.0]))
+            running.append(RunningJob(spec, Placement(((node.name, size),)), start, start, progress=NOW - start))
+            index += size
+            held += size
+    pending = []
+    t = NOW - 2.0 * pending_count
+    for k in range(pending_count):
+        te = rng.random() < te_share
+        g = rng.choice([1, 1, 2]) if te else rng.choice([1, 1, 2, 4, 8])
+        pending.append(PendingJob(JobSpec(f"p{k}", JobClass.TE if te else JobClass.BE, g, t + 2.0 * k, grace_period=30.0)))
+    return nodes, running, pending
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    nodes, running, pending = build_scale(args.nodes, args.busy, args.pending, args.te_share)
+    snap = Snapshot(nodes, running, pending)
+    rows = []
+    for name in args.policies.split(","):
+        policy = make_policy(name)
+        out = policy.decide(snap, NOW)
+        kinds: dict[str, int] = {}
+        for d in out:
+            kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
+        median = time_call(policy, snap, args.repeat)
+        rows.append({"policy": name, "nodes": len(nodes), "running": len(running), "pending": len(pending),
+                     "decisions": kinds, "median_s": round(median, 4), "repeat": args.repeat})
+        print(f"{name:10s} nodes={len(nodes)} running={len(running)} pending={len(pending)} "
+              f"decisions={kinds} median {median:.4f} s/call")
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "policy_decide", "mode": "scale", "rows": rows}, indent=2))
+    return 0
+
+
 def time_call(policy, snap: Snapshot, repeat: int) -> float:
     samples = []
     for _ in range(repeat):
@@ -94,9 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--profile", metavar="POLICY")
+    ap.add_argument("--nodes", type=int, help="time one large snapshot of this many 8-GPU nodes instead")
+    ap.add_argument("--busy", type=float, default=0.9, help="with --nodes: share of GPUs held by running jobs")
+    ap.add_argument("--te-share", type=float, default=0.2, help="with --nodes: share of pending jobs that are TE")
+    ap.add_argument("--policies", default="fitgpp", help="with --nodes: comma-separated policies to time")
     args = ap.parse_args(argv)
     if args.pending < 0 or args.repeat < 1:
         ap.error("--pending must be >= 0 and --repeat >= 1")
+    if args.nodes is not None:
+        if args.nodes < 1 or not 0.0 <= args.busy <= 1.0 or not 0.0 <= args.te_share <= 1.0:
+            ap.error("--nodes must be >= 1, --busy and --te-share between 0 and 1")
+        return scale_main(args)
 
     cases = situations(args.pending)
     rows = []

@@ -19,9 +19,10 @@ every chooser:
 
 from __future__ import annotations
 
+import heapq
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from scheduler.core.model import JobClass, PendingJob, RunningJob
 from scheduler.core.placement import FreeCapacity, per_unit, spread, units_of
@@ -161,6 +162,10 @@ class Plan:
 
 
 _MISSING = object()
+# A searched node's score is at least its bound; its rank's first item is the
+# score rounded to 1e-9. Keying unsearched nodes this far below their bound
+# makes them come out of the heap before any rank they could tie or beat.
+_BOUND_SLACK = 1e-9
 _NO_CANDS: list[Candidate] = []  # shared, never modified
 
 
@@ -201,6 +206,27 @@ class VictimChooser(Protocol):
 
     def order(self, need: Need, cands: list[Candidate], nodes: frozenset[str]) -> list[Candidate]:
         """Candidates in the order the multi-node greedy should take them."""
+        ...
+
+
+@runtime_checkable
+class BoundedChooser(Protocol):
+    """A chooser whose ``single`` returns the node of least ``rank`` and can
+    bound it from below per node; the planner then keeps the nodes in a heap
+    across the TE jobs of a cycle instead of scanning them per job."""
+
+    def bound(self, view: NodeView, now: float) -> float:
+        """A lower bound on any victim set's score on ``view`` (which has
+        candidates); a function of the shared view and ``now`` only."""
+        ...
+
+    def best_on_node(self, need: Need, view: NodeView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
+        """The node's best (score, victims), or None; cached in ``memo``."""
+        ...
+
+    def rank(self, score: float, victims: Sequence[Candidate], name: str) -> tuple:
+        """``single`` returns the node of least rank among its views; every
+        rank of a node is above ``(bound(view) - _BOUND_SLACK,)``."""
         ...
 
 
@@ -262,6 +288,15 @@ class Planner:
                 target.setdefault(name, []).append(w)
         self._views: dict[str, NodeView] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
+        # For choosers with a per-node lower bound (``BoundedChooser``): per
+        # (job shape, now), a heap of (key, node, version, best found) over the
+        # nodes that could host the job, kept up to date from the log of
+        # dropped nodes; an entry whose version is not the node's current one
+        # is stale. Built on first use, so one heap per shape per cycle.
+        self._version: dict[str, int] = {}
+        self._dropped: list[str] = []
+        self._heaps: dict[tuple[Shape, float], tuple[list[tuple[tuple, str, int, object]], list[int]]] = {}
+        self._bounded = chooser if isinstance(chooser, BoundedChooser) else None
         cap.touched.clear()
 
     def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> Plan | None:
@@ -274,8 +309,16 @@ class Planner:
         plan = self._wait_plan(need)
         if plan is not None:
             return plan
-        views = self._all_views(need)
         avoided = avoid() if avoid is not None else None
+        bounded = self._bounded
+        if bounded is not None and not avoided and not self._own_vac.get(need.job.spec.id):
+            # Every view is shared: take the node from the heap instead of
+            # building and scanning all of them (same result as ``single``).
+            picked = self._bounded_single(need, bounded)
+            if picked is not None:
+                return self._single_plan(need, picked)
+            return self._multi(need, self._all_views(need))
+        views = self._all_views(need)
         if avoided:
             plan = self._victim_plan(need, [v for v in views if v.name not in avoided])
             if plan is not None:
@@ -316,6 +359,65 @@ class Planner:
     def _drop(self, name: str) -> None:
         self._views.pop(name, None)
         self.memo.drop(name)
+        self._version[name] = self._version.get(name, 0) + 1
+        self._dropped.append(name)
+
+    def _heap_entry(self, name: str, need: Need, bounded: "BoundedChooser") -> tuple[tuple, str, int, object] | None:
+        """A not yet searched node's entry: ((bound - slack,), name, version,
+        None) when it could host the whole job with all its candidates
+        preempted, else None."""
+        view = self._shared_view(name, need.now)
+        if not view.cands or not self.memo.get(view, ("feasible", need.shape), lambda: covers(need, view, view.cands)):
+            return None
+        return ((bounded.bound(view, need.now) - _BOUND_SLACK,), name, self._version.get(name, 0), None)
+
+    def _bounded_single(
+        self, need: Need, bounded: "BoundedChooser"
+    ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        """The feasible shared node of least ``rank``, as ``bounded.single``
+        finds it, from a heap kept across the cycle's TE jobs of this shape.
+
+        Entries are keyed ``(bound - slack,)`` until the node is searched, then
+        by its rank ``(score to 1e-9, victim ids, name)``; a shorter tuple sorts
+        first on a tie. When a searched node comes out on top, every other node
+        has a rank (or a score of at least its bound) above it, so it is the
+        least-rank node over all, which is what ``single``'s early-stopping
+        scan returns."""
+        key = (need.shape, need.now)
+        held = self._heaps.get(key)
+        if held is None:
+            heap = [e for name in self.cap.gpus if (e := self._heap_entry(name, need, bounded)) is not None]
+            heapq.heapify(heap)
+            held = self._heaps[key] = (heap, [len(self._dropped)])
+        else:
+            heap, pos = held
+            if pos[0] < len(self._dropped):
+                for name in set(self._dropped[pos[0]:]):
+                    e = self._heap_entry(name, need, bounded)
+                    if e is not None:
+                        heapq.heappush(heap, e)
+                pos[0] = len(self._dropped)
+        heap = held[0]
+        version, views, memo = self._version, self._views, self.memo
+        while heap:
+            rank, name, ver, found = heap[0]
+            if ver != version.get(name, 0):
+                heapq.heappop(heap)  # the node changed since; a newer entry exists if it is still feasible
+                continue
+            view = views[name]
+            if found is not None:
+                score, victims = found
+                return view, victims, score
+            heapq.heappop(heap)
+            found = bounded.best_on_node(need, view, memo)
+            if found is not None:  # else: left out until the node changes
+                heapq.heappush(heap, (bounded.rank(found[0], found[1], name), name, ver, found))
+        return None
+
+    def _single_plan(self, need: Need, picked: tuple[NodeView, list[Candidate], float | None]) -> Plan:
+        view, victims, score = picked
+        until = max([view.vac_end] + [need.now + v.grace for v in victims])
+        return Plan({view.name: need.gpus}, sorted(victims, key=lambda v: v.id), list(view.vac), until, score)
 
     def _sync(self) -> None:
         """Forget views of nodes whose free capacity changed (Starts, claims)."""
@@ -430,9 +532,7 @@ class Planner:
         if feasible:
             picked = self.chooser.single(need, feasible, self.memo)
             if picked is not None:
-                view, victims, score = picked
-                until = max([view.vac_end] + [need.now + v.grace for v in victims])
-                return Plan({view.name: need.gpus}, sorted(victims, key=lambda v: v.id), list(view.vac), until, score)
+                return self._single_plan(need, picked)
         return self._multi(need, views)
 
     def _multi(self, need: Need, views: list[NodeView]) -> Plan | None:
@@ -553,6 +653,7 @@ class RandomChooser:
 
 
 __all__ = [
+    "BoundedChooser",
     "Candidate",
     "NewestChooser",
     "NodeView",

@@ -83,30 +83,42 @@ class FitGppChooser:
         """Nodes are visited in order of a lower bound on their best score
         (one victim at least: the smallest own cost, and a wait of at least the
         shortest grace period there), and the visit stops once the bound
-        exceeds the best score found: most nodes are never searched."""
-        ww, own, now = self.ww, self.own, need.now
-        order = []
-        for view in views:
-            shortest = min(v.grace for v in view.cands)
-            base = view.vac_end - now
-            order.append((ww * (shortest if shortest > base else base) + min(own(v) for v in view.cands), view.name, view))
-        order.sort(key=lambda t: (t[0], t[1]))
+        exceeds the best score found: most nodes are never searched. The
+        result is the node of least ``rank`` among all of ``views``."""
+        now = need.now
+        order = sorted((self.bound(view, now), view.name, view) for view in views)
         best: tuple[float, tuple[str, ...], str] | None = None
         best_pick: tuple[NodeView, list[Candidate], float | None] | None = None
-        key = ("fitgpp", need.shape)
         for bound, _, view in order:
             if best is not None and bound > best[0] + _EPS:
                 break
-            found = memo.get(view, key, lambda view=view: self._best_on_node(need, view))
+            found = self.best_on_node(need, view, memo)
             if found is None:
                 continue
-            score, victims = found  # type: ignore[misc]
+            score, victims = found
             if best is not None and score > best[0] + _EPS:
                 continue
-            k = (round(score, 9), tuple(v.id for v in victims), view.name)
+            k = self.rank(score, victims, view.name)
             if best is None or k < best:
                 best, best_pick = k, (view, victims, score)
         return best_pick
+
+    def bound(self, view: NodeView, now: float) -> float:
+        """A lower bound on the score of any victim set on ``view`` (which has
+        candidates); a function of the node and ``now`` only, not of the job."""
+        own = self.own
+        shortest = min(v.grace for v in view.cands)
+        base = view.vac_end - now
+        return self.ww * (shortest if shortest > base else base) + min(own(v) for v in view.cands)
+
+    def best_on_node(self, need: Need, view: NodeView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
+        """The node's minimum-score victim set (cached in ``memo``)."""
+        return memo.get(view, ("fitgpp", need.shape), lambda: self._best_on_node(need, view))  # type: ignore[return-value]
+
+    @staticmethod
+    def rank(score: float, victims: Sequence[Candidate], name: str) -> tuple[float, tuple[str, ...], str]:
+        """Across nodes the least rank wins: score (to 1e-9), victim ids, node."""
+        return (round(score, 9), tuple(v.id for v in victims), name)
 
     def order(self, need: Need, cands: list[Candidate], nodes: frozenset[str]) -> list[Candidate]:
         """Multi-node greedy: cheapest victims per GPU freed where the job goes;
