@@ -189,6 +189,7 @@ class _Job:
     __slots__ = (
         "spec", "duration", "state", "attempt", "progress", "preemptions",
         "first_start", "completion", "pending", "running", "overhead", "speed", "modelled", "reshape",
+        "reconfigurations", "last_reconfigure",
     )
 
     def __init__(self, sim_job: SimJob) -> None:
@@ -197,6 +198,10 @@ class _Job:
         self.speed = sim_job.speed
         self.modelled = False  # the current attempt's iteration time came from the model
         self.reshape: Reconfigure | None = None
+        # Kept across attempts, so a restart after a preemption does not
+        # reset a policy's minimum interval between reconfigurations.
+        self.reconfigurations = 0
+        self.last_reconfigure: float | None = None
         self.state = _FUTURE
         self.attempt = 0
         self.progress = 0.0
@@ -423,6 +428,7 @@ class Simulator:
         r = _LiveRunningJob(
             spec=spec, placement=placement, attempt_start=t, first_start=job.first_start,
             progress=job.progress, preemptions=job.preemptions, plan=plan,
+            reconfigurations=job.reconfigurations, last_reconfigure=job.last_reconfigure,
         )
         r._work_from = t + job.overhead
         r._clock = self._clock
@@ -520,7 +526,9 @@ class Simulator:
         )
         r.notice_time = t  # freezes progress
         job.attempt += 1  # the pending completion event is now stale
-        r.reconfigurations += 1
+        job.reconfigurations += 1
+        job.last_reconfigure = t
+        r.reconfigurations = job.reconfigurations
         r.last_reconfigure = t
         self._reconfigurations += 1
         grace = job.spec.grace_period

@@ -318,9 +318,13 @@ class Rubick:
                 continue
             if live.guaranteed:
                 floor_gpus = self._floor_size(live)
+            elif guaranteed:
+                floor_gpus = live.model.lo
             else:
-                right = live.model.right_size(cyc.empty, self.floor(live.model, False))
-                floor_gpus = live.model.lo if guaranteed else (right.gpus if right is not None else live.opt.gpus)
+                # For a best-effort job, down to what still gives the donor
+                # ``start_floor`` of its request (only if the sum gains).
+                least = live.model.right_size(cyc.empty, min(self.start_floor, live.model.guarantee))
+                floor_gpus = least.gpus if least is not None else live.opt.gpus
             if floor_gpus is None or live.opt.gpus <= floor_gpus:
                 continue
             donors.append((live, floor_gpus))
@@ -332,7 +336,7 @@ class Rubick:
             need = target.gpus - pool.gpus
             if need <= 0:
                 break
-            cut = self._cut(live, min(need, live.opt.gpus - floor_gpus), floor_gpus)
+            cut = self._cut(live, need, floor_gpus)
             if cut is None:
                 continue
             pool.give(live.opt.as_dict, live.model.cpg, live.model.mpg)
@@ -482,17 +486,31 @@ class Rubick:
                 return g
         return None
 
-    def _cut(self, live: Live, drop: int, floor_gpus: int) -> Option | None:
-        """The job on ``drop`` fewer GPUs (or fewer dropped if that cannot
-        run), never below ``floor_gpus`` nor, when guaranteed, below 1.0."""
-        for d in range(drop, 0, -1):
-            if live.opt.gpus - d < floor_gpus:
-                continue
-            parts = shrink_parts(live.opt.as_dict, d)
-            o = live.model.option(parts) if parts else None
-            if o is not None and (not live.guaranteed or o.speed >= live.model.guarantee - FLOOR_SLACK):
+    def _cut(self, live: Live, need: int, floor_gpus: int) -> Option | None:
+        """The job on fewer GPUs, never below ``floor_gpus`` nor, when
+        guaranteed, below its guarantee: ``need`` fewer if it can run so,
+        else the fastest option dropping more (a 3D plan runs only on
+        certain counts), else the one dropping the most short of ``need``."""
+        most = live.opt.gpus - floor_gpus
+        best: Option | None = None
+        for d in range(need, most + 1):
+            o = self._cut_by(live, d)
+            if o is not None and (best is None or o.speed > best.speed + FLOOR_SLACK):
+                best = o
+        if best is not None:
+            return best
+        for d in range(min(need, most + 1) - 1, 0, -1):
+            o = self._cut_by(live, d)
+            if o is not None:
                 return o
         return None
+
+    def _cut_by(self, live: Live, drop: int) -> Option | None:
+        parts = shrink_parts(live.opt.as_dict, drop)
+        o = live.model.option(parts) if parts else None
+        if o is None or (live.guaranteed and o.speed < live.model.guarantee - FLOOR_SLACK):
+            return None
+        return o
 
     @staticmethod
     def _loss_per_gpu(live: Live, floor_gpus: int) -> float:
