@@ -36,7 +36,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scheduler.core.elastic import IterTimes, PlanThroughput
@@ -231,3 +231,57 @@ def _notes(jobs: list[SimJob], trace_gpu_seconds: float, policy_times: str) -> t
         f"{measured} of {len(jobs)} requested configurations measured, the rest modelled",
         f"{guaranteed} guaranteed jobs; policies see {POLICY_VIEWS[policy_times]}",
     )
+
+
+def mixed_workload(base: Workload, *, seed: int = 0, te_jobs: int = 200, max_be_gpus: int = NODE_GPUS,
+                   te_gpus: tuple[tuple[int, float], ...] = ((1, 0.7), (2, 0.2), (4, 0.1)),
+                   te_median: float = 600.0, te_sigma: float = 1.0,
+                   te_limits: tuple[float, float] = (60.0, 7200.0)) -> Workload:
+    """TE jobs meeting reconfigurable BE jobs (issue 6, item 5).
+
+    BE: the jobs of ``base`` on at most ``max_be_gpus`` GPUs whose plan is of
+    the data-parallel family (so any policy's placement can run them), each
+    with a grace period drawn per job as in the synthetic workload. TE:
+    ``te_jobs`` plain jobs arriving as a Poisson process over the BE arrival
+    span, sized and timed like the synthetic workload's TE jobs (1/2/4 GPUs
+    at 70/20/10 %, log-normal run time, median 600 s, sigma 1, clipped to
+    60 s-2 h). Seeded: the same arguments give the same jobs.
+    """
+    import random
+
+    from scheduler.sim.workloads.grace import draw_grace, job_rng
+
+    be = []
+    for j in base.jobs:
+        if j.spec.num_gpus <= max_be_gpus and not parse_plan(j.spec.plan).is_3d:
+            grace = draw_grace(job_rng(seed, j.spec.id))
+            be.append(SimJob(replace(j.spec, grace_period=grace), j.duration, j.speed))
+    if not be:
+        raise ValueError("mixed workload: no BE job of the base workload qualifies")
+    span = max(j.spec.submit_time for j in be)
+    rng = random.Random(f"morphling-te-{seed}")
+    total_weight = sum(w for _, w in te_gpus)
+    te = []
+    t = 0.0
+    for i in range(te_jobs):
+        t += rng.expovariate(te_jobs / span)
+        x = rng.random() * total_weight
+        gpus = next((g for g, w in _cumulative(te_gpus) if x < w), te_gpus[-1][0])
+        duration = min(te_limits[1], max(te_limits[0], round(te_median * math.exp(te_sigma * rng.gauss(0.0, 1.0)))))
+        spec = JobSpec(id=f"te-{i:03d}", job_class=JobClass.TE, num_gpus=gpus, submit_time=round(t, 3),
+                       grace_period=draw_grace(job_rng(seed, f"te-{i:03d}")))
+        te.append(SimJob(spec, float(duration)))
+    return Workload(
+        name=f"{base.name} + {te_jobs} TE jobs (seed {seed})",
+        jobs=sort_jobs(be + te),
+        notes=(f"BE: {len(be)} single-node data-parallel jobs of the base workload, grace periods drawn per job; "
+               f"TE: {te_jobs} jobs, 1/2/4 GPUs, log-normal run time median {te_median:g} s", *base.notes),
+    )
+
+
+def _cumulative(table: tuple[tuple[int, float], ...]) -> list[tuple[int, float]]:
+    out, acc = [], 0.0
+    for g, w in table:
+        acc += w
+        out.append((g, acc))
+    return out

@@ -8,6 +8,7 @@ baselines that keep the user's plan: see docs/rubick.md.
 from scheduler.core.policies.base import QueuePolicy
 from scheduler.core.policies.fifo import Fifo, FifoStrict
 from scheduler.core.policies.fitgpp import FitGpp
+from scheduler.core.policies.fitgpp_shrink import FitGppShrink
 from scheduler.core.policies.fixed_plan import FifoFixed, Synergy, Tiresias
 from scheduler.core.policies.preemptive import PreemptivePolicy, PreemptNewest, PreemptRandom
 from scheduler.core.policies.rubick import Rubick
@@ -18,6 +19,7 @@ __all__ = [
     "FifoFixed",
     "FifoStrict",
     "FitGpp",
+    "FitGppShrink",
     "PreemptNewest",
     "PreemptRandom",
     "PreemptivePolicy",
