@@ -166,3 +166,22 @@ def test_packed_reference_placement_is_the_request(data, root):
     for j in base.jobs[:50]:
         found = data.truth.lookup(j.spec.model, j.spec.plan, packed_placement(j.spec.num_gpus), j.spec.num_cpus)
         assert found.seconds == pytest.approx(j.speed.reference)
+
+
+def test_mixed_workload_is_seeded_single_node_data_parallel_be_plus_te(root, data):
+    from scheduler.core.model import JobClass
+    from scheduler.core.perf.plans import parse_plan
+    from scheduler.sim.morphling import mixed_workload
+
+    base = load_morphling(root / "workloads" / "workload-base.csv", data=data)
+    a = mixed_workload(base, seed=3, te_jobs=50)
+    b = mixed_workload(base, seed=3, te_jobs=50)
+    assert [(j.spec, j.duration) for j in a.jobs] == [(j.spec, j.duration) for j in b.jobs]
+    te = [j for j in a.jobs if j.spec.job_class is JobClass.TE]
+    be = [j for j in a.jobs if j.spec.job_class is JobClass.BE]
+    assert len(te) == 50 and all(j.spec.num_gpus in (1, 2, 4) and 60 <= j.duration <= 7200 for j in te)
+    assert all(j.spec.num_gpus <= 8 and not parse_plan(j.spec.plan).is_3d for j in be)
+    assert all(j.spec.grace_period > 0 for j in be) and all(j.speed is not None for j in be)
+    assert len(be) == sum(1 for j in base.jobs if j.spec.num_gpus <= 8 and not parse_plan(j.spec.plan).is_3d)
+    assert [j.spec.submit_time for j in a.jobs] == sorted(j.spec.submit_time for j in a.jobs)
+    assert mixed_workload(base, seed=4, te_jobs=50).jobs != a.jobs

@@ -32,16 +32,34 @@ class FixedPlanPolicy:
     name = "fixed-plan"
 
     def __init__(self, *, starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
-                 explain: bool = True) -> None:
+                 order: str = "arrival", explain: bool = True) -> None:
         check_non_negative("starvation_threshold", starvation_threshold, allow_none=True)
+        if order not in ("arrival", "work"):
+            raise ValueError(f"order must be 'arrival' or 'work', got {order!r}")
         self.starvation_threshold = starvation_threshold
+        self.order_by = order
         self.explain = bool(explain)
 
     # --- hooks -----------------------------------------------------------------
 
     def order(self, pending: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        """Pending jobs in the order they are served (arrival order here)."""
-        return list(pending)
+        """Pending jobs in the order they are served: arrival, or (``order=
+        "work"``, a diagnostic) the least expected work first: remaining steps
+        x the request's iteration time x GPUs, from the job's throughput
+        function (jobs without one last); jobs past the starvation threshold
+        first either way."""
+        if self.order_by == "arrival":
+            return list(pending)
+
+        def key(p: PendingJob) -> tuple:
+            spec = p.spec
+            starving = self.starvation_threshold is not None and now - spec.submit_time > self.starvation_threshold
+            work = math.inf
+            if spec.throughput is not None and spec.steps:
+                work = max(spec.steps - p.steps_done, 0.0) * spec.throughput.reference() * spec.num_gpus
+            return (not starving, work, spec.submit_time, spec.id)
+
+        return sorted(pending, key=key)
 
     def cpus(self, pool: Pool, job: PendingJob, parts: dict[str, int]) -> float | None:
         """CPUs for the job on ``parts`` (None: its request)."""
@@ -168,6 +186,8 @@ class Tiresias(FixedPlanPolicy):
     name = "tiresias"
 
     def __init__(self, *, thresholds: tuple[float, ...] | str = (3600.0, 36000.0), **params: object) -> None:
+        if params.get("order", "arrival") != "arrival":
+            raise ValueError("order: tiresias serves its queues by attained service, then arrival")
         super().__init__(**params)  # type: ignore[arg-type]
         if isinstance(thresholds, str):
             thresholds = tuple(float(x) for x in thresholds.split("/") if x)
