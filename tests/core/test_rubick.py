@@ -119,12 +119,13 @@ def test_guaranteed_job_preempts_best_effort_work_it_cannot_shrink():
     be1 = plain_run("be1", {"n1": 8})
     be2 = plain_run("be2", {"n2": 8})
     g = elastic_spec("g", 8, f, guaranteed=True)
-    out = decide(running=[be1, be2], pending=[pending(g)])
+    assert not only(decide(running=[be1, be2], pending=[pending(g)]), Preempt)  # off by default
+    out = decide(running=[be1, be2], pending=[pending(g)], max_preemptions=3)
     assert set(only(out, Preempt)) in ({"be1"}, {"be2"})
     assert "g" not in only(out, Start)  # it starts once the victim has vacated
     # While the victim vacates, nobody else is preempted for it.
     vacating = plain_run("be1", {"n1": 8}, preempting=True, preempted_for="g", notice=1000.0)
-    out = decide(running=[vacating, be2], pending=[pending(g)], now=1001.0)
+    out = decide(running=[vacating, be2], pending=[pending(g)], now=1001.0, max_preemptions=3)
     assert not only(out, Preempt) and "g" not in only(out, Start)
 
 

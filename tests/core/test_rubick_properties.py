@@ -97,6 +97,7 @@ def snapshots(draw):
         "restart_time": draw(st.sampled_from([0.0, 60.0, 600.0])),
         "min_interval": draw(st.sampled_from([0.0, 600.0, 5000.0])),
         "min_gain": draw(st.sampled_from([0.0, 0.05, 0.5])),
+        "max_preemptions": draw(st.sampled_from([0, 3])),
         "starvation_threshold": None,
     }
     return Snapshot(nodes, running_jobs, pending_jobs), now, params

@@ -60,6 +60,7 @@ def workloads(draw):
         "min_interval": draw(st.sampled_from([0.0, 100.0, 1000.0])),
         "min_gain": draw(st.sampled_from([0.0, 0.05])),
         "starvation_threshold": draw(st.sampled_from([None, 600.0])),
+        "max_preemptions": draw(st.sampled_from([0, 3])),
         "explain": False,
     }
     overhead = draw(st.sampled_from([0.0, 30.0]))

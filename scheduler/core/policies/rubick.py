@@ -70,8 +70,11 @@ its requested throughput."""
 DEFAULT_START_FLOOR = 0.5
 """...or, when that does not fit, on what fits if it gives at least this share."""
 ORDERS = ("work", "arrival")
-DEFAULT_MAX_PREEMPTIONS = 3
-"""How often a best-effort job may be preempted for guaranteed jobs (then never again)."""
+DEFAULT_MAX_PREEMPTIONS = 0
+"""How often a best-effort job may be preempted for guaranteed jobs (then never
+again). 0: never. On workload-mt, allowing 3 let the large guaranteed jobs
+take the cluster sooner and made more of the small guaranteed jobs late
+(docs/results.md, Reconfiguration (Rubick), ablations)."""
 
 
 @dataclass(slots=True)
