@@ -72,7 +72,10 @@ def test_submit_watch_on_the_grid_see_the_log_and_cancel(live, browser_page, use
     form.wait_for_function("document.getElementById('job-state').textContent === 'CANCELLED'", timeout=UI_WAIT_MS)
     timeline = form.text_content("#timeline")
     assert "CANCELLING" in timeline and "CANCELLED" in timeline
-    assert "checkpoint saved at step" in form.text_content("#log")
+    # The job's last lines are flushed by its agent after it exits and pushed
+    # after the state: wait for them rather than read the log at once.
+    form.wait_for_function("/checkpoint saved at step/.test(document.getElementById('log').textContent)",
+                           timeout=UI_WAIT_MS)
     assert form.is_hidden("main form button.danger")
     screens.shot(form, "job-cancelled")
     assert_not_reloaded(form)
