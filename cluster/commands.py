@@ -36,9 +36,10 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     return True
 
 
-def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int]) -> protocol.LaunchCommand:
+def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **plan: Any) -> protocol.LaunchCommand:
     """The AGENT_LAUNCH of ``attempt`` of ``job`` (anything with pk, command, grace_period,
-    time_limit) on one node's ``gpu_indices``; attempts after the first resume."""
+    time_limit) on one node's ``gpu_indices``; attempts after the first resume. ``plan``:
+    the plan fields of a reconfigurable job (``scheduler.elastic.launch_fields``)."""
     return protocol.LaunchCommand(
         job_id=job.pk,
         attempt=attempt,
@@ -47,6 +48,7 @@ def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int]) -> protocol.L
         grace_period=float(job.grace_period),
         time_limit=float(job.time_limit) if job.time_limit is not None else None,
         resume=attempt > 1,
+        **plan,
     )
 
 

@@ -61,6 +61,11 @@ ENV_CHECKPOINT_DIR = "CHECKPOINT_DIR"
 ENV_RESUME = "RESUME"
 ENV_GRACE_PERIOD = "GRACE_PERIOD"
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+# Given when the launch names a plan (reconfigurable training jobs, docs/agent.md):
+ENV_PLAN = "GPUSCHED_PLAN"  # execution plan of this attempt (ga, zero-dp, "244", ...)
+ENV_NUM_GPUS = "GPUSCHED_NUM_GPUS"  # GPUs of this attempt on all its nodes together
+ENV_GRAD_ACCUM_STEPS = "GPUSCHED_GRAD_ACCUM_STEPS"  # micro-batches per step keeping the global batch
+ENV_REQUESTED_GPUS = "GPUSCHED_REQUESTED_GPUS"  # GPUs of the request, for which the global batch is declared
 # A job may create this file in CHECKPOINT_DIR to say "my checkpoint is complete".
 CHECKPOINT_MARKER = ".checkpoint-complete"
 # The agent's shared secret, read by the agent and never passed on to jobs.
@@ -131,8 +136,11 @@ class LaunchCommand:
     SIGKILL when the attempt is stopped; ``time_limit`` (None: none) is the
     seconds this attempt may run before the agent stops it (reason "timeout");
     ``env`` holds extra environment variables (the agent's own variables above
-    override them); ``resume`` sets RESUME=1. Unknown keys in a received message
-    are ignored so the server can add fields before every agent knows them.
+    override them); ``resume`` sets RESUME=1. ``plan`` (empty: none),
+    ``num_gpus`` (all nodes together; 0: not given), ``grad_accum_steps`` and
+    ``requested_gpus`` describe a reconfigurable job's allocation and become
+    GPUSCHED_PLAN and friends when ``plan`` is set. Unknown keys in a received
+    message are ignored so the server can add fields before every agent knows them.
     """
 
     job_id: str | int
@@ -143,6 +151,10 @@ class LaunchCommand:
     time_limit: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     resume: bool = False
+    plan: str = ""
+    num_gpus: int = 0
+    grad_accum_steps: int = 1
+    requested_gpus: int = 0
 
     def to_kwargs(self) -> dict[str, Any]:
         """The JSON-ready kwargs for ``send_task(AGENT_LAUNCH, kwargs=...)``."""
@@ -155,6 +167,10 @@ class LaunchCommand:
             "time_limit": self.time_limit,
             "env": dict(self.env),
             "resume": self.resume,
+            "plan": self.plan,
+            "num_gpus": self.num_gpus,
+            "grad_accum_steps": self.grad_accum_steps,
+            "requested_gpus": self.requested_gpus,
         }
 
     @classmethod
@@ -180,7 +196,26 @@ class LaunchCommand:
             time_limit=check_seconds(kwargs.get("time_limit"), "time_limit", allow_none=True, positive=True),
             env=_check_env(kwargs.get("env") or {}),
             resume=resume,
+            plan=_check_plan(kwargs.get("plan") or ""),
+            num_gpus=_check_count(kwargs.get("num_gpus", 0), "num_gpus", 0),
+            grad_accum_steps=_check_count(kwargs.get("grad_accum_steps", 1), "grad_accum_steps", 1),
+            requested_gpus=_check_count(kwargs.get("requested_gpus", 0), "requested_gpus", 0),
         )
+
+
+_PLAN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+_-]{0,31}$")
+
+
+def _check_plan(value: Any) -> str:
+    if not isinstance(value, str) or (value and not _PLAN_RE.match(value)):
+        raise ProtocolError("plan", f"must be 1-32 characters of A-Z a-z 0-9 + _ -, got {value!r}")
+    return value
+
+
+def _check_count(value: Any, field_name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ProtocolError(field_name, f"must be an integer >= {minimum}, got {value!r}")
+    return value
 
 
 def _check_gpu_indices(value: Any) -> tuple[int, ...]:

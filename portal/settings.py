@@ -20,6 +20,10 @@ Variables (all optional unless noted):
   ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty),
   ``GPUSCHED_AGENT_SECRET`` (empty: per-node agent tokens off): the live
   cluster; see docs/live_cluster.md and docs/operations.md.
+* ``BROKER_VISIBILITY_TIMEOUT`` (10): seconds after which a message a Celery
+  worker took but never acknowledged (it died) is delivered again.
+* ``GPUSCHED_TRACES_DIR``: the traces folder the performance model of
+  reconfigurable jobs is fitted from (default ``../shared/traces``).
 * ``LOGIN_MAX_FAILURES`` (5), ``LOGIN_MAX_FAILURES_PER_IP`` (50),
   ``LOGIN_LOCKOUT_SECONDS`` (900): the login rate limit (counted in Redis).
 * ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
@@ -180,6 +184,18 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = TIME_ZONE
+# Agent reports are acknowledged only once handled (cluster/tasks.py): a message a worker took and
+# never acknowledged (the worker died) goes back to the queue after this many seconds. A message
+# that merely waited longer than this inside a busy worker is delivered twice, which every task
+# tolerates. Kept well under twice the node-lost delay, so that an exit report whose worker died is
+# handled again before the server ends that attempt as lost; kombu looks for such messages every
+# tenth of it (its own default, every 100 s, would be far too slow for that).
+BROKER_VISIBILITY_TIMEOUT = env_float("BROKER_VISIBILITY_TIMEOUT", 10.0, positive=True)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": BROKER_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": max(1, round(BROKER_VISIBILITY_TIMEOUT / 10)),
+    "unacked_restore_throttle": 1,
+}
 
 # The login rate limit's counters are shared by every web process through Redis.
 CACHES = {
@@ -200,6 +216,9 @@ SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fitgpp") or "fitgpp"
 if not re.fullmatch(r"[a-z][a-z0-9_\-]*", SCHEDULER_POLICY):
     raise ImproperlyConfigured(f"SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy name")
 SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
+# Traces folder holding morphling/ (the performance model of reconfigurable jobs,
+# scheduler/elastic.py); empty: ../shared/traces next to the repository.
+GPUSCHED_TRACES_DIR = env_str("GPUSCHED_TRACES_DIR", "") or ""
 
 # --- Live cluster: the scheduling loop and the node agents (docs/live_cluster.md)
 # Seconds between Celery beat's safety ticks (node-lost detection, overdue

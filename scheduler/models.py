@@ -19,7 +19,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 # Hard bounds on a request, whatever the quotas say.
@@ -114,6 +114,24 @@ class Job(models.Model):
         default=0.0, help_text="Seconds of useful (kept) work across attempts, for the scheduler."
     )
 
+    # Reconfigurable training jobs (docs/rubick.md, docs/live_cluster.md). A job
+    # without ``model`` runs exactly as requested; with one (a model of the
+    # performance model's catalog) a reconfiguring policy may change its plan
+    # among ``allowed_plans`` and its GPU count within [min_gpus, max_gpus].
+    model = models.CharField(max_length=32, blank=True, default="", help_text="Performance-model name; empty: none.")
+    plan = models.CharField(max_length=32, blank=True, default="", help_text="The user's execution plan.")
+    allowed_plans = models.JSONField(default=list, blank=True, help_text="Plans the scheduler may switch to.")
+    min_gpus = models.PositiveIntegerField(default=0, help_text="Fewest GPUs the job may run on; 0: num_gpus.")
+    max_gpus = models.PositiveIntegerField(default=0, help_text="Most GPUs the job may run on; 0: num_gpus.")
+    guaranteed = models.BooleanField(default=False, help_text="Never run below the requested throughput.")
+    reconfiguration_count = models.PositiveIntegerField(default=0)
+    last_reconfigured_at = models.DateTimeField(null=True, blank=True)
+    # The allocation a Reconfigure decided, from the decision until the next
+    # attempt starts: the job relaunches with exactly this plan and GPU count.
+    target_plan = models.CharField(max_length=32, blank=True, default="")
+    target_gpus = models.PositiveIntegerField(default=0, help_text="0: no reconfiguration pending.")
+    target_placement = models.JSONField(default=dict, blank=True, help_text="{node: GPUs} the decision chose.")
+
     class Meta:
         ordering = ["-submitted_at", "-id"]
         indexes = [
@@ -131,6 +149,9 @@ class Job(models.Model):
             ),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
             models.CheckConstraint(condition=Q(job_class__in=JobClass.values), name="job_class_valid"),
+            models.CheckConstraint(
+                condition=Q(min_gpus=0) | Q(max_gpus=0) | Q(min_gpus__lte=F("max_gpus")), name="job_gpu_range_ordered"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -143,6 +164,16 @@ class Job(models.Model):
     @property
     def holds_gpus(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def gpu_range(self) -> tuple[int, int]:
+        """``(min, max)`` GPUs the job may run on."""
+        return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
+
+    @property
+    def reconfigurable(self) -> bool:
+        """Declared reconfigurable: a known model and more than one plan or GPU count."""
+        return bool(self.model) and (bool(self.allowed_plans) or self.gpu_range != (self.num_gpus, self.num_gpus))
 
     @property
     def current_attempt(self) -> "Attempt | None":
@@ -161,6 +192,15 @@ class AttemptState(models.TextChoices):
     CANCELLED = "CANCELLED"
     TIMEOUT = "TIMEOUT"
     NODE_LOST = "NODE_LOST"
+    RECONFIGURED = "RECONFIGURED"
+
+
+class NoticeReason(models.TextChoices):
+    """Why the server told an attempt to stop (``Attempt.notice_reason``); empty for a
+    preemption or a cancellation, which the job's state already tells apart."""
+
+    NONE = "", "-"
+    RECONFIGURE = "reconfigure"
 
 
 #: Attempt states in which the attempt still holds its GPUs.
@@ -178,6 +218,10 @@ class Attempt(models.Model):
     ``preempted_for`` (id of the job the GPUs are being freed for, if any).
     ``unseen_since`` is kept by heartbeats: an attempt its node's agent no
     longer runs is ended as lost after a while (``cluster.services.heartbeat``).
+    ``plan`` and ``grad_accum_steps`` are what the attempt was launched with
+    (its GPU count is ``gpu_count``); an attempt stopped to be reconfigured has
+    ``notice_reason = reconfigure`` and ends RECONFIGURED, never PREEMPTED, so
+    preemption counts leave reconfigurations out.
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
@@ -203,6 +247,13 @@ class Attempt(models.Model):
     unseen_since = models.JSONField(
         default=dict, blank=True,
         help_text="Per node name, when (epoch seconds) that node's heartbeats stopped listing this attempt.",
+    )
+    # What the attempt ran with (the plan history of a reconfigurable job is its attempts).
+    plan = models.CharField(max_length=32, blank=True, default="", help_text="Execution plan; empty: none declared.")
+    grad_accum_steps = models.PositiveIntegerField(default=1)
+    notice_reason = models.CharField(
+        max_length=12, choices=NoticeReason.choices, blank=True, default="",
+        help_text="Why the server told the attempt to stop: reconfigure, or empty (preemption, cancellation).",
     )
 
     class Meta:

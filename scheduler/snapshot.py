@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
 from django.db.models import Count, F
 
 from cluster.models import Gpu, Node, NodeState
-from scheduler import quotas
+from scheduler import elastic, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.model import Node as CoreNode
@@ -90,7 +90,23 @@ def _spec(job: Job) -> JobSpec:
         priority=job.priority,
         user=str(job.owner_id),
         time_limit=float(job.time_limit) if job.time_limit is not None else None,
+        **_reconfig_spec(job),
     )
+
+
+# --- reconfigurable jobs (scheduler/elastic.py reads the fields it names in
+# elastic.SPEC_FIELDS and elastic.ATTEMPT_FIELDS, from objects or values() dicts)
+
+
+def _reconfig_spec(job: Job) -> dict:
+    """JobSpec fields of a reconfigurable job (model, plans, GPU range, throughput); {} for others."""
+    return elastic.spec_fields(job)
+
+
+def _reconfig_running(job: Job, attempt: Attempt, spec: JobSpec, gpus: int) -> tuple[JobSpec, dict]:
+    """A running job's spec with its current allocation, and its RunningJob plan/reconfiguration fields."""
+    changes, running = elastic.running_fields(job, attempt, gpus)
+    return (replace(spec, **changes) if changes else spec), running
 
 
 def _row(job: Job, allocation: dict[str, list[int]] | None = None) -> JobRow:
@@ -152,7 +168,7 @@ def _active() -> list[tuple[Job, Attempt]]:
 def _running(job: Job, attempt: Attempt, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
     allocation = attempt.gpu_allocation or {}
     placement = Placement.of({node: len(indices) for node, indices in allocation.items()})
-    if placement.num_gpus != job.num_gpus:
+    if not elastic.gpu_count_ok(job, placement.num_gpus):
         log.error("job %s attempt %d holds %d GPUs, not %d; left out of the snapshot",
                   job.pk, attempt.number, placement.num_gpus, job.num_gpus)
         return None
@@ -160,8 +176,9 @@ def _running(job: Job, attempt: Attempt, up: set[str], now: datetime, overhead: 
         return None  # on a node that is not schedulable: its GPUs there are simply not free
     vacating = job.state in VACATING_STATES
     notice = attempt.notice_at or (now if vacating else None)
-    return RunningJob(
-        spec=_spec(job),
+    spec, reconfig = _reconfig_running(job, attempt, _spec(job), placement.num_gpus)
+    fields = dict(
+        spec=spec,
         placement=placement,
         attempt_start=attempt.started_at.timestamp(),
         first_start=(job.first_started_at or attempt.started_at).timestamp(),
@@ -171,6 +188,8 @@ def _running(job: Job, attempt: Attempt, up: set[str], now: datetime, overhead: 
         preempted_for=str(attempt.preempted_for) if attempt.preempted_for is not None else None,
         notice_time=epoch(notice),
     )
+    fields.update(reconfig)
+    return RunningJob(**fields)
 
 
 def build(now: datetime) -> CycleInput:

@@ -45,4 +45,16 @@ def job_environment(
             "GPUSCHED_NODE": node,
         }
     )
+    if cmd.plan:
+        env.update(
+            {
+                protocol.ENV_PLAN: cmd.plan,
+                protocol.ENV_NUM_GPUS: str(cmd.num_gpus or len(cmd.gpu_indices)),
+                protocol.ENV_GRAD_ACCUM_STEPS: str(cmd.grad_accum_steps),
+                protocol.ENV_REQUESTED_GPUS: str(cmd.requested_gpus or cmd.num_gpus or len(cmd.gpu_indices)),
+            }
+        )
+    else:  # a job without a plan must not inherit these from the agent's environment
+        for name in (protocol.ENV_PLAN, protocol.ENV_NUM_GPUS, protocol.ENV_GRAD_ACCUM_STEPS, protocol.ENV_REQUESTED_GPUS):
+            env.pop(name, None)
     return env
