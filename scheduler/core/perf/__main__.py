@@ -1,4 +1,4 @@
-"""Command line: ``python -m scheduler.perf validate [--traces DIR] [--json FILE]``.
+"""Command line: ``python -m scheduler.perf validate [--traces DIR] [--json FILE] [--fixed-nvlink]``.
 
 (``python -m scheduler.core.perf`` is the same program.) ``--traces`` is the
 shared traces folder (holding ``morphling/``) or the ``morphling`` folder
@@ -31,9 +31,9 @@ def morphling_dir(traces: str | None, environ: Mapping[str, str] | None = None) 
     return base if (base / "profiles").is_dir() else base / "morphling"
 
 
-def run_validate(root: Path) -> tuple[str, dict]:
+def run_validate(root: Path, fit_nvlink: bool = True) -> tuple[str, dict]:
     """Fit from ``root/profiles``, validate on ``root/placements``."""
-    tm = ThroughputModel.from_traces(root)
+    tm = ThroughputModel.from_traces(root, fit_nvlink=fit_nvlink)
     placements = {name: load_placements(root / "placements" / f"{spec.placements}.csv")
                   for name, spec in CATALOG.items()}
     authors = load_authors_params(root / "profiles" / "fitted_params.csv")
@@ -48,16 +48,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     val = sub.add_parser("validate", help="fit from profiles/, report errors against placements/")
     val.add_argument("--traces", help="traces folder (holding morphling/) or the morphling folder")
     val.add_argument("--json", metavar="FILE", help="also write the full report, rows included, as JSON")
+    val.add_argument("--fixed-nvlink", action="store_true",
+                     help="hold the intra-node bandwidth at its default for every model instead of fitting it "
+                          "(the earlier form, for comparison)")
     args = parser.parse_args(argv)
 
     root = morphling_dir(args.traces)
     try:
-        text, report = run_validate(root)
+        text, report = run_validate(root, fit_nvlink=not args.fixed_nvlink)
     except (DataError, FitError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report["traces"] = str(root)
-    report["command"] = "python -m scheduler.perf validate" + (f" --traces {args.traces}" if args.traces else "")
+    report["command"] = ("python -m scheduler.perf validate" + (f" --traces {args.traces}" if args.traces else "")
+                         + (" --fixed-nvlink" if args.fixed_nvlink else ""))
     sys.stdout.write(text)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

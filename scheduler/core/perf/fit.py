@@ -17,12 +17,23 @@ profiling runs: ``benchmarks/perf_phase_weight.py``), and a phase measured
 under ``PHASE_FLOOR`` of its iteration gives none. Coefficients a model's runs
 cannot identify are borrowed (``identifiable``, ``fit_all``). Starting points
 are a fixed grid, so a fit is deterministic: same runs, same coefficients.
+
+Besides the seven coefficients, the intra-node collective bandwidth
+(``Env.nvlink_gbps``, ``NVLINK``) is fitted per model when the runs can tell
+it apart from the backward pass (``identifiable``): communication grows with
+the GPU count as (n-1)/n while the backward shrinks roughly as 1/n, so runs
+without ZeRO-Offload at two or more GPU counts above one separate the two.
+It is an effective bus bandwidth (NCCL's algorithm, message sizes and
+per-call overheads folded in), like the per-model values the authors typed
+into their validation scripts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+
+import dataclasses
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -46,6 +57,11 @@ START = Coeffs(k_bwd=2.0, k_sync=2.0, k_opt=0.01, k_os_offload=1.0, k_const=5.0,
 K_SYNC_STARTS = (1.5, 4.0, 12.0)
 PHASE_FLOOR = 0.01
 PHASE_WEIGHT = 0.1
+# Name of the fitted intra-node bandwidth among coefficient names (``fixed``,
+# ``borrowed``, ``identifiable``) and its bounds in GB/s: from below PCIe to
+# above what an 8-GPU NVLink node's all-reduce bus bandwidth reaches.
+NVLINK = "nvlink_gbps"
+NVLINK_BOUNDS = (5.0, 400.0)
 
 
 class FitError(ValueError):
@@ -64,6 +80,10 @@ class FitResult:
     runs: int
     cost: float
     borrowed: tuple[str, ...] = ()
+
+    def fitted_values(self) -> dict[str, float]:
+        """The seven coefficients and the intra-node bandwidth, by name."""
+        return {**self.coeffs.as_dict(), NVLINK: self.env.nvlink_gbps}
 
 
 def fit_forward(runs: Sequence[ProfileRun]) -> ForwardCurve:
@@ -98,6 +118,10 @@ def identifiable(runs: Sequence[ProfileRun]) -> frozenset[str]:
     ZeRO-Offload runs see. ``k_bwd`` needs a run without ZeRO-Offload too:
     in an offload run the backward phase also carries the gradient offload,
     which shrinks like the backward (as 1/n), so the two cannot be told apart.
+    The intra-node bandwidth (``NVLINK``) needs runs without ZeRO-Offload at
+    two or more GPU counts above one, for the same reason: communication
+    time grows as (n-1)/n, the backward shrinks, and only two points of that
+    trade-off separate them (one GPU does not communicate).
     """
     names = {"k_sync", "k_const"}
     memories = {r.plan.memory for r in runs}
@@ -105,19 +129,24 @@ def identifiable(runs: Sequence[ProfileRun]) -> frozenset[str]:
         names |= {"k_opt", "k_bwd"}
     if "zero-offload" in memories:
         names |= {"k_os_offload", "k_off", "k_swap"}
+    if len({r.gpus for r in runs if r.plan.memory != "zero-offload" and r.gpus > 1}) >= 2:
+        names.add(NVLINK)
     return frozenset(names)
 
 
 def fit_coeffs(runs: Sequence[ProfileRun], inputs: ModelInputs, fwd: ForwardCurve, env: Env,
-               fixed: Mapping[str, float] | None = None) -> tuple[Coeffs, float]:
+               fixed: Mapping[str, float] | None = None) -> tuple[Coeffs, Env, float]:
     """Least squares on the log error of the three measured phases.
 
     Coefficients named in ``fixed`` are held at the given values; the rest
-    are fitted. Returns the coefficients and the final cost (half the sum of
-    the robust loss over all residuals).
+    are fitted, and so is the intra-node bandwidth unless ``fixed`` names
+    ``NVLINK`` (it starts from ``env.nvlink_gbps`` and is fitted in log
+    space within ``NVLINK_BOUNDS``). Returns the coefficients, ``env`` with
+    the fitted or fixed bandwidth, and the final cost (half the sum of the
+    robust loss over all residuals).
     """
     fixed = dict(fixed or {})
-    names = Coeffs.names()
+    names = Coeffs.names() + (NVLINK,)
     free = [i for i, name in enumerate(names) if name not in fixed]
     feats = features(_profile_configs(runs, env))
     measured = np.array([[r.sync_ms, r.opt_ms, r.iter_ms] for r in runs], dtype=float)
@@ -125,20 +154,32 @@ def fit_coeffs(runs: Sequence[ProfileRun], inputs: ModelInputs, fwd: ForwardCurv
     # 9.4 s) was folded into another phase by the profiler; it gives no residual.
     weight = (measured >= PHASE_FLOOR * measured[:, 2:3]) * np.array([[PHASE_WEIGHT, PHASE_WEIGHT, 1.0]])
     targets = np.log(measured)
-    full = np.array([fixed.get(name, START.as_dict()[name]) for name in names], dtype=float)
+    # The bandwidth is carried as its logarithm so that the solver's steps
+    # are relative, like the other coefficients' effects.
+    start_values = {**START.as_dict(), NVLINK: env.nvlink_gbps, **fixed}
+    full = np.array([start_values[name] for name in names], dtype=float)
+    full[-1] = np.log(full[-1])
 
     def expand(x: np.ndarray) -> np.ndarray:
         out = full.copy()
         out[free] = x
         return out
 
+    def unpack(x: np.ndarray) -> tuple[Coeffs, Env]:
+        values = expand(x)
+        coeffs = Coeffs(*(float(v) for v in values[:-1]))
+        if NVLINK in fixed:
+            return coeffs, dataclasses.replace(env, nvlink_gbps=float(fixed[NVLINK]))
+        return coeffs, dataclasses.replace(env, nvlink_gbps=float(np.exp(values[-1])))
+
     def resid(x: np.ndarray) -> np.ndarray:
-        c = components(feats, inputs, Coeffs(*expand(x)), fwd, env)
+        coeffs, fitted_env = unpack(x)
+        c = components(feats, inputs, coeffs, fwd, fitted_env)
         pred = np.stack([c["sync"], c["opt"], c["total"]], axis=1)
         return (weight * (np.log(np.maximum(pred, 1e-9)) - targets)).ravel()
 
-    lower = np.array(list(LOWER.as_dict().values()))[free]
-    upper = np.array(list(UPPER.as_dict().values()))[free]
+    lower = np.array(list(LOWER.as_dict().values()) + [np.log(NVLINK_BOUNDS[0])])[free]
+    upper = np.array(list(UPPER.as_dict().values()) + [np.log(NVLINK_BOUNDS[1])])[free]
     best = None
     for k_sync in K_SYNC_STARTS:
         start = full.copy()
@@ -148,16 +189,20 @@ def fit_coeffs(runs: Sequence[ProfileRun], inputs: ModelInputs, fwd: ForwardCurv
                             f_scale=F_SCALE, method="trf")
         if best is None or sol.cost < best.cost - 1e-12:
             best = sol
-    return Coeffs(*(float(v) for v in expand(best.x))), float(best.cost)
+    coeffs, fitted_env = unpack(best.x)
+    return coeffs, fitted_env, float(best.cost)
 
 
 def fit_model(spec: ModelSpec, runs: Sequence[ProfileRun], env: Env,
-              fallback: Mapping[str, float] | None = None) -> FitResult:
+              fallback: Mapping[str, float] | None = None, fit_nvlink: bool = True) -> FitResult:
     """Fit ``spec``'s model from its profiling runs.
 
     Coefficients the runs cannot identify (see ``identifiable``) are held at
-    ``fallback`` (default: the solver's starting values) and listed in
-    ``FitResult.borrowed``. The coefficients are fitted with the profiled
+    ``fallback`` (default: the solver's starting values, and ``env``'s
+    intra-node bandwidth) and listed in ``FitResult.borrowed``. With
+    ``fit_nvlink=False`` the intra-node bandwidth stays ``env``'s for every
+    model (the form before it was fitted; kept for comparison) and is not
+    listed as borrowed. The coefficients are fitted with the profiled
     model's own parameter count (from the runs); predictions use ``spec``'s,
     and when the runs measured another model (``spec.profile_model``) the
     forward curve is scaled by ``catalog.compute_scale``.
@@ -172,9 +217,13 @@ def fit_model(spec: ModelSpec, runs: Sequence[ProfileRun], env: Env,
     fwd = fit_forward(runs)
     profiled = ModelInputs(runs[0].params_mi, spec.global_batch, spec.seq_hid, spec.layers)
     known = identifiable(runs)
-    source = {**START.as_dict(), **(fallback or {})}
-    fixed = {name: source[name] for name in Coeffs.names() if name not in known}
-    coeffs, cost = fit_coeffs(runs, profiled, fwd, env, fixed)
+    source = {**START.as_dict(), NVLINK: env.nvlink_gbps, **(fallback or {})}
+    fixed = {name: source[name] for name in Coeffs.names() + (NVLINK,) if name not in known}
+    borrowed = tuple(sorted(fixed))
+    if not fit_nvlink:
+        fixed[NVLINK] = env.nvlink_gbps
+        borrowed = tuple(name for name in borrowed if name != NVLINK)
+    coeffs, env, cost = fit_coeffs(runs, profiled, fwd, env, fixed)
     scale = compute_scale(spec)
     return FitResult(
         model=spec.name,
@@ -184,26 +233,28 @@ def fit_model(spec: ModelSpec, runs: Sequence[ProfileRun], env: Env,
         env=env,
         runs=len(runs),
         cost=cost,
-        borrowed=tuple(sorted(fixed)),
+        borrowed=borrowed,
     )
 
 
-def fit_all(profiles: Mapping[str, tuple[ModelSpec, Sequence[ProfileRun]]], env: Env) -> dict[str, FitResult]:
+def fit_all(profiles: Mapping[str, tuple[ModelSpec, Sequence[ProfileRun]]], env: Env,
+            fit_nvlink: bool = True) -> dict[str, FitResult]:
     """Fit every model; borrow unidentifiable coefficients from the others.
 
     A coefficient a model's runs cannot identify is set to the median of the
     values fitted for the models whose runs do identify it: ``k_opt``
     (optimizer time per parameter on the GPU) and the offload coefficients
-    price the hardware more than the model. Models are processed in sorted
+    price the hardware more than the model, and so does the intra-node
+    bandwidth (LLaMA's offload-only profiles borrow it). Models are processed in sorted
     name order, so the result does not depend on the mapping's order.
     """
-    first = {name: fit_model(spec, runs, env) for name, (spec, runs) in sorted(profiles.items())}
+    first = {name: fit_model(spec, runs, env, fit_nvlink=fit_nvlink) for name, (spec, runs) in sorted(profiles.items())}
     pooled = {}
-    for coeff in Coeffs.names():
-        values = [r.coeffs.as_dict()[coeff] for r in first.values() if coeff not in r.borrowed]
+    for coeff in Coeffs.names() + (NVLINK,):
+        values = [r.fitted_values()[coeff] for r in first.values() if coeff not in r.borrowed]
         if values:
             pooled[coeff] = float(np.median(values))
     return {
-        name: (fit_model(spec, runs, env, pooled) if first[name].borrowed else first[name])
+        name: (fit_model(spec, runs, env, pooled, fit_nvlink) if first[name].borrowed else first[name])
         for name, (spec, runs) in sorted(profiles.items())
     }

@@ -72,18 +72,20 @@ class ThroughputModel:
 
     @classmethod
     def from_traces(cls, morphling_dir: str | Path, env: Env | None = None,
-                    models: Iterable[str] | None = None) -> "ThroughputModel":
+                    models: Iterable[str] | None = None, fit_nvlink: bool = True) -> "ThroughputModel":
         """Fit every catalog model (or ``models``) from ``<dir>/profiles``.
 
         The inter-node default bandwidth comes from ``profiles/env_params.json``
-        unless ``env`` is given.
+        unless ``env`` is given. The intra-node bandwidth is fitted per model
+        (``fit.identifiable``); ``fit_nvlink=False`` holds it at ``env``'s
+        for every model instead.
         """
         root = Path(morphling_dir)
         if env is None:
             env = Env(net_gbps=load_env_bandwidth(root / "profiles" / "env_params.json"))
         specs = [spec_for(m) for m in models] if models is not None else list(CATALOG.values())
         profiles = {s.name: (s, load_profile(root / "profiles" / s.profile)) for s in specs}
-        return cls(fit_all(profiles, env))
+        return cls(fit_all(profiles, env, fit_nvlink))
 
     def models(self) -> list[str]:
         return sorted(self._fits)

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.perf.catalog import CATALOG, spec_for
 from scheduler.core.perf.data import ProfileRun, load_profile
-from scheduler.core.perf.fit import FitError, fit_all, fit_forward, fit_model, identifiable
+from scheduler.core.perf.fit import NVLINK, FitError, fit_all, fit_forward, fit_model, identifiable
 from scheduler.core.perf.model import ForwardCurve, ModelInputs, components, features
 from scheduler.core.perf.plans import Plan
 
@@ -20,11 +20,11 @@ TRUE_FWD = ForwardCurve(12.0, 210.0)
 CODES = {"none": 0, "zero-offload": 1, "zero-dp": 2}
 
 
-def synthetic_runs(configs, coeffs=SYNTHETIC_COEFFS, fwd=TRUE_FWD) -> list[ProfileRun]:
+def synthetic_runs(configs, coeffs=SYNTHETIC_COEFFS, fwd=TRUE_FWD, env=SYNTHETIC_ENV) -> list[ProfileRun]:
     """Profiling runs measured on a machine that follows the model exactly."""
     inputs = ModelInputs(BERT.params_mi, BERT.global_batch, BERT.seq_hid, BERT.layers)
-    rows = [(Plan(memory=m), (g,), float(th), SYNTHETIC_ENV.net_gbps) for m, g, th in configs]
-    c = components(features(rows), inputs, coeffs, fwd, SYNTHETIC_ENV)
+    rows = [(Plan(memory=m), (g,), float(th), env.net_gbps) for m, g, th in configs]
+    c = components(features(rows), inputs, coeffs, fwd, env)
     return [
         ProfileRun(nodes=1, gpus=g, params_mi=BERT.params_mi, threads=th, zero_type=CODES[m], is_tp=0, is_pp=0,
                    forward_ms=float(c["fwd"][i]), sync_ms=float(c["sync"][i]), opt_ms=float(c["opt"][i]),
@@ -62,6 +62,24 @@ def test_fit_reproduces_a_model_generated_profile() -> None:
     fitted = components(features(check), result.inputs, result.coeffs, result.forward, SYNTHETIC_ENV)["total"]
     assert np.allclose(fitted, truth, rtol=0.02)
     assert result.borrowed == ()
+    assert result.env.nvlink_gbps == pytest.approx(SYNTHETIC_ENV.nvlink_gbps, rel=0.05)
+
+
+def test_fit_recovers_the_intra_node_bandwidth_the_runs_were_measured_at() -> None:
+    """Runs from a node whose collectives reach 40 GB/s, fitted from the
+    150 GB/s default: the fit finds 40, and predicts multi-node placements
+    (which mix the intra- and inter-node rings) as the true model does."""
+    slow = dataclasses.replace(SYNTHETIC_ENV, nvlink_gbps=40.0)
+    result = fit_model(BERT, synthetic_runs(MIXED, env=slow), SYNTHETIC_ENV)
+    assert result.env.nvlink_gbps == pytest.approx(40.0, rel=0.05)
+    check = [(Plan(memory=m), where, 1.0, 6.89) for m, where in
+             [("none", (4, 4)), ("zero-dp", (2, 3, 3)), ("none", (8,))]]
+    inputs = ModelInputs(BERT.params_mi, BERT.global_batch, BERT.seq_hid, BERT.layers)
+    truth = components(features(check), inputs, SYNTHETIC_COEFFS, TRUE_FWD, slow)["total"]
+    fitted = components(features(check), result.inputs, result.coeffs, result.forward, result.env)["total"]
+    assert np.allclose(fitted, truth, rtol=0.02)
+    held = fit_model(BERT, synthetic_runs(MIXED, env=slow), SYNTHETIC_ENV, fit_nvlink=False)
+    assert held.env.nvlink_gbps == SYNTHETIC_ENV.nvlink_gbps and NVLINK not in held.borrowed
 
 
 def test_fit_is_deterministic() -> None:
@@ -73,10 +91,12 @@ def test_offload_only_profiles_cannot_identify_gpu_optimizer_or_backward() -> No
     offload_only = synthetic_runs([c for c in MIXED if c[0] == "zero-offload"])
     assert identifiable(offload_only) == {"k_sync", "k_const", "k_os_offload", "k_off", "k_swap"}
     dp_only = synthetic_runs([c for c in MIXED if c[0] == "none"])
-    assert identifiable(dp_only) == {"k_sync", "k_const", "k_opt", "k_bwd"}
-    result = fit_model(BERT, offload_only, SYNTHETIC_ENV, fallback={"k_bwd": 1.5, "k_opt": 0.3})
-    assert result.borrowed == ("k_bwd", "k_opt")
-    assert (result.coeffs.k_bwd, result.coeffs.k_opt) == (1.5, 0.3)
+    assert identifiable(dp_only) == {"k_sync", "k_const", "k_opt", "k_bwd", NVLINK}
+    # One GPU count above one without offload cannot split communication from backward.
+    assert NVLINK not in identifiable(synthetic_runs([("none", 8, 1), ("none", 1, 1), ("zero-offload", 4, 4)]))
+    result = fit_model(BERT, offload_only, SYNTHETIC_ENV, fallback={"k_bwd": 1.5, "k_opt": 0.3, NVLINK: 60.0})
+    assert result.borrowed == ("k_bwd", "k_opt", NVLINK)
+    assert (result.coeffs.k_bwd, result.coeffs.k_opt, result.env.nvlink_gbps) == (1.5, 0.3, 60.0)
 
 
 def test_fit_all_borrows_the_median_of_models_that_identify_it() -> None:
@@ -86,7 +106,9 @@ def test_fit_all_borrows_the_median_of_models_that_identify_it() -> None:
                     "llama7": (spec_for("llama7"), offload_only)}, SYNTHETIC_ENV)
     donors = [fits["bert"].coeffs.k_opt, fits["vit"].coeffs.k_opt]
     assert fits["llama7"].coeffs.k_opt == pytest.approx(float(np.median(donors)))
-    assert fits["llama7"].borrowed == ("k_bwd", "k_opt")
+    assert fits["llama7"].env.nvlink_gbps == pytest.approx(
+        float(np.median([fits["bert"].env.nvlink_gbps, fits["vit"].env.nvlink_gbps])))
+    assert fits["llama7"].borrowed == ("k_bwd", "k_opt", NVLINK)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import pytest
 from scheduler.core.perf.__main__ import main
 from scheduler.core.perf.catalog import CATALOG
 from scheduler.core.perf.data import load_profile
-from scheduler.core.perf.validate import OFFLOAD_THREADS, PAPER_MAX, plan_group
+from scheduler.core.perf.fit import NVLINK
+from scheduler.core.perf.validate import DATA_ANOMALIES, OFFLOAD_THREADS, PAPER_MAX, plan_group
 
 
 def test_model_reproduces_measurements_within_the_error_it_reports(fitted, placements, validation) -> None:
@@ -55,7 +56,7 @@ def test_every_model_and_plan_is_reported_with_the_authors_coefficients(validati
 
 
 def test_llama30_borrows_what_its_offload_only_profile_cannot_identify(fitted) -> None:
-    assert set(fitted.fit("llama30").borrowed) == {"k_bwd", "k_opt"}
+    assert set(fitted.fit("llama30").borrowed) == {"k_bwd", "k_opt", NVLINK}
     assert fitted.fit("llama30").coeffs == fitted.fit("llama7").coeffs
     # Same profile runs, but LLaMA-30B's forward is scaled up from LLaMA-7B's.
     assert fitted.fit("llama30").forward.at(8) > 2 * fitted.fit("llama7").forward.at(8)
@@ -92,3 +93,51 @@ def test_validate_command_reports_bad_data_with_file_and_line(tmp_path: Path, mo
     bert.write_text("\n".join(lines) + "\n")
     assert main(["validate", "--traces", str(root)]) == 2
     assert f"{bert}:4: unknown plan 'warp'" in capsys.readouterr().err
+
+
+def test_paper_view_keeps_single_node_rows_and_names_every_row_it_leaves_out(validation) -> None:
+    """The like-for-like view is the single-node rows minus the listed
+    anomalies, and its statistics are those rows' errors."""
+    view = validation.paper
+    single = [r for r in validation.rows if not r.multi_node]
+    left_out = {(r.model, r.plan, r.placement) for r, _ in view.excluded}
+    assert left_out == set(DATA_ANOMALIES)
+    assert all(reason for _, reason in view.excluded)
+    assert [(m, g) for m, g, _ in view.groups] == [(g.model, g.group) for g in validation.groups]
+    for model, group, stats in view.groups:
+        errs = [r.error for r in single if (r.model, r.group) == (model, group)
+                and (r.model, r.plan, r.placement) not in left_out]
+        assert stats.count == len(errs)
+        if errs:
+            assert stats.avg_pct == pytest.approx(100 * np.mean(errs), rel=1e-9)
+            assert stats.max_pct == pytest.approx(100 * max(errs), rel=1e-9)
+    assert sum(s.count for _, _, s in view.groups) == len(single) - len(left_out)
+
+
+def test_listed_anomalies_are_rows_whose_one_gpu_time_does_not_grow(placements) -> None:
+    """Each row left out of the like-for-like view exists and ran no slower
+    than the same plan on two GPUs plus 20 % (a full batch on one GPU takes
+    1.7-2x as long in every other model and plan)."""
+    times = {(m, r.plan.name, "".join(map(str, r.placement))): r.iter_s
+             for m, rows in placements.items() for r in rows}
+    for model, plan, placement in DATA_ANOMALIES:
+        assert placement == "1"
+        assert times[(model, plan, "1")] <= 1.2 * times[(model, plan, "2")]
+    others = [k for k in times if k[2] == "1" and k not in DATA_ANOMALIES and (k[0], k[1], "2") in times]
+    assert others and all(times[k] >= 1.5 * times[(k[0], k[1], "2")] for k in others)
+
+
+def test_validate_command_prints_the_like_for_like_view_and_the_fixed_bandwidth_form(
+        morphling: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "perf.json"
+    assert main(["validate", "--traces", str(morphling), "--json", str(out)]) == 0
+    fitted_text = capsys.readouterr().out
+    assert "like-for-like view" in fitted_text and "why: " in fitted_text
+    fitted = json.loads(out.read_text())
+    assert {e["model"] for e in fitted["paper_view"]["excluded"]} == {"roberta"}
+    assert main(["validate", "--traces", str(morphling), "--json", str(out), "--fixed-nvlink"]) == 0
+    capsys.readouterr()
+    fixed = json.loads(out.read_text())
+    assert fixed["command"].endswith("--fixed-nvlink")
+    assert {c["nvlink_gbps"] for c in fixed["coefficients"]} == {150.0}
+    assert len({round(c["nvlink_gbps"], 3) for c in fitted["coefficients"]}) > 1
