@@ -14,6 +14,7 @@ reason                           attempt         job
 ===============================  ==============  =========================================
 None (exited by itself)          COMPLETED/FAIL  COMPLETED if exit code 0, else FAILED
 preempt                          PREEMPTED       PENDING (next attempt), CANCELLED if cancelling
+preempt, notice for reconfigure  RECONFIGURED    PENDING, target pinned; CANCELLED if cancelling
 cancel                           CANCELLED       CANCELLED
 timeout                          TIMEOUT         TIMEOUT
 launch-failed                    FAILED          FAILED
@@ -41,6 +42,7 @@ from cluster import auth, commands, protocol
 from cluster.models import Gpu, Node, NodeState
 from cluster.selectors import expected_attempts
 from portal import realtime
+from scheduler import elastic
 from scheduler.accounting import attempt_work_seconds, lost_gpu_seconds
 from scheduler.models import (
     ACTIVE_STATES,
@@ -51,6 +53,7 @@ from scheduler.models import (
     Job,
     JobEvent,
     JobState,
+    NoticeReason,
     PendingReason,
 )
 from scheduler.triggers import request_scheduling
@@ -293,6 +296,8 @@ def attempt_exited(
         first = att.state in OPEN_ATTEMPT_STATES
         if first:
             att.state = classify_exit(reason, exit_code)
+            if att.state == AttemptState.PREEMPTED and att.notice_reason == NoticeReason.RECONFIGURE:
+                att.state = AttemptState.RECONFIGURED  # counted apart from preemptions
             att.exit_code, att.signal = exit_code, signal
         if notice_at is not None:
             att.notice_at = notice_at  # the agent's SIGTERM time is more exact than the decision's
@@ -367,7 +372,7 @@ def _settle(job: Job, att: Attempt, now: datetime) -> None:
     work = attempt_work_seconds(att.started_at, att.notice_at or att.ended_at or now, att.number,
                                 settings.SCHEDULER_RESUME_OVERHEAD)
     kept = att.state == AttemptState.COMPLETED or bool(att.checkpointed)
-    if att.state in (AttemptState.PREEMPTED, AttemptState.NODE_LOST):
+    if att.state in (AttemptState.PREEMPTED, AttemptState.RECONFIGURED, AttemptState.NODE_LOST):
         att.lost_gpu_seconds = lost_gpu_seconds(work, att.gpu_count, kept)
     att.ended_at = att.ended_at or now
     att.save()
@@ -385,6 +390,12 @@ def _settle(job: Job, att: Attempt, now: datetime) -> None:
         message = f"attempt {att.number} vacated {where}; {kept_text}"
         _move(job, JobState.PENDING, PendingReason.PREEMPTED, message, progress_seconds=progress,
               pending_reason=PendingReason.PREEMPTED, pending_message=message)
+    elif outcome == AttemptState.RECONFIGURED:
+        kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
+        target = f"{job.target_plan} on {job.target_gpus} GPU{'s' if job.target_gpus != 1 else ''}"
+        message = f"attempt {att.number} vacated {where}; {kept_text}; relaunching with {target}"
+        _move(job, JobState.PENDING, PendingReason.RECONFIGURED, message, progress_seconds=progress,
+              pending_reason=PendingReason.RECONFIGURED, pending_message=message)
     else:
         message = f"attempt {att.number} lost on {where}"
         _move(job, JobState.NODE_LOST, PendingReason.NODE_LOST, message, progress_seconds=progress)
@@ -482,7 +493,8 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
     for att in starting:
         for name, indices in sorted((att.gpu_allocation or {}).items()):
             if name in up:
-                commands.launch(name, commands.launch_for(att.job, att.number, indices))
+                plan = elastic.attempt_launch_fields(att.job, att)  # the plan the first launch named
+                commands.launch(name, commands.launch_for(att.job, att.number, indices, **plan))
                 resent.append((protocol.AGENT_LAUNCH, att.job_id, att.number))
     if resent:
         log.warning("re-sent overdue commands: %s", resent)

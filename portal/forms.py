@@ -17,6 +17,7 @@ from scheduler.models import (
     JobClass,
     JobState,
 )
+from scheduler.core.perf.catalog import model_names
 from scheduler.services import JobRequest
 
 #: Which form field shows a quota refusal for each limit (others show above the form).
@@ -49,6 +50,17 @@ class JobForm(forms.Form):
                                     label="Time limit (s)", help_text="Empty: no limit (TE jobs get the quota's).")
     priority = forms.IntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], initial=0,
                                   required=False)
+    # Reconfigurable training jobs (the rules: scheduler.elastic.clean_request).
+    model = forms.ChoiceField(choices=[("", "none"), *((m, m) for m in model_names())], required=False,
+                              help_text="A model the performance model knows: the scheduler may then change the plan "
+                                        "and GPU count.")
+    plan = forms.CharField(max_length=32, required=False, help_text="ga, gc, zero-dp, zero-offload (+gc), or pp tp dp "
+                                                                    "digits like 244.")
+    allowed_plans = forms.CharField(max_length=200, required=False, label="Allowed plans",
+                                    help_text="Comma-separated plans the scheduler may switch to.")
+    min_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, label="Min GPUs")
+    max_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, label="Max GPUs")
+    guaranteed = forms.BooleanField(required=False, help_text="Never run below the requested throughput.")
 
     def clean_command(self) -> str:
         command = self.cleaned_data["command"]
@@ -72,6 +84,12 @@ class JobForm(forms.Form):
             grace_period=given("grace_period", DEFAULT_GRACE_PERIOD_S),
             time_limit=data.get("time_limit"),
             priority=given("priority", 0),
+            model=data.get("model") or "",
+            plan=(data.get("plan") or "").strip(),
+            allowed_plans=tuple(p for p in (data.get("allowed_plans") or "").replace(",", " ").split() if p),
+            min_gpus=data.get("min_gpus"),
+            max_gpus=data.get("max_gpus"),
+            guaranteed=bool(data.get("guaranteed")),
         )
 
 

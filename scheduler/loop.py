@@ -84,10 +84,11 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     seconds = time.perf_counter() - started
     metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)
-    if applied.started or applied.preempted or applied.skipped or applied.cancel_kills:
+    if applied.started or applied.preempted or applied.reconfigured or applied.skipped or applied.cancel_kills:
         log.info(
-            "cycle: started %s, preempted %s, cancel kills %s, skipped %s (%d running, %d pending)",
-            applied.started, applied.preempted, applied.cancel_kills, applied.skipped, report.running, report.pending,
+            "cycle: started %s, preempted %s, reconfigured %s, cancel kills %s, skipped %s (%d running, %d pending)",
+            applied.started, applied.preempted, applied.reconfigured, applied.cancel_kills, applied.skipped,
+            report.running, report.pending,
         )
     return report
 

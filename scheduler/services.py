@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import quotas
+from scheduler import elastic, quotas
 from scheduler.models import (
     ACTIVE_STATES,
     DEFAULT_GRACE_PERIOD_S,
@@ -79,6 +79,13 @@ class JobRequest:
     grace_period: int = DEFAULT_GRACE_PERIOD_S
     time_limit: int | None = None
     priority: int = 0
+    # Reconfigurable training jobs (scheduler/elastic.py: clean_request has the rules).
+    model: str = ""
+    plan: str = ""
+    allowed_plans: tuple[str, ...] = ()
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    guaranteed: bool = False
 
 
 def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
@@ -125,7 +132,16 @@ def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]
     low, high = PRIORITY_RANGE
     if not low <= req.priority <= high:
         add("priority", f"Must be between {low} and {high}.")
+    for name, messages in _reconfig(req)[1].items():
+        errors.setdefault(name, []).extend(messages)
     return errors
+
+
+def _reconfig(req: JobRequest) -> tuple[dict, dict[str, list[str]]]:
+    """The request's reconfiguration fields, normalized, and the rules they break."""
+    return elastic.clean_request(num_gpus=req.num_gpus, model=req.model, plan=req.plan,
+                                 allowed_plans=req.allowed_plans, min_gpus=req.min_gpus, max_gpus=req.max_gpus,
+                                 guaranteed=req.guaranteed)
 
 
 def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model instance
@@ -136,14 +152,15 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
     owner's quotas. Submissions of one user (and of the members of a group,
     for group quotas) are serialized by row locks so that the pending-job
     count cannot be overrun by concurrent requests.
+
+    The returned job carries its (empty) attempts and its submission event as
+    if prefetched, so an answer can be rendered from it without reading back.
     """
     errors = validate_request(req, cluster_capacity())
     if errors:
         raise JobRequestInvalid(errors)
     with transaction.atomic():
-        _lock_quota_subjects(owner)
-        # Usage is summed only when a quota binds the owner: those sums grow with the owner's queue.
-        scopes = quota_usage(user_ids=[owner.pk]).scopes_for(owner.pk) if _has_quota(owner) else []
+        scopes = _locked_scopes(owner)
         if req.job_class == JobClass.TE and req.time_limit is None:
             req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
         job = Job(owner=owner, **_fields(req))
@@ -151,8 +168,9 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         if violation:
             raise QuotaExceeded(violation)
         job.save()
-        JobEvent.objects.create(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted")
+        event = JobEvent.objects.create(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted")
         transaction.on_commit(lambda: request_scheduling())
+    _as_prefetched(job, [event])
     return job
 
 
@@ -167,7 +185,38 @@ def _fields(req: JobRequest) -> dict:
         "grace_period": req.grace_period,
         "time_limit": req.time_limit,
         "priority": req.priority,
+        **_reconfig(req)[0],
     }
+
+
+def _locked_scopes(owner) -> list[quotas.Scope]:  # noqa: ANN001
+    """The quota scopes binding ``owner`` with their usage, under the owner's row locks.
+
+    Call inside a transaction. Only when a quota binds the owner are the rows
+    locked and the usage summed (those sums grow with the owner's queue):
+    without a quota there is no limit that concurrent submissions could
+    overrun, and the two lock queries would be paid on every submission.
+    A quota created while submissions are in flight binds from the next one.
+    """
+    if not _has_quota(owner):
+        return []
+    _lock_quota_subjects(owner)
+    return quota_usage(user_ids=[owner.pk]).scopes_for(owner.pk)
+
+
+def _as_prefetched(job: Job, events: list[JobEvent]) -> None:
+    """Give a just-created job its attempts (none) and events as ``prefetch_related`` would.
+
+    The same structure Django's prefetching builds: evaluated querysets in the
+    instance's prefetch cache, so ``job.events.all()`` reads no row.
+    """
+    cache = {}
+    for name, rows in (("attempts", []), ("events", events)):
+        queryset = getattr(job, name).all()
+        queryset._result_cache = rows  # noqa: SLF001 - as django.db.models.query.prefetch_one_level does
+        queryset._prefetch_done = True  # noqa: SLF001
+        cache[name] = queryset
+    job._prefetched_objects_cache = cache  # noqa: SLF001
 
 
 def _has_quota(owner) -> bool:  # noqa: ANN001

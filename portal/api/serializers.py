@@ -61,6 +61,15 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON true or false; strings and numbers are refused."""
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
 class JobSubmitSerializer(serializers.Serializer):
     """The body of POST /api/v1/jobs/."""
 
@@ -74,6 +83,15 @@ class JobSubmitSerializer(serializers.Serializer):
     time_limit = StrictIntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, allow_null=True,
                                     default=None)
     priority = StrictIntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], default=0)
+    # Reconfigurable training jobs; the rules are scheduler.elastic.clean_request's.
+    model = StrictCharField(max_length=32, allow_blank=True, default="",
+                            help_text="Performance-model name (bert, gpt2, ...); empty: not reconfigurable.")
+    plan = StrictCharField(max_length=32, allow_blank=True, default="", help_text="Execution plan (ga, zero-dp, 244, ...).")
+    allowed_plans = serializers.ListField(child=StrictCharField(max_length=32), max_length=16, default=list,
+                                          help_text="Plans the scheduler may switch the job to.")
+    min_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
+    max_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
+    guaranteed = StrictBooleanField(default=False)
 
     def validate_command(self, value: str) -> str:
         if not value.strip():
@@ -105,12 +123,14 @@ class AttemptSerializer(serializers.ModelSerializer):
         help_text="GPU indices per node name.",
     )
     outcome = serializers.CharField(source="state", read_only=True)
+    gpu_count = serializers.IntegerField(read_only=True, help_text="GPUs on all nodes: the plan history's GPU count.")
 
     class Meta:
         model = Attempt
         fields = [
             "number", "node_names", "gpu_indices", "started_at", "ended_at", "exit_code", "signal", "outcome",
             "notice_at", "vacated_at", "checkpointed", "lost_gpu_seconds",
+            "plan", "gpu_count", "grad_accum_steps", "notice_reason",
         ]
         read_only_fields = fields
 
@@ -137,6 +157,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "owner", "command", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
             "time_limit", "priority", "state", "pending_reason", "pending_message", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
+            "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
             "attempts", "events",
         ]
         read_only_fields = fields

@@ -60,6 +60,14 @@ ATTEMPT_COLUMNS: list[Column] = [
     ("LOST_GPU_S", lambda a: a.get("lost_gpu_seconds")),
 ]
 
+PLAN_COLUMNS: list[Column] = [
+    ("#", lambda a: a.get("number")),
+    ("PLAN", lambda a: a.get("plan")),
+    ("GPUS", lambda a: a.get("gpu_count")),
+    ("ACCUM", lambda a: a.get("grad_accum_steps")),
+    ("ENDED", lambda a: "reconfigured" if a.get("notice_reason") == "reconfigure" else a.get("outcome")),
+]
+
 EVENT_COLUMNS: list[Column] = [
     ("AT", lambda e: local_time(e.get("at"))),
     ("STATE", lambda e: e.get("state")),
@@ -84,6 +92,12 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         "grace_period": args.grace,
         "time_limit": args.time_limit,
         "priority": args.priority,
+        "model": getattr(args, "model", None),
+        "plan": getattr(args, "plan", None),
+        "allowed_plans": getattr(args, "allowed_plans", None),
+        "min_gpus": getattr(args, "min_gpus", None),
+        "max_gpus": getattr(args, "max_gpus", None),
+        "guaranteed": getattr(args, "guaranteed", None),
     }
     payload.update({k: v for k, v in optional.items() if v is not None})
     return payload
@@ -186,9 +200,20 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Attempts", job.get("attempt_count")),
         ("Preemptions", job.get("preemption_count")),
     ]
+    if job.get("model") or job.get("plan"):
+        fields += [
+            ("Model", job.get("model")),
+            ("Plan", job.get("plan")),
+            ("Allowed plans", ", ".join(job.get("allowed_plans") or []) or None),
+            ("GPU range", f"{job.get('min_gpus') or job.get('num_gpus')}-{job.get('max_gpus') or job.get('num_gpus')}"),
+            ("Guaranteed", job.get("guaranteed")),
+            ("Reconfigurations", job.get("reconfiguration_count")),
+        ]
     sections = [key_values(fields)]
     if job.get("attempts"):
         sections.append("Attempts:\n" + render_table(ATTEMPT_COLUMNS, job["attempts"]))
+        if job.get("model") or job.get("plan"):
+            sections.append("Plan history:\n" + render_table(PLAN_COLUMNS, job["attempts"]))
     if job.get("events"):
         sections.append("Events:\n" + render_table(EVENT_COLUMNS, job["events"]))
     return "\n\n".join(sections)

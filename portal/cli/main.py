@@ -29,6 +29,7 @@ Create a token on the portal's /account/tokens/ page.
 examples:
   gpusched submit --class TE --gpus 1 -- python train.py --lr 0.1
   gpusched submit --name sweep --gpus 4 --time-limit 2h --command 'bash run.sh > out.txt'
+  gpusched submit --model bert --plan ga --allowed-plans ga,zero-dp --gpus 2 --min-gpus 1 --max-gpus 4 -- python train.py
   gpusched list --state PENDING
   gpusched logs 42 --follow
 """
@@ -52,6 +53,14 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return value
+
+
+def _plan_list(text: str) -> list[str]:
+    """``ga,zero-dp`` -> ["ga", "zero-dp"]; the portal judges the names."""
+    plans = [p.strip() for p in text.split(",") if p.strip()]
+    if not plans:
+        raise argparse.ArgumentTypeError("expected comma-separated plan names, e.g. ga,zero-dp")
+    return plans
 
 
 def _number(text: str) -> float:
@@ -118,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--time-limit", type=_converter(parse_duration, "duration"), metavar="DUR",
                         help="wall-clock limit per job (3600, 90m, 2h, 1-00:00:00)")
     submit.add_argument("--priority", type=int, metavar="N", help="higher runs first")
+    submit.add_argument("--model", help="reconfigurable training job: its model (bert, gpt2, vit, ...)")
+    submit.add_argument("--plan", help="execution plan: ga, gc, zero-dp, zero-offload (+gc), or pp tp dp digits (244)")
+    submit.add_argument("--allowed-plans", metavar="P,P", type=_plan_list,
+                        help="comma-separated plans the scheduler may switch the job to")
+    submit.add_argument("--min-gpus", type=int, metavar="N", help="fewest GPUs the scheduler may give the job")
+    submit.add_argument("--max-gpus", type=int, metavar="N", help="most GPUs the scheduler may give the job")
+    submit.add_argument("--guaranteed", action="store_true", default=None,
+                        help="never run below the requested plan's throughput")
     submit.add_argument("--command", dest="command_text", metavar="STR",
                         help="the command as one shell string (instead of -- COMMAND...)")
     submit.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
