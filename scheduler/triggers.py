@@ -5,6 +5,23 @@
 enqueues the Celery task ``scheduler.run_cycle`` when ``SCHEDULER_AUTORUN`` is
 true and does nothing otherwise. A broker that cannot be reached is logged,
 not raised: the periodic tick of the scheduling loop picks the change up.
+
+Requests are debounced across every process through two Redis keys, so a
+burst of submissions sends a handful of messages instead of one each:
+
+* the first request of a window of ``DEBOUNCE_S`` seconds (``LEADING_KEY``
+  absent) sends a message at once, so a lone submission is scheduled without
+  delay;
+* the first request after it in that window (``TRAILING_KEY`` absent) sends one
+  message delayed by ``DEBOUNCE_S`` (a Celery countdown), which runs after every
+  request of the window has committed;
+* further requests while both keys live send nothing: the delayed message
+  covers them.
+
+Guarantee: every request is followed by a cycle that starts after it, from a
+message sent by it or by an earlier request whose delayed message is still to
+run. At most two messages per window leave, whatever the rate of requests.
+When Redis cannot answer the debounce the message is sent anyway.
 """
 
 from __future__ import annotations
@@ -14,19 +31,48 @@ import logging
 from django.conf import settings
 
 RUN_CYCLE_TASK = "scheduler.run_cycle"
+LEADING_KEY = "gpusched:scheduler:request-sent"
+TRAILING_KEY = "gpusched:scheduler:request-delayed"
+#: Length of a debounce window, in seconds: the longest a debounced request waits for its cycle's message.
+DEBOUNCE_S = 0.2
 
 logger = logging.getLogger(__name__)
 
 
 def request_scheduling() -> bool:
-    """Enqueue one scheduling cycle; True if a message was sent."""
+    """Make sure a scheduling cycle runs after this call; True if a message was sent by it."""
     if not settings.SCHEDULER_AUTORUN:
         return False
+    countdown = _debounce()
+    if countdown is None:
+        return False
+    return _send(countdown)
+
+
+def _debounce() -> float | None:
+    """Seconds to delay this request's message (0: send now), or None: a pending message covers it."""
+    from scheduler.loop import redis_client
+
+    window_ms = max(1, int(DEBOUNCE_S * 1000))
+    try:
+        client = redis_client()
+        if client.set(LEADING_KEY, "1", nx=True, px=window_ms):
+            return 0.0
+        if client.set(TRAILING_KEY, "1", nx=True, px=window_ms):
+            return DEBOUNCE_S
+    except Exception:  # Redis trouble: sending one message too many is harmless, one too few is not
+        logger.warning("scheduling request debounce unavailable; sending the message", exc_info=True)
+        return 0.0
+    return None
+
+
+def _send(countdown: float) -> bool:
     from portal.celery import app
 
     try:
         app.send_task(
             RUN_CYCLE_TASK,
+            countdown=countdown or None,
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5},
         )

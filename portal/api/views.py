@@ -110,8 +110,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             body = {"detail": v.message, "limit": v.limit, "limit_value": v.limit_value,
                     "current_usage": v.current_usage, "requested": v.requested, "scope": v.scope}
             return Response(body, status=status.HTTP_403_FORBIDDEN)
-        return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,
-                        status=status.HTTP_201_CREATED)
+        # The job as just written, with its submission event: the same body a GET returns, without reading back.
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={202: JobSerializer, 404: DetailSerializer, 409: DetailSerializer})
     @action(detail=True, methods=["post"])

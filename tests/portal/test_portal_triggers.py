@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from portal.celery import app
-from scheduler.triggers import RUN_CYCLE_TASK, request_scheduling
+from scheduler.triggers import LEADING_KEY, RUN_CYCLE_TASK, TRAILING_KEY, request_scheduling
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
 
@@ -28,12 +28,13 @@ def broker(redis_url: str, settings) -> Iterator[redis.Redis]:  # noqa: ANN001
                     "set REDIS_URL only (not CELERY_BROKER_URL or TEST_REDIS_URL)", pytrace=False)
     settings.SCHEDULER_AUTORUN = True
     client = redis.Redis.from_url(redis_url)
+    client.delete(LEADING_KEY, TRAILING_KEY)  # no debounce window left over from an earlier test
     queue = app.conf.task_default_queue
     if client.llen(queue):  # never empty a queue that something else fills
         pytest.fail(f"queue {queue!r} at {redis_url} already holds messages; give the tests a Redis db of their own "
                     "(REDIS_URL=redis://host:6379/N)", pytrace=False)
     yield client
-    client.delete(queue)
+    client.delete(queue, LEADING_KEY, TRAILING_KEY)
 
 
 def queued_tasks(client: redis.Redis) -> list[str]:
@@ -81,3 +82,39 @@ def test_unreachable_broker_is_logged_not_raised() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
     assert "could not enqueue scheduler.run_cycle" in result.stderr
+
+
+def queued_messages(client: redis.Redis) -> list[dict]:
+    """Headers of the queued messages, oldest first (the Redis transport pushes on the left)."""
+    return [json.loads(raw)["headers"] for raw in reversed(client.lrange(app.conf.task_default_queue, 0, -1))]
+
+
+def test_a_burst_of_requests_sends_one_message_now_and_one_delayed(broker) -> None:
+    sent = [request_scheduling() for _ in range(50)]
+    assert sent[:2] == [True, True] and not any(sent[2:])
+    headers = queued_messages(broker)
+    assert [h["task"] for h in headers] == [RUN_CYCLE_TASK, RUN_CYCLE_TASK]
+    assert headers[0]["eta"] is None  # the first request is served at once
+    assert headers[1]["eta"] is not None  # the delayed one runs after the window, covering the rest
+
+
+def test_a_request_after_the_window_sends_again(broker, monkeypatch) -> None:
+    from scheduler import triggers
+
+    monkeypatch.setattr(triggers, "DEBOUNCE_S", 0.05)
+    assert request_scheduling() is True
+    broker.delete(LEADING_KEY, TRAILING_KEY)  # the window has passed (keys expired)
+    assert request_scheduling() is True
+    assert [h["eta"] for h in queued_messages(broker)] == [None, None]
+
+
+def test_redis_unavailable_for_the_debounce_still_sends(broker, monkeypatch) -> None:
+    from scheduler import loop
+
+    class Broken:
+        def set(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            raise redis.ConnectionError("down")
+
+    monkeypatch.setattr(loop, "redis_client", lambda: Broken())
+    assert [request_scheduling() for _ in range(3)] == [True, True, True]
+    assert queued_tasks(broker) == [RUN_CYCLE_TASK] * 3
