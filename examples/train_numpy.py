@@ -14,6 +14,17 @@ synthetic three-class spiral data set, CPU only, numpy only, and:
   exactly the same weights as an uninterrupted one (no step repeated, none
   skipped) and prints the same final ``params_sha256``.
 
+Reconfiguration: when the scheduler changes the job's plan or GPU count it
+stops the job like a preemption and relaunches it with GPUSCHED_PLAN,
+GPUSCHED_NUM_GPUS and GPUSCHED_GRAD_ACCUM_STEPS (docs/agent.md). The job prints
+them at start (``plan ga on 2 GPUs, 2 accumulation steps: micro-batch 16,
+global batch 64``) and keeps the global batch TRAIN_BATCH: each step's
+minibatch is cut into GPUs x accumulation micro-batches whose gradients are
+summed, weighted by size, into the step's gradient. So a reconfigured run
+takes the same steps on the same samples as one that was never
+reconfigured (its weights agree up to floating-point rounding), and resumes
+at the step after its checkpoint.
+
 Checkpoints are written atomically (temp file, fsync, rename) and then the
 marker file ``.checkpoint-complete`` is written the same way, which tells the
 node agent that a complete checkpoint exists.
@@ -29,6 +40,7 @@ Settings (environment variable, or the command-line flag of the same meaning):
   CHECKPOINT_EVERY (--checkpoint-every, 0)  also checkpoint every N steps (0: only on SIGTERM and at the end)
   CHECKPOINT_DIR (--checkpoint-dir, ./checkpoint)
   RESUME                               "1": resume from CHECKPOINT_DIR if a checkpoint is there
+  GPUSCHED_PLAN, GPUSCHED_NUM_GPUS (1), GPUSCHED_GRAD_ACCUM_STEPS (1)  the allocation, set by the node agent
 
 Run it by hand: ``TRAIN_STEPS=300 python examples/train_numpy.py``; press
 Ctrl-C, then ``RESUME=1 TRAIN_STEPS=300 python examples/train_numpy.py``.
@@ -66,6 +78,14 @@ class Settings:
     checkpoint_every: int
     checkpoint_dir: Path
     resume: bool
+    plan: str = ""
+    gpus: int = 1
+    accum: int = 1
+
+    @property
+    def shards(self) -> int:
+        """Micro-batches per step: one per GPU per accumulation step (at most one sample each)."""
+        return max(1, min(self.batch, self.gpus * self.accum))
 
     def fingerprint(self) -> str:
         """What a checkpoint must match to be resumed (the total step count may grow)."""
@@ -95,10 +115,20 @@ def parse_settings(argv: list[str] | None = None, env: dict[str, str] | None = N
     for name in ("sleep", "lr", "eval_every", "checkpoint_every"):
         if getattr(a, name) < 0:
             p.error(f"--{name.replace('_', '-')} must be >= 0")
+    counts = {}
+    for name in ("GPUSCHED_NUM_GPUS", "GPUSCHED_GRAD_ACCUM_STEPS"):
+        try:
+            counts[name] = int(env.get(name) or "1")
+        except ValueError:
+            p.error(f"{name}={env.get(name)!r} is not an integer")
+        if counts[name] < 1:
+            p.error(f"{name} must be >= 1")
     return Settings(
         steps=a.steps, sleep=a.sleep, seed=a.seed, batch=a.batch, lr=a.lr, hidden=a.hidden,
         eval_every=a.eval_every, checkpoint_every=a.checkpoint_every,
         checkpoint_dir=a.checkpoint_dir, resume=env.get("RESUME") == "1",
+        plan=env.get("GPUSCHED_PLAN", ""), gpus=counts["GPUSCHED_NUM_GPUS"],
+        accum=counts["GPUSCHED_GRAD_ACCUM_STEPS"],
     )
 
 
@@ -137,19 +167,38 @@ def forward(params: dict[str, np.ndarray], x: np.ndarray) -> tuple[np.ndarray, n
     return h, p / p.sum(axis=1, keepdims=True)
 
 
-def sgd_step(params, velocity, x, y, lr: float, momentum: float = 0.9) -> tuple[float, float]:
-    """One momentum-SGD step on a minibatch; returns (loss, accuracy) before the update."""
+def gradients(params, x, y) -> tuple[dict[str, np.ndarray], float, int]:
+    """Summed (not averaged) gradients of the loss over the samples, the summed loss, and the correct count."""
     h, probs = forward(params, x)
     n = len(y)
-    loss = float(-np.log(probs[np.arange(n), y] + 1e-12).mean())
-    acc = float((probs.argmax(axis=1) == y).mean())
+    loss = float(-np.log(probs[np.arange(n), y] + 1e-12).sum())
+    correct = int((probs.argmax(axis=1) == y).sum())
     d = probs.copy()
     d[np.arange(n), y] -= 1.0
-    d /= n
     grads = {"W2": h.T @ d, "b2": d.sum(axis=0)}
     dh = (d @ params["W2"].T) * (h > 0)
     grads["W1"] = x.T @ dh
     grads["b1"] = dh.sum(axis=0)
+    return grads, loss, correct
+
+
+def sgd_step(params, velocity, x, y, lr: float, momentum: float = 0.9, shards: int = 1) -> tuple[float, float]:
+    """One momentum-SGD step on a minibatch, computed as ``shards`` micro-batches (GPUs x
+    accumulation steps) whose summed gradients make the minibatch's mean gradient;
+    returns (loss, accuracy) before the update."""
+    n = len(y)
+    grads: dict[str, np.ndarray] = {k: np.zeros_like(v) for k, v in params.items()}
+    loss = 0.0
+    correct = 0
+    for part in np.array_split(np.arange(n), shards):
+        g, part_loss, part_correct = gradients(params, x[part], y[part])
+        for k in grads:
+            grads[k] += g[k]
+        loss += part_loss
+        correct += part_correct
+    for k in grads:
+        grads[k] /= n
+    loss, acc = loss / n, correct / n
     for k in params:
         velocity[k] = momentum * velocity[k] - lr * grads[k]
         params[k] += velocity[k]
@@ -239,9 +288,12 @@ def train(s: Settings) -> int:
             print(f"RESUME=1 but no checkpoint in {s.checkpoint_dir}; starting from step 1", flush=True)
         params = init_params(s.seed, s.hidden)
         velocity = {k: np.zeros_like(v) for k, v in params.items()}
+    micro = -(-s.batch // s.shards)
+    print(f"plan {s.plan or '-'} on {s.gpus} GPU{'s' if s.gpus != 1 else ''}, {s.accum} accumulation "
+          f"step{'s' if s.accum != 1 else ''}: micro-batch {micro}, global batch {s.batch}", flush=True)
     while step < s.steps:
         batch = rng.integers(0, len(y_train), s.batch)
-        loss, acc = sgd_step(params, velocity, x_train[batch], y_train[batch], s.lr)
+        loss, acc = sgd_step(params, velocity, x_train[batch], y_train[batch], s.lr, shards=s.shards)
         stop.sleep(s.sleep)
         step += 1
         print(f"step {step}/{s.steps} loss={loss:.4f} batch_acc={acc:.3f}", flush=True)

@@ -27,7 +27,7 @@ def test_launch_command_round_trips_through_kwargs():
 
 
 def test_launch_command_defaults_and_ignores_unknown_fields():
-    cmd = protocol.LaunchCommand.from_kwargs({"job_id": 5, "attempt": 0, "command": "true", "plan": {"tp": 2}})
+    cmd = protocol.LaunchCommand.from_kwargs({"job_id": 5, "attempt": 0, "command": "true", "future_field": {"tp": 2}})
     assert (cmd.job_id, cmd.gpu_indices, cmd.grace_period, cmd.time_limit, cmd.env, cmd.resume) == (5, (), 0.0, None, {}, False)
 
 
