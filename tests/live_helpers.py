@@ -87,8 +87,9 @@ def submit(owner, name: str = "job", **fields: Any):  # noqa: ANN001, ANN201
 def allocation_problems() -> list[str]:
     """Every way the database breaks the allocation invariants (empty: none).
 
-    * an active job holds exactly its GPU count, and exactly the GPUs its
-      current attempt lists; no other job holds GPUs;
+    * an active job holds exactly its GPU count (a reconfigurable one: a count
+      in its range), and exactly the GPUs its current attempt lists; no other
+      job holds GPUs;
     * no GPU appears in two open attempts;
     * a job has at most one open attempt, and it is the current one.
 
@@ -140,7 +141,8 @@ def _allocation_problems() -> list[str]:
         if job.state in ACTIVE_STATES:
             attempt = Attempt.objects.filter(job=job, number=job.attempt_count).first()
             listed = {(n, i) for n, idx in (attempt.gpu_allocation if attempt else {}).items() for i in idx}
-            if len(gpus) != job.num_gpus:
+            low, high = job.gpu_range if job.model else (job.num_gpus, job.num_gpus)  # reconfigurable: its range
+            if not low <= len(gpus) <= high:
                 problems.append(f"job {job.pk} ({job.state}) holds {len(gpus)} GPUs, needs {job.num_gpus}")
             if gpus != listed:
                 problems.append(f"job {job.pk}: GPUs held {sorted(gpus)} differ from its attempt's {sorted(listed)}")
