@@ -1,38 +1,57 @@
-"""Step 3 of a scheduling cycle: apply the policy's decisions with conditional writes.
+"""Step 3 of a scheduling cycle: apply the policy's decisions with set-based conditional writes.
 
 Contract. ``apply_decisions`` runs inside the caller's ``transaction.atomic``
 block (it refuses to run outside one) and sends nothing itself: every agent
 command is registered with ``transaction.on_commit``, so a cycle that fails or
 is killed half-way leaves neither rows nor commands behind.
 
-Every write is conditional on what the snapshot read, and acts only when it
-changed exactly the rows it expected:
+A cycle's starts and preemptions are written together, as sets, in three
+steps: *lock, check, write*.
 
-* Start: ``Job(id, state=PENDING, attempt_count=n)`` -> STARTING with attempt
-  n+1, then each GPU row with ``allocated_to IS NULL`` -> the job. Fewer rows
-  than needed (another writer got there first) rolls that start back to its
-  savepoint; the job stays PENDING for the next cycle.
-* Preempt: ``Job(id, state=<as read>, attempt_count=n)`` -> PREEMPTING, with
-  the notice time and the job it is preempted for on the attempt.
-* Pend: the reason and message are written only when they changed, with one
-  ``filter(pk__in=..., state=PENDING).update(...)`` per distinct reason and
-  message (after the starts and preemptions of the cycle).
+1. Lock: every job to start or preempt is locked with one
+   ``SELECT ... ORDER BY id FOR UPDATE``, then the free GPU rows of the nodes
+   the starts use with another (GPU rows after job rows, each in id order, so
+   concurrent loops take their locks in the same order and cannot deadlock
+   each other). A lock waits for a concurrent writer to commit and then reads
+   its result.
+2. Check, in Python, against what the snapshot read: a Start needs its job
+   still ``PENDING`` with the attempt count read, and enough free GPUs on
+   every node of its placement (GPUs are handed out in the policy's order,
+   lowest indices first); a Preempt needs its job still in the state and
+   attempt read. A decision that fails its check is skipped whole (it claims
+   no GPU on any node) and the job waits for the next cycle.
+3. Write the winners with a few statements whatever their number: one
+   ``UPDATE`` of the started jobs, one of the GPU rows (each its own job),
+   ``bulk_create`` of the attempts and the ``JobEvent`` rows, one ``UPDATE``
+   of the preempted jobs and one of their attempts (notice time, the job
+   preempted for).
 
-Each Start and Preempt, each batch of pending reasons and each cancel kill
-runs in its own savepoint, so a lost race, or a deadlock PostgreSQL breaks,
-undoes that write alone; rows are written in job id order so that concurrent
-writers take their locks in the same order.
+Because the rows are locked before they are checked, nothing can change
+between the check and the write: a decision is applied whole or skipped
+whole. The writes run in one savepoint; should PostgreSQL still break a
+deadlock (with a writer that locks in another order), that savepoint rolls
+back, the cycle's starts and preemptions are skipped and the next cycle
+decides again.
+
+Pend: the reason and message are written only when they changed, with one
+``UPDATE ... WHERE state = PENDING`` per batch of jobs (each its own values;
+``scheduler.bulkwrite``), each batch in a savepoint.
+
+Reconfigure decisions are written one by one by ``scheduler.reconfigure``,
+each in its own savepoint, before the starts and preemptions.
 
 So two cycles that run at once (the Redis lock makes that rare, not
-impossible) never give a job two attempts or a GPU two jobs: the loser's
-updates match no row. Quotas are checked again for every Start in the
-policy's order, charging each started job, so jobs that are each within a
-quota cannot start together beyond it.
+impossible) never give a job two attempts or a GPU two jobs: the loser finds
+the rows changed once it gets their locks. Quotas are checked again for every
+Start in the policy's order, charging each started job, so jobs that are each
+within a quota cannot start together beyond it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -45,14 +64,16 @@ from cluster import commands
 from cluster.models import Gpu, NodeState
 from cluster.protocol import EXIT_CANCEL
 from portal import realtime
-from scheduler import quotas
-from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Start
+from scheduler import quotas, reconfigure
+from scheduler.bulkwrite import update_each
+from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
 from scheduler.snapshot import CycleInput, JobRow
 
 log = logging.getLogger(__name__)
 
 MESSAGE_LENGTH = 500  # JobEvent.message and Job.pending_message
+PREEMPTIBLE = (JobState.STARTING, JobState.RUNNING)
 
 
 class Conflict(Exception):
@@ -66,9 +87,24 @@ class Applied:
 
     started: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
+    reconfigured: list[int] = field(default_factory=list)
     pend_updates: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     cancel_kills: list[int] = field(default_factory=list)
+
+    def skip(self, job_id: int | str, why: str) -> None:
+        self.skipped.append((str(job_id), why))
+        log.info("job %s: decision skipped: %s", job_id, why)
+
+
+@dataclass(slots=True)
+class _Sorted:
+    """A cycle's decisions by kind, each with the row it is written against (policy order)."""
+
+    starts: list[tuple[Start, JobRow]] = field(default_factory=list)
+    preempts: list[tuple[Preempt, JobRow]] = field(default_factory=list)
+    reconfigures: list[tuple[Reconfigure, JobRow]] = field(default_factory=list)
+    pends: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime | None = None) -> Applied:
@@ -82,26 +118,36 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
         raise RuntimeError("apply_decisions must run inside transaction.atomic(): commands are sent on commit")
     at = at or timezone.now()
     out = Applied()
-    pends: dict[tuple[str, str], list[int]] = {}
-    # Quotas are charged in the policy's order; rows are then written in job id
-    # order, so that concurrent writers take their row locks in the same order.
-    for decision in sorted(_with_quota_holds(decisions, cycle), key=lambda d: int(d.job_id)):
-        row = cycle.jobs.get(decision.job_id)
-        if row is None:
-            out.skipped.append((decision.job_id, "not in the snapshot"))
-            continue
-        if isinstance(decision, Start):
-            _guarded(out, decision.job_id, lambda: _start(decision, row, at), out.started)
-        elif isinstance(decision, Preempt):
-            _guarded(out, decision.job_id, lambda: _preempt(decision, row, at), out.preempted)
-        elif isinstance(decision, Pend):
-            key = _pend_change(decision, row)
-            if key is not None:
-                pends.setdefault(key, []).append(row.pk)
-        else:
-            raise TypeError(f"unknown decision {decision!r}")
-    out.pend_updates = _write_pends(pends)
+    todo = _sort(_with_quota_holds(decisions, cycle), cycle, out)
+    for d, row in sorted(todo.reconfigures, key=lambda item: item[1].pk):  # scheduler/reconfigure.py
+        _guarded(out, [d.job_id], lambda d=d, row=row: _one(reconfigure.apply_reconfigure(d, row, at), row,
+                                                               out.reconfigured))
+    if todo.starts or todo.preempts:
+        ids = [d.job_id for d, _ in todo.preempts] + [d.job_id for d, _ in todo.starts]
+        _guarded(out, ids, lambda: _starts_and_preemptions(todo, at, out))
+    out.pend_updates = _write_pends(todo.pends)
     return out
+
+
+def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied) -> _Sorted:
+    todo = _Sorted()
+    for d in decisions:
+        row = cycle.jobs.get(d.job_id)
+        if row is None:
+            out.skip(d.job_id, "not in the snapshot")
+        elif isinstance(d, Start):
+            todo.starts.append((d, row))
+        elif isinstance(d, Preempt):
+            todo.preempts.append((d, row))
+        elif isinstance(d, Reconfigure):
+            todo.reconfigures.append((d, row))
+        elif isinstance(d, Pend):
+            change = _pend_change(d, row)
+            if change is not None:
+                todo.pends[row.pk] = change
+        else:
+            raise TypeError(f"unknown decision {d!r}")
+    return todo
 
 
 def _with_quota_holds(decisions: list[Decision], cycle: CycleInput) -> list[Decision]:
@@ -119,78 +165,179 @@ def _with_quota_holds(decisions: list[Decision], cycle: CycleInput) -> list[Deci
     return result
 
 
-def _guarded(out: Applied, job_id: str, write, done: list[int]) -> None:  # noqa: ANN001
-    """Run one decision's writes in a savepoint; a conflict or a lost race undoes only them."""
+def _one(done: bool, row: JobRow, into: list[int]) -> None:
+    if done:
+        into.append(row.pk)
+
+
+def _guarded(out: Applied, job_ids: list[str], write: Callable[[], None]) -> None:
+    """Run writes in a savepoint; a conflict or an error of the database undoes only them
+    and skips the decisions about ``job_ids`` (their jobs wait for the next cycle)."""
     try:
         with transaction.atomic():
-            if write():
-                done.append(int(job_id))
+            write()
     except Conflict as exc:
-        out.skipped.append((job_id, str(exc)))
-        log.info("job %s: decision skipped: %s", job_id, exc)
+        for job_id in job_ids:
+            out.skip(job_id, str(exc))
     except DatabaseError as exc:  # a deadlock or serialization failure with a concurrent writer
-        out.skipped.append((job_id, f"database: {exc}"))
-        log.warning("job %s: decision rolled back by the database: %s", job_id, exc)
+        log.warning("decisions about %d jobs rolled back by the database: %s", len(job_ids), exc)
+        for job_id in job_ids:
+            out.skipped.append((str(job_id), f"database: {exc}"))
 
 
-def _event(job_id: int, at: datetime, from_state: str, to_state: str, reason: str, message: str) -> None:
-    JobEvent.objects.create(
-        job_id=job_id, at=at, from_state=from_state, to_state=to_state, reason=reason, message=message[:MESSAGE_LENGTH]
-    )
+# --- starts and preemptions: lock, check, write ------------------------------------------
 
 
-def _allocate(job_id: int, node: str, count: int) -> list[int]:
-    """Give ``count`` free GPUs of ``node`` to the job (lowest indices first); raise Conflict if taken."""
-    free = list(
-        Gpu.objects.filter(node__name=node, node__state=NodeState.UP, allocated_to__isnull=True, index__lt=F("node__gpus"))
-        .order_by("index")
-        .values_list("pk", "index")[:count]
-    )
-    if len(free) < count:
-        raise Conflict(f"{node} has {len(free)} free GPUs, {count} needed")
-    taken = Gpu.objects.filter(pk__in=[pk for pk, _ in free], allocated_to__isnull=True).update(allocated_to=job_id)
-    if taken != count:
-        raise Conflict(f"{node}: {count - taken} of the chosen GPUs were taken meanwhile")
-    return [index for _, index in free]
+def _starts_and_preemptions(todo: _Sorted, at: datetime, out: Applied) -> None:
+    current = _lock_jobs([row.pk for _, row in todo.preempts] + [row.pk for _, row in todo.starts])
+    preempts = [(d, row) for d, row in todo.preempts if _may_preempt(row, current.get(row.pk), out)]
+    starts = [(d, row) for d, row in todo.starts if _may_start(row, current.get(row.pk), out)]
+    _write_preemptions(preempts, at, out)
+    _write_starts(_claim_gpus(starts, out), at, out)
 
 
-def _start(d: Start, row: JobRow, now: datetime) -> bool:
-    number = row.attempt_count + 1
-    moved = Job.objects.filter(pk=row.pk, state=JobState.PENDING, attempt_count=row.attempt_count).update(
+def _lock_jobs(ids: list[int]) -> dict[int, tuple[str, int]]:
+    """Lock the jobs (in id order) and return their ``(state, attempt_count)`` as of now."""
+    rows = (Job.objects.filter(pk__in=ids).order_by("pk").select_for_update()
+            .values_list("pk", "state", "attempt_count"))
+    return {pk: (state, attempts) for pk, state, attempts in rows}
+
+
+def _may_start(row: JobRow, now: tuple[str, int] | None, out: Applied) -> bool:
+    if now == (JobState.PENDING, row.attempt_count):
+        return True
+    out.skip(row.pk, "no longer PENDING with the attempt count read" if now else "deleted")
+    return False
+
+
+def _may_preempt(row: JobRow, now: tuple[str, int] | None, out: Applied) -> bool:
+    if row.state not in PREEMPTIBLE:
+        out.skip(row.pk, f"cannot preempt a job read as {row.state}")
+    elif now != (row.state, row.attempt_count):
+        out.skip(row.pk, f"no longer {row.state} in attempt {row.attempt_count}")
+    else:
+        return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """A start that got its GPUs: ``{node: [(index, gpu row id), ...]}`` (indices ascending)."""
+
+    decision: Start
+    row: JobRow
+    gpus: dict[str, list[tuple[int, int]]]
+
+    @property
+    def allocation(self) -> dict[str, list[int]]:
+        return {node: [index for index, _ in pairs] for node, pairs in self.gpus.items()}
+
+
+def _claim_gpus(starts: list[tuple[Start, JobRow]], out: Applied) -> list[_Claim]:
+    """Lock the free GPUs of the nodes the starts use and hand them out in the policy's order,
+    lowest indices first. A start that cannot get all its GPUs (another writer took some
+    since the snapshot) gets none, on any node, and is skipped."""
+    if not starts:
+        return []
+    nodes = {node for d, _ in starts for node, _ in d.placement.parts}
+    free: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    rows = (Gpu.objects.filter(node__name__in=nodes, node__state=NodeState.UP, allocated_to__isnull=True,
+                               index__lt=F("node__gpus"))
+            .order_by("pk").select_for_update(of=("self",)).values_list("node__name", "index", "pk"))
+    for node, index, pk in rows:
+        free[node].append((index, pk))
+    for pairs in free.values():
+        pairs.sort(reverse=True)  # the lowest index is popped first
+    claims = []
+    for d, row in starts:
+        short = [f"{node} has {len(free[node])} free GPUs, {count} needed"
+                 for node, count in d.placement.parts if len(free[node]) < count]
+        if short:
+            out.skip(row.pk, "; ".join(short))
+            continue
+        gpus = {node: sorted(free[node].pop() for _ in range(count)) for node, count in d.placement.parts}
+        claims.append(_Claim(d, row, gpus))
+    return claims
+
+
+def _write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
+    if not claims:
+        return
+    ids = [c.row.pk for c in claims]
+    moved = Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(
         state=JobState.STARTING,
-        attempt_count=number,
-        started_at=now,
-        first_started_at=Coalesce(F("first_started_at"), Value(now)),
+        attempt_count=F("attempt_count") + 1,
+        started_at=at,
+        first_started_at=Coalesce(F("first_started_at"), Value(at)),
         pending_reason="",
         pending_message="",
     )
-    if moved != 1:
-        raise Conflict("no longer PENDING with the attempt count read")
-    allocation = {node: _allocate(row.pk, node, count) for node, count in d.placement.parts}
-    Attempt.objects.create(job_id=row.pk, number=number, gpu_allocation=allocation, state=AttemptState.STARTING, started_at=now)
-    _event(row.pk, now, JobState.PENDING, JobState.STARTING, d.reason.value, d.message)
-    for node, indices in allocation.items():
-        cmd = commands.launch_for(row, number, indices)
-        transaction.on_commit(lambda node=node, cmd=cmd: commands.launch(node, cmd))
-    return True
-
-
-def _preempt(d: Preempt, row: JobRow, now: datetime) -> bool:
-    if row.state not in (JobState.STARTING, JobState.RUNNING):
-        raise Conflict(f"cannot preempt a job read as {row.state}")
-    moved = Job.objects.filter(pk=row.pk, state=row.state, attempt_count=row.attempt_count).update(
-        state=JobState.PREEMPTING, preemption_count=F("preemption_count") + 1
+    holder = {gpu: c.row.pk for c in claims for pairs in c.gpus.values() for _, gpu in pairs}
+    taken = update_each(Gpu, ["allocated_to"], {gpu: (job,) for gpu, job in holder.items()},
+                        where={"allocated_to": None})
+    if moved != len(ids) or taken != len(holder):  # impossible under the locks; never half-apply
+        raise Conflict(f"locked rows changed: {moved} of {len(ids)} jobs, {taken} of {len(holder)} GPUs written")
+    Attempt.objects.bulk_create(
+        Attempt(job_id=c.row.pk, number=c.row.attempt_count + 1, gpu_allocation=c.allocation,
+                state=AttemptState.STARTING, started_at=at)
+        for c in claims
     )
-    if moved != 1:
-        raise Conflict(f"no longer {row.state} in attempt {row.attempt_count}")
-    for_job = int(d.for_job) if d.for_job is not None else None
-    Attempt.objects.filter(job_id=row.pk, number=row.attempt_count).update(notice_at=now, preempted_for=for_job)
-    _event(row.pk, now, row.state, JobState.PREEMPTING, d.reason.value, d.message)
-    for node in row.allocation:
-        transaction.on_commit(
-            lambda node=node: commands.preempt(node, row.pk, row.attempt_count, float(row.grace_period))
-        )
-    return True
+    launches = {c.row.pk: _plan_fields(c) for c in claims}  # after the attempts exist (reconfigure.record_start)
+    _write_events([
+        JobEvent(job_id=c.row.pk, at=at, from_state=JobState.PENDING, to_state=JobState.STARTING,
+                 reason=c.decision.reason.value, message=c.decision.message[:MESSAGE_LENGTH])
+        for c in claims
+    ])
+    for c in sorted(claims, key=lambda c: c.row.pk):
+        for node, indices in c.allocation.items():
+            cmd = commands.launch_for(c.row, c.row.attempt_count + 1, indices, **launches[c.row.pk])
+            transaction.on_commit(lambda node=node, cmd=cmd: commands.launch(node, cmd))
+        out.started.append(c.row.pk)
+
+
+def _plan_fields(claim: _Claim) -> dict:
+    """The plan a start launches with (reconfigurable jobs; ``scheduler.reconfigure``), {} for others."""
+    if not (claim.decision.plan or claim.row.plan or claim.row.target_gpus):
+        return {}
+    return reconfigure.record_start(claim.row.pk, claim.row.attempt_count + 1, claim.decision)
+
+
+def _write_preemptions(preempts: list[tuple[Preempt, JobRow]], at: datetime, out: Applied) -> None:
+    if not preempts:
+        return
+    ids = [row.pk for _, row in preempts]
+    moved = Job.objects.filter(pk__in=ids, state__in=PREEMPTIBLE).update(
+        state=JobState.PREEMPTING, preemption_count=F("preemption_count") + 1)
+    current = {row.pk: row.attempt_count for _, row in preempts}
+    attempts = {job: pk for pk, job, number in Attempt.objects.filter(job_id__in=ids)
+                .values_list("pk", "job_id", "number") if current[job] == number}
+    noticed = update_each(Attempt, ["notice_at", "preempted_for"], {
+        attempts[row.pk]: (at, int(d.for_job) if d.for_job is not None else None)
+        for d, row in preempts if row.pk in attempts
+    })
+    if moved != len(ids) or noticed != len(ids):  # impossible under the locks; never half-apply
+        raise Conflict(f"locked rows changed: {moved} of {len(ids)} jobs, {noticed} attempts written")
+    _write_events([
+        JobEvent(job_id=row.pk, at=at, from_state=row.state, to_state=JobState.PREEMPTING,
+                 reason=d.reason.value, message=d.message[:MESSAGE_LENGTH])
+        for d, row in preempts
+    ])
+    for _, row in sorted(preempts, key=lambda item: item[1].pk):
+        for node in row.allocation:
+            transaction.on_commit(
+                lambda node=node, row=row: commands.preempt(node, row.pk, row.attempt_count, float(row.grace_period))
+            )
+        out.preempted.append(row.pk)
+
+
+def _write_events(events: list[JobEvent]) -> None:
+    """Store transitions; ``bulk_create`` sends no signals, so the jobs' pages are told here."""
+    JobEvent.objects.bulk_create(events, batch_size=5000)
+    for event in events:
+        realtime.publish_job_changed(event.job_id)
+
+
+# --- pending reasons --------------------------------------------------------------------
 
 
 def _pend_change(d: Pend, row: JobRow) -> tuple[str, str] | None:
@@ -201,31 +348,34 @@ def _pend_change(d: Pend, row: JobRow) -> tuple[str, str] | None:
     return reason, message
 
 
-PEND_BATCH = 2000
+PEND_BATCH = 5000
 
 
-def _write_pends(pends: dict[tuple[str, str], list[int]]) -> int:
-    """Store pending reasons with one conditional UPDATE per distinct (reason, message) and batch of
-    jobs, not one per job: with thousands of jobs waiting, a row each made the cycle seconds long.
-    Returns the rows written."""
+def _write_pends(pends: dict[int, tuple[str, str]]) -> int:
+    """Store pending reasons with one conditional UPDATE per batch of jobs, each row its own
+    reason and message (``scheduler.bulkwrite``): with thousands of jobs waiting, an UPDATE per
+    job, or per distinct message, made the cycle seconds long. Returns the rows written."""
     written = 0
-    for (reason, message), ids in pends.items():
-        for start in range(0, len(ids), PEND_BATCH):
-            batch = ids[start:start + PEND_BATCH]
-            try:
-                with transaction.atomic():  # a savepoint: a deadlock loses only this batch's reasons
-                    changed = Job.objects.filter(pk__in=batch, state=JobState.PENDING).update(
-                        pending_reason=reason, pending_message=message)
-            except DatabaseError as exc:
-                log.warning("pending reasons of %d jobs not written (next cycle retries): %s", len(batch), exc)
-                continue
-            if changed:
-                # No JobEvent is written for a new reason. A job of the batch that left PENDING
-                # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
-                for pk in batch:
-                    realtime.publish_job_changed(pk)
-            written += changed
+    ids = sorted(pends)  # id order, as every writer of job rows
+    for start in range(0, len(ids), PEND_BATCH):
+        batch = {pk: pends[pk] for pk in ids[start:start + PEND_BATCH]}
+        try:
+            with transaction.atomic():  # a savepoint: a deadlock loses only this batch's reasons
+                changed = update_each(Job, ["pending_reason", "pending_message"], batch,
+                                      where={"state": JobState.PENDING})
+        except DatabaseError as exc:
+            log.warning("pending reasons of %d jobs not written (next cycle retries): %s", len(batch), exc)
+            continue
+        if changed:
+            # No JobEvent is written for a new reason. A job of the batch that left PENDING
+            # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
+            for pk in batch:
+                realtime.publish_job_changed(pk)
+        written += changed
     return written
+
+
+# --- cancellations ----------------------------------------------------------------------
 
 
 def request_cancel_kills(now: datetime) -> list[int]:
@@ -233,25 +383,30 @@ def request_cancel_kills(now: datetime) -> list[int]:
 
     The cancel service only moves the job to CANCELLING; this sets the attempt's
     ``notice_at`` (conditionally, so the kill is sent once) and sends SIGTERM,
-    then SIGKILL after the job's grace period. Returns the job ids.
+    then SIGKILL after the job's grace period. The attempts are locked first (in
+    job id order) and only those still without a notice are written, so two
+    cycles at once send each kill once. Returns the job ids.
     """
     if not connection.in_atomic_block:
         raise RuntimeError("request_cancel_kills must run inside transaction.atomic()")
     out = Applied()
-    attempts = Attempt.objects.filter(
-        job__state=JobState.CANCELLING, number=F("job__attempt_count"), notice_at__isnull=True
-    ).select_related("job").order_by("job_id")
-    for attempt in attempts:
-        _guarded(out, str(attempt.job_id), lambda attempt=attempt: _cancel_kill(attempt, now), out.cancel_kills)
+    _guarded(out, [], lambda: _cancel_kills(now, out))
     return out.cancel_kills
 
 
-def _cancel_kill(attempt: Attempt, now: datetime) -> bool:
-    if Attempt.objects.filter(pk=attempt.pk, notice_at__isnull=True).update(notice_at=now) != 1:
-        return False  # another cycle has sent it
-    job = attempt.job
-    for node in attempt.gpu_allocation or {}:
-        transaction.on_commit(
-            lambda node=node: commands.kill(node, job.pk, attempt.number, float(job.grace_period), EXIT_CANCEL)
-        )
-    return True
+def _cancel_kills(now: datetime, out: Applied) -> None:
+    attempts = list(
+        Attempt.objects.filter(job__state=JobState.CANCELLING, number=F("job__attempt_count"), notice_at__isnull=True)
+        .order_by("job_id").select_for_update(of=("self",))
+        .values_list("pk", "job_id", "number", "gpu_allocation", "job__grace_period")
+    )
+    if not attempts:
+        return
+    Attempt.objects.filter(pk__in=[pk for pk, *_ in attempts]).update(notice_at=now)
+    for _, job_id, number, allocation, grace in attempts:
+        for node in allocation or {}:
+            transaction.on_commit(
+                lambda node=node, job_id=job_id, number=number, grace=grace:
+                    commands.kill(node, job_id, number, float(grace), EXIT_CANCEL)
+            )
+        out.cancel_kills.append(job_id)

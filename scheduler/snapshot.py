@@ -14,6 +14,11 @@ once per cycle. Times are Unix epoch seconds.
 
 Besides the snapshot, ``CycleInput`` carries what the apply step needs to
 write conditionally and to build agent commands (``JobRow`` per job id).
+
+Rows are read as ``values()`` dicts of the columns used, never as model
+instances, in a fixed handful of queries: UP nodes, active jobs, their current
+attempts, free GPUs per node, quota usage, pending jobs (plus one query per
+kind for the reconfiguration fields of jobs that declare a model).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, F
@@ -47,7 +53,9 @@ class JobRow:
     ``state`` and ``attempt_count`` are the values every conditional write
     expects; ``allocation`` is the current attempt's ``{node: [gpu indices]}``
     (empty for a pending job). ``owner_id``, ``job_class``, ``num_gpus`` and
-    ``time_limit`` make it a ``scheduler.quotas.JobLike``.
+    ``time_limit`` make it a ``scheduler.quotas.JobLike``. ``plan`` and
+    ``target_gpus`` tell the apply step which starts launch with a plan
+    (``scheduler.reconfigure.record_start``).
     """
 
     pk: int
@@ -62,6 +70,8 @@ class JobRow:
     pending_reason: str = ""
     pending_message: str = ""
     allocation: dict[str, list[int]] = field(default_factory=dict)
+    plan: str = ""
+    target_gpus: int = 0
 
 
 @dataclass(slots=True)
@@ -78,68 +88,99 @@ def epoch(when: datetime | None) -> float | None:
     return None if when is None else when.timestamp()
 
 
-def _spec(job: Job) -> JobSpec:
-    return JobSpec(
-        id=str(job.pk),
-        job_class=JobClass(job.job_class),
-        num_gpus=job.num_gpus,
-        submit_time=job.submitted_at.timestamp(),
-        num_cpus=job.num_cpus,
-        mem_gb=job.mem_gb,
-        grace_period=float(job.grace_period),
-        priority=job.priority,
-        user=str(job.owner_id),
-        time_limit=float(job.time_limit) if job.time_limit is not None else None,
-        **_reconfig_spec(job),
+# Rows are read with values(): building a model instance per row was most of a
+# cycle at 10,000 jobs. ``Row`` is one such dict.
+Row = dict[str, Any]
+
+#: Job columns every cycle reads; a job with a ``model`` also gets ``elastic.SPEC_FIELDS``.
+JOB_COLUMNS = (
+    "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
+    "priority", "time_limit", "command", "submitted_at", "first_started_at", "progress_seconds",
+    "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus",
+)
+#: Columns of a job's current attempt.
+ATTEMPT_COLUMNS = tuple(dict.fromkeys(
+    ("job_id", "number", "gpu_allocation", "started_at", "notice_at", "preempted_for") + elastic.ATTEMPT_FIELDS))
+
+
+def _spec(job: Row) -> JobSpec:
+    spec = JobSpec(
+        id=str(job["id"]),
+        job_class=JobClass(job["job_class"]),
+        num_gpus=job["num_gpus"],
+        submit_time=job["submitted_at"].timestamp(),
+        num_cpus=job["num_cpus"],
+        mem_gb=job["mem_gb"],
+        grace_period=float(job["grace_period"]),
+        priority=job["priority"],
+        user=str(job["owner_id"]),
+        time_limit=float(job["time_limit"]) if job["time_limit"] is not None else None,
     )
+    reconfig = _reconfig_spec(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
+    return replace(spec, **reconfig) if reconfig else spec
 
 
 # --- reconfigurable jobs (scheduler/elastic.py reads the fields it names in
 # elastic.SPEC_FIELDS and elastic.ATTEMPT_FIELDS, from objects or values() dicts)
 
 
-def _reconfig_spec(job: Job) -> dict:
+def _reconfig_spec(job: Row) -> dict:
     """JobSpec fields of a reconfigurable job (model, plans, GPU range, throughput); {} for others."""
     return elastic.spec_fields(job)
 
 
-def _reconfig_running(job: Job, attempt: Attempt, spec: JobSpec, gpus: int) -> tuple[JobSpec, dict]:
+def _reconfig_running(job: Row, attempt: Row, spec: JobSpec, gpus: int) -> tuple[JobSpec, dict]:
     """A running job's spec with its current allocation, and its RunningJob plan/reconfiguration fields."""
     changes, running = elastic.running_fields(job, attempt, gpus)
     return (replace(spec, **changes) if changes else spec), running
 
 
-def _row(job: Job, allocation: dict[str, list[int]] | None = None) -> JobRow:
+def _with_reconfig_fields(jobs: list[Row]) -> list[Row]:
+    """Add ``elastic.SPEC_FIELDS`` to the rows of jobs that declare a model (one more query,
+    only when there are such jobs: most jobs declare none and their rows stay small)."""
+    declared = {job["id"]: job for job in jobs if job["model"]}
+    if declared:
+        for extra in Job.objects.filter(pk__in=declared).values("id", *elastic.SPEC_FIELDS):
+            declared[extra["id"]].update(extra)
+    return jobs
+
+
+def _row(job: Row, allocation: dict[str, list[int]] | None = None) -> JobRow:
     return JobRow(
-        pk=job.pk, state=job.state, attempt_count=job.attempt_count, owner_id=job.owner_id,
-        job_class=job.job_class, num_gpus=job.num_gpus, time_limit=job.time_limit, command=job.command,
-        grace_period=job.grace_period, pending_reason=job.pending_reason, pending_message=job.pending_message,
-        allocation=allocation or {},
+        pk=job["id"], state=job["state"], attempt_count=job["attempt_count"], owner_id=job["owner_id"],
+        job_class=job["job_class"], num_gpus=job["num_gpus"], time_limit=job["time_limit"], command=job["command"],
+        grace_period=job["grace_period"], pending_reason=job["pending_reason"],
+        pending_message=job["pending_message"], allocation=allocation or {}, plan=job["plan"],
+        target_gpus=job["target_gpus"],
     )
 
 
 def _nodes() -> list[CoreNode]:
     return [
-        CoreNode(name=n.name, gpus=n.gpus, cpus=n.cpus, mem_gb=n.mem_gb)
-        for n in Node.objects.filter(state=NodeState.UP).order_by("name")
+        CoreNode(name=name, gpus=gpus, cpus=cpus, mem_gb=mem_gb)
+        for name, gpus, cpus, mem_gb in Node.objects.filter(state=NodeState.UP).order_by("name")
+        .values_list("name", "gpus", "cpus", "mem_gb")
     ]
 
 
-def _free_map(nodes: list[CoreNode], active: list[tuple[Job, Attempt]]) -> dict[str, tuple[int, float, float]]:
+def _free_map(nodes: list[CoreNode], active: list[tuple[Row, Row]]) -> dict[str, tuple[int, float, float]]:
     """Free (GPUs, CPUs, GB) per UP node: unallocated GPU rows, capacity minus held shares."""
     names = {n.name for n in nodes}
     free_gpus = dict(
         Gpu.objects.filter(node__state=NodeState.UP, allocated_to__isnull=True, index__lt=F("node__gpus"))
         .values_list("node__name")
         .annotate(n=Count("id"))
+        .order_by()
     )
     cpus: dict[str, float] = defaultdict(float)
     mem: dict[str, float] = defaultdict(float)
     for job, attempt in active:
-        for node, indices in (attempt.gpu_allocation or {}).items():
-            if node in names and job.num_gpus:
-                cpus[node] += job.num_cpus * len(indices) / job.num_gpus
-                mem[node] += job.mem_gb * len(indices) / job.num_gpus
+        if not (job["num_cpus"] or job["mem_gb"]):
+            continue  # holds no CPU or memory share anywhere
+        for node, indices in (attempt["gpu_allocation"] or {}).items():
+            if node in names and job["num_gpus"]:
+                cpus[node] += job["num_cpus"] * len(indices) / job["num_gpus"]
+                mem[node] += job["mem_gb"] * len(indices) / job["num_gpus"]
     return {
         n.name: (
             free_gpus.get(n.name, 0),
@@ -150,50 +191,77 @@ def _free_map(nodes: list[CoreNode], active: list[tuple[Job, Attempt]]) -> dict[
     }
 
 
-def _active() -> list[tuple[Job, Attempt]]:
-    """Jobs holding GPUs, each with its current attempt (the one numbered ``attempt_count``)."""
-    jobs = {j.pk: j for j in Job.objects.filter(state__in=ACTIVE_STATES)}
-    attempts = Attempt.objects.filter(job_id__in=jobs, number=F("job__attempt_count"))
+def _active() -> list[tuple[Row, Row]]:
+    """Jobs holding GPUs, each with its current attempt (the one numbered ``attempt_count``), in id order."""
+    jobs = _with_reconfig_fields(list(
+        Job.objects.filter(state__in=ACTIVE_STATES).order_by("id").values(*JOB_COLUMNS)))
+    attempts = {
+        a["job_id"]: a
+        for a in Attempt.objects.filter(job__state__in=ACTIVE_STATES, number=F("job__attempt_count"))
+        .order_by().values(*ATTEMPT_COLUMNS)
+    }
     pairs = []
-    by_job = {a.job_id: a for a in attempts}
-    for pk, job in sorted(jobs.items()):
-        attempt = by_job.get(pk)
-        if attempt is None:
-            log.error("job %s is %s but has no attempt %d; left out of the snapshot", pk, job.state, job.attempt_count)
+    for job in jobs:
+        attempt = attempts.get(job["id"])
+        if attempt is None or attempt["number"] != job["attempt_count"]:
+            log.error("job %s is %s but has no attempt %d; left out of the snapshot",
+                      job["id"], job["state"], job["attempt_count"])
             continue
         pairs.append((job, attempt))
     return pairs
 
 
-def _running(job: Job, attempt: Attempt, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
-    allocation = attempt.gpu_allocation or {}
+def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
+    allocation = attempt["gpu_allocation"] or {}
     placement = Placement.of({node: len(indices) for node, indices in allocation.items()})
     if not elastic.gpu_count_ok(job, placement.num_gpus):
         log.error("job %s attempt %d holds %d GPUs, not %d; left out of the snapshot",
-                  job.pk, attempt.number, placement.num_gpus, job.num_gpus)
+                  job["id"], attempt["number"], placement.num_gpus, job["num_gpus"])
         return None
     if not set(placement.nodes) <= up:
         return None  # on a node that is not schedulable: its GPUs there are simply not free
-    vacating = job.state in VACATING_STATES
-    notice = attempt.notice_at or (now if vacating else None)
+    vacating = job["state"] in VACATING_STATES
+    notice = attempt["notice_at"] or (now if vacating else None)
+    started = attempt["started_at"]
     spec, reconfig = _reconfig_running(job, attempt, _spec(job), placement.num_gpus)
     fields = dict(
         spec=spec,
         placement=placement,
-        attempt_start=attempt.started_at.timestamp(),
-        first_start=(job.first_started_at or attempt.started_at).timestamp(),
-        progress=job.progress_seconds + attempt_work_seconds(attempt.started_at, now, attempt.number, overhead),
-        preemptions=job.preemption_count,
+        attempt_start=started.timestamp(),
+        first_start=(job["first_started_at"] or started).timestamp(),
+        progress=job["progress_seconds"] + attempt_work_seconds(started, now, attempt["number"], overhead),
+        preemptions=job["preemption_count"],
         preempting=vacating,
-        preempted_for=str(attempt.preempted_for) if attempt.preempted_for is not None else None,
+        preempted_for=str(attempt["preempted_for"]) if attempt["preempted_for"] is not None else None,
         notice_time=epoch(notice),
     )
-    fields.update(reconfig)
+    fields.update(reconfig)  # a reconfiguring job is not vacating for a preemption
     return RunningJob(**fields)
 
 
+def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow]) -> list[PendingJob]:
+    """PENDING jobs in submission order, each with the quota that holds it, if any (their
+    ``JobRow`` go into ``jobs``)."""
+    rows = _with_reconfig_fields(list(
+        Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values(*JOB_COLUMNS)))
+    pending = []
+    for job in rows:
+        row = jobs[str(job["id"])] = _row(job)
+        hold = quotas.blocking_reason(row, usage) if usage.scopes_for(row.owner_id) else None
+        pending.append(PendingJob(
+            spec=_spec(job),
+            progress=job["progress_seconds"],
+            preemptions=job["preemption_count"],
+            first_start=epoch(job["first_started_at"]),
+            hold_reason=hold[0] if hold else None,
+            hold_message=hold[1] if hold else "",
+        ))
+    return pending
+
+
 def build(now: datetime) -> CycleInput:
-    """Read the cluster as one cycle sees it at ``now`` (a handful of queries)."""
+    """Read the cluster as one cycle sees it at ``now`` (six queries; one more per kind of row
+    when jobs declare a model)."""
     overhead = settings.SCHEDULER_RESUME_OVERHEAD
     nodes = _nodes()
     up = {n.name for n in nodes}
@@ -201,25 +269,12 @@ def build(now: datetime) -> CycleInput:
     jobs: dict[str, JobRow] = {}
     running: list[RunningJob] = []
     for job, attempt in active:
-        jobs[str(job.pk)] = _row(job, attempt.gpu_allocation)
+        jobs[str(job["id"])] = _row(job, attempt["gpu_allocation"])
         entry = _running(job, attempt, up, now, overhead)
         if entry is not None:
             running.append(entry)
     usage = quota_usage(now=now)
-    pending: list[PendingJob] = []
-    for job in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id"):
-        row = _row(job)
-        jobs[str(job.pk)] = row
-        hold = quotas.blocking_reason(row, usage)
-        pending.append(
-            PendingJob(
-                spec=_spec(job),
-                progress=job.progress_seconds,
-                preemptions=job.preemption_count,
-                first_start=epoch(job.first_started_at),
-                hold_reason=hold[0] if hold else None,
-                hold_message=hold[1] if hold else "",
-            )
-        )
-    snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active))
+    pending = _pending(usage, jobs)
+    snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
+                        pending_te=[p for p in pending if p.spec.job_class is JobClass.TE])
     return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now)

@@ -35,19 +35,18 @@ def test_an_exception_after_some_writes_rolls_back_everything(sent, monkeypatch,
     make_node("n1", 4)
     alice = make_user("alice")
     jobs = [submit(alice, f"j{i}") for i in range(3)]
-    real_event = apply._event
+    real_events = apply._write_events
     written = []
 
-    def event_then_fail(*args, **kwargs) -> None:  # noqa: ANN002, ANN003
-        real_event(*args, **kwargs)
-        written.append(args)
-        if len(written) == 2:
-            raise RuntimeError("worker died")
+    def events_then_fail(events) -> None:  # noqa: ANN001
+        real_events(events)
+        written.append(JobEvent.objects.filter(to_state=JobState.STARTING).count())
+        raise RuntimeError("worker died")
 
-    monkeypatch.setattr(apply, "_event", event_then_fail)
+    monkeypatch.setattr(apply, "_write_events", events_then_fail)
     with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError, match="worker died"):
         loop.run_cycle()
-    assert len(written) == 2  # two starts were fully written before the failure
+    assert written == [3]  # the three starts were fully written (their events last) before the failure
     assert callbacks == [] and sent.items == []
     _nothing_started(jobs)
 
@@ -62,17 +61,15 @@ KILLER = textwrap.dedent(
 
     marker = sys.argv[1]
     commands.send = lambda *args: open(marker, "a").write(repr(args) + "\\n") and True
-    real_event = apply._event
-    written = []
+    from scheduler.models import JobEvent
+    real_events = apply._write_events
 
-    def event_then_die(*args, **kwargs):
-        real_event(*args, **kwargs)
-        written.append(args)
-        if len(written) == 2:
-            open(marker + ".writes", "w").write(str(len(written)))
-            os.kill(os.getpid(), signal.SIGKILL)
+    def events_then_die(events):
+        real_events(events)
+        open(marker + ".writes", "w").write(str(JobEvent.objects.filter(to_state="STARTING").count()))
+        os.kill(os.getpid(), signal.SIGKILL)
 
-    apply._event = event_then_die
+    apply._write_events = events_then_die
     loop.run_requested_cycles()
     """
 )
@@ -81,7 +78,7 @@ KILLER = textwrap.dedent(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.redis
 def test_a_worker_killed_mid_cycle_leaves_no_half_applied_state(redis_url, settings, sent, tmp_path) -> None:
-    """A real process is SIGKILLed inside the cycle's transaction after two starts were written.
+    """A real process is SIGKILLed inside the cycle's transaction after its three starts were written.
 
     Nothing it wrote survives, no command left it, its Redis lock (with a
     timeout) keeps other runners off until it expires, and then the next runner
@@ -104,7 +101,7 @@ def test_a_worker_killed_mid_cycle_leaves_no_half_applied_state(redis_url, setti
     result = subprocess.run([sys.executable, "-c", KILLER, str(marker)], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == -9, result.stderr
-    assert (tmp_path / "sent.writes").read_text() == "2"
+    assert (tmp_path / "sent.writes").read_text() == "3"
     assert not marker.exists()
     _nothing_started(jobs)
 

@@ -1,0 +1,228 @@
+"""The set-based apply step: a decision whose rows changed since the snapshot is skipped whole,
+the others of the cycle still apply, and a cycle costs the same statements however many decisions."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from cluster import protocol
+from cluster.models import Gpu
+from scheduler import apply, bulkwrite, loop, snapshot
+from scheduler.core.decisions import Pend, Preempt, Reason, Start
+from scheduler.core.model import Placement
+from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
+from tests.live_helpers import allocation_problems, make_node, make_user, submit
+
+
+def _start(job: Job, parts: dict[str, int]) -> Start:
+    return Start(str(job.pk), Placement.of(parts))
+
+
+def _apply(decisions: list, cycle: snapshot.CycleInput, capture) -> apply.Applied:  # noqa: ANN001
+    with capture(execute=True), transaction.atomic():
+        return apply.apply_decisions(decisions, cycle)
+
+
+def _never_started(job: Job) -> None:
+    job.refresh_from_db()
+    assert (job.state, job.attempt_count) == (JobState.PENDING, 0)
+    assert not Attempt.objects.filter(job=job).exists()
+    assert not JobEvent.objects.filter(job=job, to_state=JobState.STARTING).exists()
+    assert not Gpu.objects.filter(allocated_to=job).exists()
+
+
+@pytest.mark.django_db
+def test_a_start_whose_gpu_was_taken_is_skipped_whole_and_claims_nothing_elsewhere(
+        sent, django_capture_on_commit_callbacks) -> None:
+    for name in ("n1", "n2", "n3"):
+        make_node(name, 1)
+    alice = make_user("alice")
+    intruder, wide, other = submit(alice, "intruder"), submit(alice, "wide", num_gpus=2), submit(alice, "other")
+    Job.objects.filter(pk=intruder.pk).update(state=JobState.CANCELLED)
+    cycle = snapshot.build(timezone.now())
+    Gpu.objects.filter(node__name="n2").update(allocated_to=intruder)  # a concurrent writer, after the snapshot
+
+    applied = _apply([_start(wide, {"n1": 1, "n2": 1}), _start(other, {"n3": 1})], cycle,
+                     django_capture_on_commit_callbacks)
+
+    assert applied.started == [other.pk]
+    assert applied.skipped == [(str(wide.pk), "n2 has 0 free GPUs, 1 needed")]
+    _never_started(wide)
+    assert Gpu.objects.get(node__name="n1").allocated_to_id is None  # its GPU on the other node stays free
+    assert [(node, kw["job_id"]) for node, kw in sent.launches] == [("n3", other.pk)]
+    assert Attempt.objects.get(job=other).gpu_allocation == {"n3": [0]}
+
+
+@pytest.mark.django_db
+def test_a_preemption_whose_attempt_changed_is_skipped_and_the_others_apply(
+        sent, django_capture_on_commit_callbacks) -> None:
+    make_node("n1", 2)
+    alice = make_user("alice")
+    first, second = submit(alice, "first"), submit(alice, "second")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sorted(loop.run_cycle().applied.started) == [first.pk, second.pk]
+    cycle = snapshot.build(timezone.now())
+    # After the snapshot, the first job's attempt 1 ends and attempt 2 starts on the same GPU.
+    allocation = Attempt.objects.get(job=first).gpu_allocation
+    Attempt.objects.filter(job=first).update(state=AttemptState.NODE_LOST, ended_at=timezone.now())
+    Attempt.objects.create(job=first, number=2, gpu_allocation=allocation, state=AttemptState.STARTING)
+    Job.objects.filter(pk=first.pk).update(attempt_count=2)
+    sent.clear()
+
+    applied = _apply([Preempt(str(first.pk), None), Preempt(str(second.pk), None)], cycle,
+                     django_capture_on_commit_callbacks)
+
+    assert applied.preempted == [second.pk]
+    assert applied.skipped == [(str(first.pk), "no longer STARTING in attempt 1")]
+    first.refresh_from_db()
+    assert (first.state, first.preemption_count) == (JobState.STARTING, 0)
+    assert not Attempt.objects.filter(job=first, notice_at__isnull=False).exists()
+    assert not JobEvent.objects.filter(job=first, to_state=JobState.PREEMPTING).exists()
+    assert Attempt.objects.get(job=second).notice_at is not None
+    assert [kw["job_id"] for _, kw in sent.of(protocol.AGENT_PREEMPT)] == [second.pk]
+
+
+@pytest.mark.django_db
+def test_gpus_go_to_starts_in_the_policy_order_when_a_node_has_fewer_than_decided(
+        sent, django_capture_on_commit_callbacks) -> None:
+    make_node("n1", 2)
+    alice = make_user("alice")
+    intruder, low, high = submit(alice, "intruder"), submit(alice, "low-id"), submit(alice, "high-id")
+    Job.objects.filter(pk=intruder.pk).update(state=JobState.CANCELLED)
+    cycle = snapshot.build(timezone.now())
+    Gpu.objects.filter(node__name="n1", index=0).update(allocated_to=intruder)
+
+    # The policy ranked the higher id first: it keeps the one GPU left.
+    applied = _apply([_start(high, {"n1": 1}), _start(low, {"n1": 1})], cycle, django_capture_on_commit_callbacks)
+
+    assert applied.started == [high.pk]
+    assert applied.skipped == [(str(low.pk), "n1 has 0 free GPUs, 1 needed")]
+    assert Attempt.objects.get(job=high).gpu_allocation == {"n1": [1]}
+    _never_started(low)
+
+
+def _cycle_statements(jobs: int) -> int:
+    """Statements of one apply with ``jobs`` starts, ``jobs`` preemptions and ``jobs`` new
+    pending reasons (each its own message), on a fresh cluster."""
+    Job.objects.all().delete()
+    Gpu.objects.all().delete()
+    alice = make_user(f"user-{jobs}")
+    make_node(f"busy-{jobs}", jobs)
+    make_node(f"free-{jobs}", jobs)
+    running = [submit(alice, f"r{i}") for i in range(jobs)]
+    cycle = snapshot.build(timezone.now())
+    decisions = [_start(j, {f"busy-{jobs}": 1}) for j in running]
+    with transaction.atomic():
+        apply.apply_decisions(decisions, cycle)
+    waiting = [submit(alice, f"w{i}") for i in range(2 * jobs)]
+    cycle = snapshot.build(timezone.now())
+    decisions = [Preempt(str(j.pk), None) for j in running]
+    decisions += [_start(j, {f"free-{jobs}": 1}) for j in waiting[:jobs]]
+    decisions += [Pend(str(j.pk), Reason.RESOURCES, f"message {i}") for i, j in enumerate(waiting[jobs:])]
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        applied = apply.apply_decisions(decisions, cycle)
+    assert (len(applied.started), len(applied.preempted), applied.pend_updates) == (jobs, jobs, jobs)
+    assert applied.skipped == [] and allocation_problems() == []
+    return len(queries.captured_queries)
+
+
+@pytest.mark.django_db
+def test_a_cycle_costs_the_same_statements_for_two_or_twenty_decisions_of_each_kind(sent) -> None:
+    assert _cycle_statements(2) == _cycle_statements(20)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_a_start_waits_for_a_concurrent_claim_of_its_gpu_and_then_skips_only_that_job(sent) -> None:
+    """Another transaction claims a GPU after the snapshot and commits only once the apply step
+    is waiting for that row's lock: the apply step reads the committed claim and skips the job,
+    while the cycle's other start goes ahead."""
+    make_node("n1", 1)
+    make_node("n2", 1)
+    alice = make_user("alice")
+    intruder, blocked, free = submit(alice, "intruder"), submit(alice, "blocked"), submit(alice, "free")
+    Job.objects.filter(pk=intruder.pk).update(state=JobState.CANCELLED)
+    cycle = snapshot.build(timezone.now())
+    claimed, errors = threading.Event(), []
+
+    def concurrent_writer() -> None:
+        try:
+            with transaction.atomic():
+                Gpu.objects.filter(node__name="n1").update(allocated_to=intruder)
+                claimed.set()
+                deadline = time.monotonic() + 60
+                while not _someone_waits_for_a_row_lock():
+                    if time.monotonic() > deadline:
+                        raise AssertionError("the apply step never waited for the claimed GPU's lock")
+                    time.sleep(0.02)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+            claimed.set()
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=concurrent_writer)
+    writer.start()
+    assert claimed.wait(60)
+    with transaction.atomic():
+        applied = apply.apply_decisions([_start(blocked, {"n1": 1}), _start(free, {"n2": 1})], cycle)
+    writer.join(60)
+    assert errors == []
+    assert applied.started == [free.pk]
+    assert applied.skipped == [(str(blocked.pk), "n1 has 0 free GPUs, 1 needed")]
+    _never_started(blocked)
+    assert Gpu.objects.get(node__name="n1").allocated_to_id == intruder.pk
+    assert Attempt.objects.get(job=free).gpu_allocation == {"n2": [0]}
+
+
+def _someone_waits_for_a_row_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0] > 0
+
+
+# --- scheduler.bulkwrite ---------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("set_based", [True, False])
+def test_update_each_writes_each_row_its_values_where_the_condition_holds(set_based: bool) -> None:
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(4)]
+    Job.objects.filter(pk=jobs[3].pk).update(state=JobState.CANCELLED)
+    rows = {jobs[0].pk: ("Resources", "one"), jobs[1].pk: ("Priority", "two"),
+            jobs[2].pk: ("Resources", "one"), jobs[3].pk: ("Resources", "not pending")}
+    changed = bulkwrite.update_each(Job, ["pending_reason", "pending_message"], rows,
+                                    where={"state": JobState.PENDING}, set_based=set_based)
+    assert changed == 3
+    stored = dict(Job.objects.values_list("pk", "pending_message"))
+    assert [stored[j.pk] for j in jobs] == ["one", "two", "one", ""]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("set_based", [True, False])
+def test_update_each_sets_foreign_keys_and_matches_null(set_based: bool) -> None:
+    alice = make_user("alice")
+    job, other = submit(alice, "a"), submit(alice, "b")
+    node = make_node("n1", 3)
+    gpus = list(Gpu.objects.filter(node=node).order_by("index"))
+    Gpu.objects.filter(pk=gpus[2].pk).update(allocated_to=other)
+    changed = bulkwrite.update_each(Gpu, ["allocated_to"], {g.pk: (job.pk,) for g in gpus},
+                                    where={"allocated_to": None}, set_based=set_based)
+    assert changed == 2
+    assert list(Gpu.objects.filter(node=node).order_by("index").values_list("allocated_to", flat=True)) == [
+        job.pk, job.pk, other.pk]
+
+
+@pytest.mark.django_db
+def test_update_each_refuses_rows_with_the_wrong_number_of_values() -> None:
+    with pytest.raises(ValueError, match="row 7: 1 values for 2 fields"):
+        bulkwrite.update_each(Job, ["pending_reason", "pending_message"], {7: ("Resources",)})
+    assert bulkwrite.update_each(Job, ["pending_reason"], {}) == 0
