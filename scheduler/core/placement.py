@@ -24,8 +24,9 @@ incrementally maintained free map a simulator may pass as ``Snapshot.free``.
 
 from __future__ import annotations
 
+import bisect
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from scheduler.core.model import JobSpec, Node, Placement, RunningJob
 
@@ -137,10 +138,13 @@ class FreeCapacity:
 
     GPUs are copied per node; CPU and memory are read from the base map and
     only the amounts taken in this cycle are recorded, because most jobs and
-    nodes never constrain them.
+    nodes never constrain them. The cluster's free-GPU total is kept up to
+    date on every change, and the nodes are indexed by free-GPU count
+    (``_BestFitIndex``) once the first single-node placement is searched, so
+    best fit looks at the few smallest sufficient counts instead of every node.
     """
 
-    __slots__ = ("gpus", "version", "touched", "_base", "_cpu_taken", "_mem_taken", "_max", "_total", "_nofit")
+    __slots__ = ("gpus", "version", "touched", "_base", "_cpu_taken", "_mem_taken", "_max", "_total", "_nofit", "_index")
 
     def __init__(self, free: FreeMap) -> None:
         self._base = free
@@ -149,12 +153,13 @@ class FreeCapacity:
         self._mem_taken: dict[str, float] = {}
         self.version = 0  # bumped on every change, for callers' caches
         self.touched: set[str] = set()  # nodes changed since a caller last cleared it
-        self._total: int | None = None
+        self._total = sum(g for g in self.gpus.values() if g > 0)
         self._max: int | None = None
         # Shapes (num_gpus, cpus/GPU, mem/GPU, blocked nodes) known not to fit
         # in the current state; cleared whenever capacity is taken. Queues hold
         # many jobs of few shapes, so this keeps a long queue O(pending).
         self._nofit: set[tuple[int, float, float, frozenset[str]]] = set()
+        self._index: _BestFitIndex | None = None  # built on the first best-fit search
 
     @staticmethod
     def of(snapshot_nodes: Sequence[Node], running: Iterable[RunningJob], free: FreeMap | None) -> "FreeCapacity":
@@ -165,16 +170,15 @@ class FreeCapacity:
 
     @property
     def total_gpus(self) -> int:
-        """Free GPUs in the whole cluster."""
-        if self._total is None:
-            self._total = sum(g for g in self.gpus.values() if g > 0)
+        """Free GPUs in the whole cluster (nodes over-committed count as 0)."""
         return self._total
 
     @property
     def max_gpus(self) -> int:
         """The most free GPUs on any one node."""
         if self._max is None:
-            self._max = max(self.gpus.values(), default=0)
+            index = self._index
+            self._max = index.max_count() if index is not None else max(self.gpus.values(), default=0)
         return self._max
 
     def cpus(self, name: str) -> float:
@@ -201,7 +205,7 @@ class FreeCapacity:
         """Where ``spec`` would go now (see the module rule), avoiding the
         ``blocked`` nodes; None when it does not fit. Does not take anything."""
         g = spec.num_gpus
-        if g > self.total_gpus:
+        if g > self._total:
             return None
         cpg, mpg = per_unit(spec)
         key = (g, cpg, mpg, blocked)
@@ -218,19 +222,20 @@ class FreeCapacity:
         return Placement(tuple(sorted(parts.items())))
 
     def _best_single(self, g: int, cpg: float, mpg: float, blocked: frozenset[str]) -> str | None:
-        best: str | None = None
-        best_left = 1 << 62
+        """The node of least (free GPUs left, name) that holds ``g`` units:
+        nodes are visited by free-GPU count from ``g`` up, by name within a
+        count, so the first acceptable one is the answer."""
+        index = self._index
+        if index is None:
+            index = self._index = _BestFitIndex(self.gpus)
         constrained = bool(cpg or mpg)
-        for name, free in self.gpus.items():
-            left = free - g
-            if left < 0 or left > best_left or (left == best_left and name > best):  # type: ignore[operator]
-                continue
+        for name in index.from_count(g):
             if blocked and name in blocked:
                 continue
-            if constrained and units_of(free, self.cpus(name), self.mem(name), cpg, mpg) < g:
+            if constrained and units_of(self.gpus[name], self.cpus(name), self.mem(name), cpg, mpg) < g:
                 continue
-            best, best_left = name, left
-        return best
+            return name
+        return None
 
     def _spread(self, g: int, cpg: float, mpg: float, blocked: frozenset[str]) -> dict[str, int] | None:
         avail = [
@@ -256,15 +261,59 @@ class FreeCapacity:
         """Take resources on one node (a Start, or capacity held for a job
         waiting on a preemption)."""
         if gpus:
-            self.gpus[name] -= gpus
+            before = self.gpus[name]
+            after = self.gpus[name] = before - gpus
+            self._total += (after if after > 0 else 0) - (before if before > 0 else 0)
+            if self._index is not None:
+                self._index.move(name, before, after)
         if cpus:
             self._cpu_taken[name] = self._cpu_taken.get(name, 0.0) + cpus
         if mem:
             self._mem_taken[name] = self._mem_taken.get(name, 0.0) + mem
-        self._total = self._max = None
+        self._max = None
         self._nofit.clear()
         self.version += 1
         self.touched.add(name)
+
+
+class _BestFitIndex:
+    """Node names grouped by free-GPU count, each group sorted by name, for
+    best-fit search: visiting the groups from a count up, names in order,
+    meets the nodes in (free GPUs, name) order. Moving a node between groups
+    costs a bisection and a list insert (node counts are in the thousands)."""
+
+    __slots__ = ("_groups", "_counts")
+
+    def __init__(self, gpus: Mapping[str, int]) -> None:
+        groups: dict[int, list[str]] = {}
+        for name, g in gpus.items():
+            groups.setdefault(g, []).append(name)
+        for names in groups.values():
+            names.sort()
+        self._groups = groups
+        self._counts = sorted(groups)  # every count that has had a group, ascending
+
+    def from_count(self, g: int) -> Iterator[str]:
+        """Names of the nodes with at least ``g`` free GPUs, in (count, name) order."""
+        groups = self._groups
+        counts = self._counts
+        for i in range(bisect.bisect_left(counts, g), len(counts)):
+            yield from groups[counts[i]]
+
+    def max_count(self) -> int:
+        """The largest free-GPU count of any node (0 without nodes)."""
+        groups = self._groups
+        return next((c for c in reversed(self._counts) if groups[c]), 0)
+
+    def move(self, name: str, before: int, after: int) -> None:
+        """Node ``name`` went from ``before`` to ``after`` free GPUs."""
+        old = self._groups[before]
+        del old[bisect.bisect_left(old, name)]
+        new = self._groups.get(after)
+        if new is None:
+            new = self._groups[after] = []
+            bisect.insort(self._counts, after)
+        bisect.insort(new, name)
 
 
 def spread(avail: list[tuple[int, str]], g: int) -> dict[str, int] | None:

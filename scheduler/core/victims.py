@@ -162,10 +162,6 @@ class Plan:
 
 
 _MISSING = object()
-# A searched node's score is at least its bound; its rank's first item is the
-# score rounded to 1e-9. Keying unsearched nodes this far below their bound
-# makes them come out of the heap before any rank they could tie or beat.
-_BOUND_SLACK = 1e-9
 _NO_CANDS: list[Candidate] = []  # shared, never modified
 
 
@@ -215,9 +211,10 @@ class BoundedChooser(Protocol):
     bound it from below per node; the planner then keeps the nodes in a heap
     across the TE jobs of a cycle instead of scanning them per job."""
 
-    def bound(self, view: NodeView, now: float) -> float:
-        """A lower bound on any victim set's score on ``view`` (which has
-        candidates); a function of the shared view and ``now`` only."""
+    def floor(self, view: NodeView, now: float) -> tuple:
+        """A lower bound on every ``rank`` the node can have for any TE job
+        (``view`` has candidates); a function of the shared view and ``now``
+        only. It must never equal the rank of another node."""
         ...
 
     def best_on_node(self, need: Need, view: NodeView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
@@ -225,8 +222,8 @@ class BoundedChooser(Protocol):
         ...
 
     def rank(self, score: float, victims: Sequence[Candidate], name: str) -> tuple:
-        """``single`` returns the node of least rank among its views; every
-        rank of a node is above ``(bound(view) - _BOUND_SLACK,)``."""
+        """``single`` returns the node of least rank among its views; no
+        rank of a node is below its ``floor``."""
         ...
 
 
@@ -287,6 +284,7 @@ class Planner:
             for name in w.parts:
                 target.setdefault(name, []).append(w)
         self._views: dict[str, NodeView] = {}
+        self._facts: dict[str, tuple[float, tuple, tuple[int, float, float]] | None] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
         # For choosers with a per-node lower bound (``BoundedChooser``): per
         # (job shape, now), a heap of (key, node, version, best found) over the
@@ -358,18 +356,42 @@ class Planner:
 
     def _drop(self, name: str) -> None:
         self._views.pop(name, None)
+        self._facts.pop(name, None)
         self.memo.drop(name)
         self._version[name] = self._version.get(name, 0) + 1
         self._dropped.append(name)
 
+    def _node_facts(
+        self, name: str, now: float, bounded: "BoundedChooser"
+    ) -> tuple[float, tuple, tuple[int, float, float]] | None:
+        """``(now, floor, potential)`` of a node's shared view, None when it has
+        no candidates: the chooser's floor on the node's rank and what the
+        node would have with every candidate preempted. Neither depends on the
+        TE job, so every shape's heap shares them until the node changes."""
+        facts = self._facts.get(name, _MISSING)
+        if facts is _MISSING or (facts is not None and facts[0] != now):  # type: ignore[index]
+            view = self._shared_view(name, now)
+            if not view.cands:
+                facts = None
+            else:
+                g, c, m = view.g, view.c, view.m
+                for v in view.cands:
+                    vg, vc, vm = v.parts[name]
+                    g += vg
+                    c += vc
+                    m += vm
+                facts = (now, bounded.floor(view, now), (g, c, m))
+            self._facts[name] = facts
+        return facts  # type: ignore[return-value]
+
     def _heap_entry(self, name: str, need: Need, bounded: "BoundedChooser") -> tuple[tuple, str, int, object] | None:
-        """A not yet searched node's entry: ((bound - slack,), name, version,
-        None) when it could host the whole job with all its candidates
-        preempted, else None."""
-        view = self._shared_view(name, need.now)
-        if not view.cands or not self.memo.get(view, ("feasible", need.shape), lambda: covers(need, view, view.cands)):
+        """A not yet searched node's entry: (floor, name, version, None) when
+        it could host the whole job with all its candidates preempted (what
+        ``covers`` checks), else None."""
+        facts = self._node_facts(name, need.now, bounded)
+        if facts is None or need.units(*facts[2]) < need.gpus:
             return None
-        return ((bounded.bound(view, need.now) - _BOUND_SLACK,), name, self._version.get(name, 0), None)
+        return (facts[1], name, self._version.get(name, 0), None)
 
     def _bounded_single(
         self, need: Need, bounded: "BoundedChooser"
@@ -377,12 +399,11 @@ class Planner:
         """The feasible shared node of least ``rank``, as ``bounded.single``
         finds it, from a heap kept across the cycle's TE jobs of this shape.
 
-        Entries are keyed ``(bound - slack,)`` until the node is searched, then
-        by its rank ``(score to 1e-9, victim ids, name)``; a shorter tuple sorts
-        first on a tie. When a searched node comes out on top, every other node
-        has a rank (or a score of at least its bound) above it, so it is the
-        least-rank node over all, which is what ``single``'s early-stopping
-        scan returns."""
+        Entries are keyed by the chooser's ``floor`` until the node is
+        searched, then by its rank. When a searched node comes out on top,
+        every other node has a rank (or a floor, which no rank of that node
+        is below) above it, so it is the least-rank node over all, which is
+        what ``single``'s early-stopping scan returns."""
         key = (need.shape, need.now)
         held = self._heaps.get(key)
         if held is None:

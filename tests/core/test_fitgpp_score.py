@@ -84,6 +84,34 @@ def test_exhaustive_search_finds_the_minimum(seed):
     assert covers(nd, vw, victims)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_floor_is_never_above_a_rank_of_the_node(seed):
+    # The planner's heap searches a node only once its floor comes out on
+    # top: a floor above one of the node's ranks would skip the best node.
+    # Every victim set that covers, not only the best, must rank at or above it.
+    rng = random.Random(seed)
+    cands = [
+        cand(f"v{rng.randrange(100):02d}{i}", rng.choice([1, 1, 2, 4]), rng.choice([0.0, 10.0, 30.0, 0.1, 300.0]),
+             rng.choice([0, 0, 1, 2]), elsewhere=rng.choice([0, 0, 0, 2]))
+        for i in range(rng.randint(1, 7))
+    ]
+    free = rng.randint(0, 2)
+    weights = {k: rng.choice([0.0, 1.0, 30.0, 0.05, 1 / 3]) for k in DEFAULT_WEIGHTS}
+    c = chooser(**weights)
+    now = rng.choice([100.0, 100.3])
+    vw = view(free, cands, vac_end=rng.choice([now, now + 5.0, now + 77.7]))
+    floor = c.floor(vw, now)
+    assert floor[0] == round(c.bound(vw, now), 9)
+    for g in range(free + 1, free + sum(x.parts["a"][0] for x in cands) + 1):
+        nd = need(g, now)
+        for k in range(1, len(cands) + 1):
+            for s in itertools.combinations(cands, k):
+                if covers(nd, vw, s):
+                    victims = sorted(s, key=lambda v: v.id)
+                    assert floor <= c.rank(c.score(nd, vw, victims), victims, vw.name)
+
+
 def test_greedy_above_the_subset_limit_still_covers_and_prefers_cheap_victims():
     cands = [cand(f"v{i:02d}", 1, 30.0 + i) for i in range(16)]
     nd, vw = need(3), view(0, cands)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.model import Placement
 from scheduler.core.placement import (
@@ -148,3 +151,37 @@ def assert_same_free(a, b):
 def test_spread_uses_fewest_nodes():
     assert spread([(1, "a"), (1, "b"), (4, "c"), (3, "d")], 5) == {"c": 4, "a": 1}
     assert spread([(1, "a")], 2) is None
+
+
+def _scan_best_single(cap, g, cpg, mpg, blocked):
+    """The best-fit rule by its definition: least (free GPUs left, name)."""
+    fits = [
+        (cap.gpus[n] - g, n)
+        for n in cap.gpus
+        if n not in blocked and cap.gpus[n] >= g and cap.units(n, cpg, mpg) >= g
+    ]
+    return min(fits)[1] if fits else None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_indexed_best_fit_total_and_max_match_a_recount(seed):
+    # The free-GPU index and the running total must stay exact through claims
+    # that take and that give back (a shrink returns GPUs), on nodes with and
+    # without tracked CPUs.
+    rng = random.Random(seed)
+    free = {
+        f"n{i:02d}": (rng.randint(0, 8), rng.choice([math.inf, 16.0, 64.0]), math.inf)
+        for i in range(rng.randint(1, 30))
+    }
+    cap = FreeCapacity(free)
+    names = sorted(free)
+    for _ in range(60):
+        g = rng.randint(1, 9)
+        cpg = rng.choice([0.0, 0.0, 4.0])
+        blocked = frozenset(rng.sample(names, rng.randint(0, min(3, len(names)))))
+        assert cap._best_single(g, cpg, 0.0, blocked) == _scan_best_single(cap, g, cpg, 0.0, blocked)
+        assert cap.total_gpus == sum(max(v, 0) for v in cap.gpus.values())
+        assert cap.max_gpus == max(cap.gpus.values())
+        name = rng.choice(names)
+        cap.claim(name, rng.choice([1, 2, 3, -1, -2]), rng.choice([0.0, 4.0]))

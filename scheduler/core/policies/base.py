@@ -290,15 +290,29 @@ class QueuePolicy:
     def _pend_rest(
         self, cyc: Cycle, queue: Sequence[PendingJob], first: int, skip: set[str] | None, reservation: Reservation | None
     ) -> None:
+        """Every job of ``queue`` from ``first`` on stays pending. Nothing
+        starts any more in this cycle, so free capacity is fixed: messages are
+        built once per job shape (once for the reservation), which matters
+        when thousands of jobs wait."""
+        out = cyc.out
+        place = cyc.cap.place
+        resources = Reason.RESOURCES
+        blocked = self._blocked_message(reservation) if reservation is not None else ""
+        messages: dict[tuple[int, float, float], str] = {}
         for job in queue[first:]:
-            if skip is not None and job.spec.id in skip:
+            spec = job.spec
+            if skip is not None and spec.id in skip:
                 continue
             if job.hold_reason is not None:
                 cyc.pend_hold(job)
-            elif reservation is not None and cyc.cap.place(job.spec) is not None:
-                cyc.pend(job, Reason.RESERVED, self._blocked_message(reservation))
+            elif reservation is not None and place(spec) is not None:
+                out.append(Pend(spec.id, Reason.RESERVED, blocked))
             else:
-                cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
+                shape = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
+                msg = messages.get(shape)
+                if msg is None:
+                    msg = messages[shape] = cyc.resources_message(job)
+                out.append(Pend(spec.id, resources, msg))
 
     def _reserved_for_message(self, r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))

@@ -106,10 +106,42 @@ class FitGppChooser:
     def bound(self, view: NodeView, now: float) -> float:
         """A lower bound on the score of any victim set on ``view`` (which has
         candidates); a function of the node and ``now`` only, not of the job."""
-        own = self.own
-        shortest = min(v.grace for v in view.cands)
+        return self._bound_and_least_id(view, now)[0]
+
+    def floor(self, view: NodeView, now: float) -> tuple[float, tuple[str], str]:
+        """A lower bound on every ``rank`` of ``view`` (which has candidates),
+        for any TE job: ``(bound rounded to 1e-9, (least candidate id,), name)``.
+
+        Valid because every weight is >= 0: a victim set's score adds terms
+        that are each at least their part of ``bound`` (float addition and
+        multiplication by a non-negative number never decrease), rounding to
+        1e-9 keeps the order, and the victim ids of a rank are sorted, so they
+        start with an id no less than the least candidate id. The id breaks
+        the ties of the many nodes whose bounds are equal, so few of them need
+        a search."""
+        bound, least_id = self._bound_and_least_id(view, now)
+        return (round(bound, 9), (least_id,), view.name)
+
+    def _bound_and_least_id(self, view: NodeView, now: float) -> tuple[float, str]:
+        """``bound`` (the shortest grace, or the wait for vacating jobs if
+        longer, plus the least ``own``) and the least candidate id, in one
+        pass over the candidates."""
+        wv, wl, wr, r = self.wv, self.wl, self.wr, self.r
+        cands = view.cands
+        first = cands[0]
+        shortest = first.grace
+        least_own = wv + wl * first.gpus * (first.grace + r) + wr * first.preemptions
+        least_id = first.id
+        for v in cands:
+            if v.grace < shortest:
+                shortest = v.grace
+            own = wv + wl * v.gpus * (v.grace + r) + wr * v.preemptions  # ``own(v)`` written out
+            if own < least_own:
+                least_own = own
+            if v.id < least_id:
+                least_id = v.id
         base = view.vac_end - now
-        return self.ww * (shortest if shortest > base else base) + min(own(v) for v in view.cands)
+        return self.ww * (shortest if shortest > base else base) + least_own, least_id
 
     def best_on_node(self, need: Need, view: NodeView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
         """The node's minimum-score victim set (cached in ``memo``)."""
@@ -164,22 +196,30 @@ class FitGppChooser:
         units = need.units
         deficit = max(0, need.gpus - g0)
         base_wait = view.vac_end - need.now
-        ww, we = self.ww, self.we
+        ww, we, wv, wl, wr, r = self.ww, self.we, self.wv, self.wl, self.wr, self.r
         plain = not (need.cpg or need.mpg)
         best: tuple[float, str] | None = None
         best_v = None
+        best_s = 0.0
         for v in view.cands:
             vg, vc, vm = v.parts[name]
             if (vg < deficit) if plain else (units(g0 + vg, c0 + vc, m0 + vm) < need.gpus):
                 return None
             grace = v.grace
             excess = v.gpus - deficit
-            s = ww * (grace if grace > base_wait else base_wait) + we * (excess if excess > 0 else 0) + self.own(v)
+            # ``score`` of the one-victim set, term by term in the same order
+            # (so the same float), with ``own`` written out: this loop runs
+            # for every node searched.
+            s = (
+                ww * (grace if grace > base_wait else base_wait)
+                + we * (excess if excess > 0 else 0)
+                + (wv + wl * v.gpus * (grace + r) + wr * v.preemptions)
+            )
             k = (round(s, 9), v.id)
             if best is None or k < best:
-                best, best_v = k, v
+                best, best_v, best_s = k, v, s
         assert best_v is not None
-        return self.score(need, view, [best_v]), [best_v]
+        return best_s, [best_v]
 
     def _search(
         self, need: Need, view: NodeView, cands: list[Candidate], bound: float
