@@ -20,7 +20,8 @@ benchmarks/cycle_scale.py's first cycle (no database): N nodes x 8 GPUs,
 ``--busy`` (0.9) of the GPUs held by running BE jobs of 1, 2, 4 or 8 GPUs
 (one node each, grace 10-300 s), ``--pending`` jobs of which ``--te-share``
 (0.2) are TE jobs of 1-2 GPUs; only ``--policies`` (default fitgpp) are
-timed, median of ``--repeat`` calls::
+timed, median of ``--repeat`` calls (wall clock, and CPU time of the process,
+which other load on a shared machine inflates less)::
 
     python benchmarks/policy_decide.py --nodes 1000 --pending 10000 --te-share 0.2 --repeat 5
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import random
 import statistics
@@ -124,22 +126,31 @@ def scale_main(args: argparse.Namespace) -> int:
         kinds: dict[str, int] = {}
         for d in out:
             kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
-        median = time_call(policy, snap, args.repeat)
+        median, cpu = time_call(policy, snap, args.repeat, cpu=True)
         rows.append({"policy": name, "nodes": len(nodes), "running": len(running), "pending": len(pending),
-                     "decisions": kinds, "median_s": round(median, 4), "repeat": args.repeat})
+                     "decisions": kinds, "median_s": round(median, 4), "cpu_median_s": round(cpu, 4),
+                     "repeat": args.repeat, "loadavg": os.getloadavg()[0]})
         print(f"{name:10s} nodes={len(nodes)} running={len(running)} pending={len(pending)} "
-              f"decisions={kinds} median {median:.4f} s/call")
+              f"decisions={kinds} median {median:.4f} s/call (CPU {cpu:.4f} s; load average {os.getloadavg()[0]:.1f})")
     if args.json:
         args.json.write_text(json.dumps({"benchmark": "policy_decide", "mode": "scale", "rows": rows}, indent=2))
     return 0
 
 
-def time_call(policy, snap: Snapshot, repeat: int) -> float:
+def time_call(policy, snap: Snapshot, repeat: int, cpu: bool = False):
+    """Median wall-clock seconds of ``repeat`` calls; with ``cpu``, also the
+    median CPU seconds of this process (less sensitive to other load on a
+    shared machine), as a pair."""
     samples = []
+    cpu_samples = []
     for _ in range(repeat):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         policy.decide(snap, NOW)
         samples.append(time.perf_counter() - t0)
+        cpu_samples.append(time.process_time() - c0)
+    if cpu:
+        return statistics.median(samples), statistics.median(cpu_samples)
     return statistics.median(samples)
 
 
