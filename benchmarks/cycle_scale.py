@@ -16,17 +16,22 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
 * ``snapshot_s``: reading the database into the core's Snapshot;
 * ``policy_s``: ``policy.decide(snapshot, now)`` alone (median of ``--repeat``
   calls on the same snapshot; the policy is pure);
-* ``apply_s``: the conditional writes in one transaction, commit included;
-* ``cycle_s``: all three, once, as the loop runs them (first cycle after the
+* ``apply_s``: the conditional writes, inside the transaction;
+* ``commit_s``: the commit and what runs on it: agent commands (counted
+  here) and the live-update hints to the channel layer (Redis of
+  ``REDIS_URL``), one per job whose state or pending reason changed;
+* ``snapshot_gc_s``: the snapshot read again with Python's cyclic collector
+  running (the loop pauses it during a cycle, ``scheduler.loop.gc_paused``);
+* ``cycle_s``: all of it, once, as the loop runs it (first cycle after the
   fill: it starts jobs on the free GPUs, preempts for TE jobs, writes pending
   reasons), and ``next_cycle_s``: the cycle after it (nothing new: the steady
   state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
-  ``next_apply_s``: that cycle's phases.
+  ``next_apply_s``, ``next_commit_s``: that cycle's phases.
 
 Agent commands are counted, not published (their broker cost is
 benchmarks/agent_latency.py's subject); scheduling triggers are off.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs_adv \\
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs_adv REDIS_URL=redis://127.0.0.1:6379/3 \\
         .venv/bin/python benchmarks/cycle_scale.py --json cycle_scale.json
 """
 
@@ -126,6 +131,7 @@ def _fill(nodes: int, pending: int, seed: int) -> dict:
 
 
 def _cycle_phases(repeat: int) -> dict:
+    """One cycle phase by phase, each as ``scheduler.loop.run_cycle`` runs it (collector paused)."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -133,27 +139,34 @@ def _cycle_phases(repeat: int) -> dict:
 
     policy = loop.current_policy()
     now = timezone.now()
+    with loop.gc_paused():
+        t = time.perf_counter()
+        cycle = snapshot.build(now)
+        snapshot_s = time.perf_counter() - t
     t = time.perf_counter()
-    cycle = snapshot.build(now)
-    snapshot_s = time.perf_counter() - t
+    snapshot.build(now)  # the same read with the collector running, to show what pausing it saves
+    snapshot_gc_s = time.perf_counter() - t
     policy_times = []
     decisions = []
-    for _ in range(repeat):
+    with loop.gc_paused():
+        for _ in range(repeat):
+            t = time.perf_counter()
+            decisions = policy.decide(cycle.snapshot, now.timestamp())
+            policy_times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        decisions = policy.decide(cycle.snapshot, now.timestamp())
-        policy_times.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    with transaction.atomic():
-        applied = apply.apply_decisions(decisions, cycle)
-        applied.cancel_kills = apply.request_cancel_kills(timezone.now())
-    apply_s = time.perf_counter() - t
+        with transaction.atomic():
+            applied = apply.apply_decisions(decisions, cycle)
+            applied.cancel_kills = apply.request_cancel_kills(timezone.now())
+            apply_s = time.perf_counter() - t
+        commit_s = time.perf_counter() - t - apply_s
     kinds: dict[str, int] = {}
     for d in decisions:
         kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
     return {
-        "snapshot_s": snapshot_s, "policy_s": statistics.median(policy_times), "policy_min_s": min(policy_times),
-        "apply_s": apply_s, "decisions": kinds, "started": len(applied.started), "preempted": len(applied.preempted),
-        "pend_updates": applied.pend_updates, "skipped": len(applied.skipped),
+        "snapshot_s": snapshot_s, "snapshot_gc_s": snapshot_gc_s, "policy_s": statistics.median(policy_times),
+        "policy_min_s": min(policy_times), "apply_s": apply_s, "commit_s": commit_s, "decisions": kinds,
+        "started": len(applied.started), "preempted": len(applied.preempted), "pend_updates": applied.pend_updates,
+        "skipped": len(applied.skipped),
     }
 
 
@@ -172,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="policy calls per size (median reported)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--without-hints", action="store_true",
+                        help="diagnostic: send no live-update hints (shows their share of commit_s)")
     args = parser.parse_args(argv)
 
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
@@ -187,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sent = {"count": 0}
     commands.send = lambda node, task, kwargs: sent.__setitem__("count", sent["count"] + 1) or True
+    if args.without_hints:
+        from portal import realtime
+
+        realtime.publish_job_changed = lambda job: None
 
     rows = []
     for n in args.nodes:
@@ -202,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {**fill, **{k: round(v, 4) if isinstance(v, float) else v for k, v in phases.items()},
                **{f"next_{k}": round(v, 4) for k, v in steady.items() if k.endswith("_s")},
                "cycle_s": round(cycle_s, 4), "next_cycle_s": round(next_cycle_s, 4), "commands": commands_sent,
-               "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp")}
+               "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp"), "hints": not args.without_hints}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:

@@ -22,9 +22,12 @@ loop at most that long (and leaves nothing half-applied: see apply.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,16 +74,35 @@ def current_policy() -> Policy:
     return _policy(settings.SCHEDULER_POLICY, float(settings.SCHEDULER_RESUME_OVERHEAD))
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Run a block with Python's cyclic garbage collector paused.
+
+    A cycle at 10,000 jobs makes some 100,000 short-lived, acyclic objects
+    (rows, specs, decisions); each allocation burst made the collector walk the
+    whole heap again and again, a fifth to a third of the snapshot's time. They
+    are freed by reference counting anyway; the collector resumes afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> CycleReport:
     """One scheduling cycle, without the lock (safe anyway: every write is conditional)."""
     started = time.perf_counter()
     now = now or timezone.now()
     policy = policy or current_policy()
-    cycle = snapshot.build(now)
-    decisions = policy.decide(cycle.snapshot, now.timestamp())
-    with transaction.atomic():
-        applied = apply.apply_decisions(decisions, cycle)
-        applied.cancel_kills = apply.request_cancel_kills(timezone.now())
+    with gc_paused():
+        cycle = snapshot.build(now)
+        decisions = policy.decide(cycle.snapshot, now.timestamp())
+        with transaction.atomic():
+            applied = apply.apply_decisions(decisions, cycle)
+            applied.cancel_kills = apply.request_cancel_kills(timezone.now())
     seconds = time.perf_counter() - started
     metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)
