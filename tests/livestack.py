@@ -133,14 +133,20 @@ class WorkerSlot:
     tmp_path_factory: pytest.TempPathFactory
     worker: Worker | None = None
     starts: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
 
-    def running(self) -> Worker:
-        """The worker, started first if there is none; a worker that died since its last use fails the test."""
+    def running(self, extra_env: dict[str, str] | None = None) -> Worker:
+        """The worker, started first if there is none (or if it runs with other ``extra_env``, the
+        ``worker_env`` marker's); a worker that died since its last use fails the test."""
         if self.worker is not None and self.worker.process.poll() is not None:
             output = self.worker.output()[-3000:]
             self.worker = None
             pytest.fail(f"the Celery worker exited while the tests used it:\n{output}")
+        extra_env = dict(extra_env or {})
+        if self.worker is not None and extra_env != self.extra_env:
+            self.stop()
         if self.worker is None:
+            self.extra_env = extra_env
             self.worker = self._start()
         return self.worker
 
@@ -151,6 +157,7 @@ class WorkerSlot:
         env = {k: v for k, v in os.environ.items()
                if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
         env.update(WORKER_ENV)
+        env.update(self.extra_env)
         env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url,
                     "SECRET_KEY": "e2e-only-secret-key-not-for-deployment"})
         _clear_queue(self.redis_url)
@@ -199,9 +206,15 @@ def e2e_worker_slot(django_db_setup, django_db_blocker, e2e_redis_url, tmp_path_
 
 
 @pytest.fixture
-def e2e_worker(e2e_worker_slot) -> Worker:  # noqa: ANN001
-    """One Celery worker with embedded beat on the test database, shared by consecutive tests that ask for it."""
-    return e2e_worker_slot.running()
+def e2e_worker(e2e_worker_slot, request) -> Worker:  # noqa: ANN001
+    """One Celery worker with embedded beat on the test database, shared by consecutive tests that ask for it
+    (with the same ``@pytest.mark.worker_env(NAME=value, ...)``, e.g. another SCHEDULER_POLICY)."""
+    marker = request.node.get_closest_marker("worker_env")
+    return e2e_worker_slot.running({k: str(v) for k, v in (marker.kwargs if marker else {}).items()})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "worker_env(**env): extra environment of the e2e Celery worker")
 
 
 @pytest.hookimpl(hookwrapper=True)
