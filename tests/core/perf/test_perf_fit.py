@@ -92,8 +92,11 @@ def test_offload_only_profiles_cannot_identify_gpu_optimizer_or_backward() -> No
     assert identifiable(offload_only) == {"k_sync", "k_const", "k_os_offload", "k_off", "k_swap"}
     dp_only = synthetic_runs([c for c in MIXED if c[0] == "none"])
     assert identifiable(dp_only) == {"k_sync", "k_const", "k_opt", "k_bwd", NVLINK}
-    # One GPU count above one without offload cannot split communication from backward.
-    assert NVLINK not in identifiable(synthetic_runs([("none", 8, 1), ("none", 1, 1), ("zero-offload", 4, 4)]))
+    # Communication and backward are told apart by runs without offload at
+    # three GPU counts above one (one GPU does not communicate).
+    assert NVLINK not in identifiable(synthetic_runs([("none", 8, 1), ("none", 4, 1), ("none", 1, 1),
+                                                      ("zero-offload", 2, 4)]))
+    assert NVLINK in identifiable(synthetic_runs([("none", 8, 1), ("none", 4, 1), ("zero-dp", 2, 1)]))
     result = fit_model(BERT, offload_only, SYNTHETIC_ENV, fallback={"k_bwd": 1.5, "k_opt": 0.3, NVLINK: 60.0})
     assert result.borrowed == ("k_bwd", "k_opt", NVLINK)
     assert (result.coeffs.k_bwd, result.coeffs.k_opt, result.env.nvlink_gbps) == (1.5, 0.3, 60.0)
