@@ -101,9 +101,12 @@ class Env:
 
     ``net_gbps`` is the default inter-node bandwidth a job gets when the
     caller passes none (the measured constant of ``env_params.json``).
-    ``nvlink_gbps`` is an all-reduce bus bandwidth typical of NVLink A800
-    nodes and ``pcie_gbps`` a PCIe 4.0 x16 effective rate; neither is fitted
-    (single-node profiles cannot separate them from the coefficients).
+    ``nvlink_gbps`` is the effective bandwidth of collectives inside a node;
+    150 (an all-reduce bus bandwidth typical of NVLink A800 nodes) is only
+    the starting value: ``fit`` fits it per model where the profiles can
+    identify it and borrows it otherwise. ``pcie_gbps`` is a PCIe 4.0 x16
+    effective rate, not fitted (offload profiles cannot separate it from
+    ``k_off`` and ``k_swap``).
     """
 
     nvlink_gbps: float = 150.0
