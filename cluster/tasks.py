@@ -3,6 +3,16 @@
 A malformed report is logged with the field at fault and dropped (raising
 would only make Celery log a traceback; the agent cannot fix a message it
 already sent). Unknown extra kwargs are accepted so agents may add fields.
+
+Delivery: a report is acknowledged to the broker only once it has been
+handled (``acks_late``), so a report whose worker dies while handling it
+(SIGKILL, OOM, machine lost) is delivered again: at once when only the pool
+process died (``reject_on_worker_lost``), after ``BROKER_VISIBILITY_TIMEOUT``
+when the whole worker did. Handling a report twice is harmless: every report
+but a log batch is idempotent by (job, attempt) and node, and a log batch is
+stored once per message (a marker in Redis keyed by the message's id). A
+report that kills its worker every time would come back for ever, so one
+delivered again more than ``MAX_REDELIVERIES`` times is logged and dropped.
 """
 
 from __future__ import annotations
@@ -14,8 +24,10 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+import redis
 from celery import shared_task
 from django import db
+from django.conf import settings
 from django.utils import timezone as dj_timezone
 
 from cluster import protocol, services
@@ -27,23 +39,95 @@ _NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_LINES_PER_REPORT = 100_000
 
 
-# A report that finds the database unreachable is retried this often, a second apart (the message
-# is acknowledged before the task runs, so without a retry it would be lost: an exit never settled).
+# A report that finds the database unreachable is retried this often, a second apart (a retry is a
+# new message; the one being handled is acknowledged once the retry is queued).
 DB_RETRIES = 600
 DB_RETRY_DELAY_S = 1.0
 
+# A report delivered again more often than this (its worker died each time it handled it) is dropped.
+MAX_REDELIVERIES = 3
+# Redis keys of the delivery counts and of the log batches already stored; they expire after a day,
+# far longer than any message stays in the broker.
+REDELIVERIES_KEY = "gpusched:report:redeliveries:{id}:{retries}"
+STORED_KEY = "gpusched:report:stored:{id}:{retries}"
+MARK_TTL_S = 24 * 3600
 
-def report_task(name: str) -> Callable[[Callable[..., Any]], Any]:
+_redis: redis.Redis | None = None
+
+
+def _marks() -> redis.Redis:
+    """The Redis client of the delivery counts and stored marks (one per process)."""
+    global _redis
+    if _redis is None:
+        _redis = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    return _redis
+
+
+def delivered_too_often(request: Any) -> int | None:
+    """How often this message has been delivered again, if that is more than ``MAX_REDELIVERIES``
+    (drop it); None otherwise. A first delivery costs nothing: only redelivered messages are counted
+    (the broker flags them), in Redis, since the process that counted the last one may be dead."""
+    if not (request.delivery_info or {}).get("redelivered") or not request.id:
+        return None
+    key = REDELIVERIES_KEY.format(id=request.id, retries=request.retries or 0)
+    try:
+        pipe = _marks().pipeline()
+        pipe.incr(key)
+        pipe.expire(key, MARK_TTL_S)
+        count = int(pipe.execute()[0])
+    except redis.RedisError as exc:  # no count: handle it rather than risk dropping a good report
+        log.warning("could not count the deliveries of report %s (%s)", request.id, exc)
+        return None
+    return count if count > MAX_REDELIVERIES else None
+
+
+def _stored_key(request: Any) -> str | None:
+    return STORED_KEY.format(id=request.id, retries=request.retries or 0) if request.id else None
+
+
+def already_stored(request: Any) -> bool:
+    """Whether this message's log batch is already stored (an earlier delivery of it got that far)."""
+    key = _stored_key(request)
+    if key is None:
+        return False
+    try:
+        return bool(_marks().exists(key))
+    except redis.RedisError as exc:
+        log.warning("could not check whether log report %s was stored (%s)", request.id, exc)
+        return False
+
+
+def mark_stored(request: Any) -> None:
+    key = _stored_key(request)
+    if key is None:
+        return
+    try:
+        _marks().set(key, 1, ex=MARK_TTL_S)
+    except redis.RedisError as exc:  # a later delivery of the same message would store it again
+        log.warning("could not mark log report %s as stored (%s)", request.id, exc)
+
+
+def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """A REPORT_* task: token checked, ProtocolError/AgentAuthError logged and dropped, retried
-    while the database cannot be reached (reports are idempotent, so a retry is harmless)."""
+    while the database cannot be reached (reports are idempotent, so a retry is harmless),
+    acknowledged only once handled. ``once``: the report is not idempotent (a log batch), so a
+    message handled before is not handled again."""
 
     def wrap(fn: Callable[..., Any]) -> Any:
         def task(self: Any, **kwargs: Any) -> Any:
             node = kwargs.get("node")
+            redelivered = delivered_too_often(self.request)
+            if redelivered is not None:
+                log.error("%s from node %r dropped: delivered again %d times (each time its worker died, "
+                          "or held it past BROKER_VISIBILITY_TIMEOUT)", name, node, redelivered)
+                return None
+            if once and already_stored(self.request):
+                log.info("%s from node %r already stored; delivered again, ignored", name, node)
+                return None
             try:
                 node = parse_node(node)
                 services.check_token(node, kwargs.get("token", ""))
-                return fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
+                result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
             except ProtocolError as exc:
                 log.error("%s from node %r dropped: %s", name, node, exc)
             except services.AgentAuthError as exc:
@@ -51,11 +135,16 @@ def report_task(name: str) -> Callable[[Callable[..., Any]], Any]:
             except (db.OperationalError, db.InterfaceError) as exc:
                 log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
                 raise self.retry(countdown=DB_RETRY_DELAY_S, max_retries=DB_RETRIES) from None
+            else:
+                if once:
+                    mark_stored(self.request)
+                return result
             return None
 
         task.__name__, task.__qualname__, task.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
         # typing=False: unknown kwargs from newer agents must not be refused by Celery.
-        return shared_task(name=name, ignore_result=True, typing=False, bind=True)(task)
+        return shared_task(name=name, ignore_result=True, typing=False, bind=True, acks_late=True,
+                           reject_on_worker_lost=True)(task)
 
     return wrap
 
@@ -178,7 +267,7 @@ def exited(node: str, job_id: Any = None, attempt: Any = None, exit_code: Any = 
     )
 
 
-@report_task(protocol.REPORT_LOG)
+@report_task(protocol.REPORT_LOG, once=True)
 def log_lines(node: str, job_id: Any = None, attempt: Any = None, lines: Any = (), **_extra: Any) -> None:
     services.append_log(
         parse_job_id(job_id),

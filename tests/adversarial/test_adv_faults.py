@@ -508,3 +508,156 @@ def test_duplicated_and_late_agent_reports_change_nothing(stack, tmp_path) -> No
     assert state() == before
     assert Job.objects.get(pk=te.pk).state == JobState.COMPLETED
     assert allocation_problems() == []
+
+
+# --- agent reports in flight when their worker dies ------------------------------------------------------
+#
+# The test holds the job's row lock, so the worker handling the job's exit report waits on it inside
+# its transaction: the report is provably in the middle of being handled when the worker (or only the
+# pool process running it) is SIGKILLed. Node loss and the "attempt no longer listed" verdict are put
+# far off (10 s and 20 s), so that only the report itself can settle the attempt in time. A message
+# held longer than the broker's visibility timeout is delivered again even though its worker lives:
+# the tests where only a pool process dies (handed back at once) set it far beyond their duration.
+
+IN_FLIGHT_SETTINGS = {"NODE_LOST_HEARTBEATS": "20"}
+
+
+def _hold_job_row(database_url: str, job_id: int):  # noqa: ANN202 - a psycopg connection
+    import psycopg
+
+    conn = psycopg.connect(database_url)
+    conn.execute("SELECT id FROM scheduler_job WHERE id = %s FOR UPDATE", (job_id,))
+    return conn
+
+
+def _waiting_on(holder, seen: set[int]) -> tuple[int, int] | None:  # noqa: ANN001
+    """(backend pid, client port) of a new backend waiting for ``holder``'s lock on the job row (nothing
+    but the exit report locks that row while the test holds it: the job neither starts nor is preempted).
+    Waiters queue behind one another (the second waits for the first's tuple lock), hence the closure."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid, client_port, pg_blocking_pids(pid) FROM pg_stat_activity "
+                       "WHERE wait_event_type = 'Lock'")
+        waiting = {pid: (port, set(blockers)) for pid, port, blockers in cursor.fetchall()}
+    behind = {holder.info.backend_pid}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (_, blockers) in waiting.items():
+            if pid not in behind and blockers & behind:
+                behind.add(pid)
+                grew = True
+    for pid in sorted(behind - {holder.info.backend_pid} - seen):
+        return pid, waiting[pid][0]
+    return None
+
+
+def _process_with_local_port(port: int) -> int:
+    """The pid of the process owning the TCP socket whose local port is ``port`` (from /proc)."""
+    import os
+
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no process owns local port {port}")
+
+
+def _job_waiting_for_its_exit(stack: stack_module.Stack, tmp_path: Path, visibility_timeout: float) -> tuple[Job, Path]:
+    """One job running on node a that exits 0 once the returned file exists."""
+    stack.settings.update(IN_FLIGHT_SETTINGS, BROKER_VISIBILITY_TIMEOUT=str(visibility_timeout))
+    stack.worker()
+    start_agents(stack, ("a", 1))
+    go = tmp_path / "go"
+    job = submit(make_user("alice"), "j", command=f"while [ ! -e {go} ]; do sleep 0.05; done", grace_period=1)
+    wait_until(lambda: Attempt.objects.filter(job=job, number=1, state=AttemptState.RUNNING).exists(),
+               "the job to run")
+    return job, go
+
+
+def _assert_completed_once(job: Job) -> None:
+    wait_until(lambda: Job.objects.filter(pk=job.pk, state__in=[JobState.COMPLETED, JobState.FAILED]).exists(),
+               "the job to finish", timeout=WAIT)
+    job.refresh_from_db()
+    attempts = [(a.number, a.state, a.exit_code) for a in job.attempts.order_by("number")]
+    assert (job.state, attempts) == (JobState.COMPLETED, [(1, AttemptState.COMPLETED, 0)])
+    assert allocation_problems() == []
+
+
+def test_an_exit_report_whose_worker_is_sigkilled_while_handling_it_is_handled_by_the_next_worker(
+        stack, tmp_path) -> None:
+    """The whole worker (main process, pool and beat) is SIGKILLed while its pool waits inside the
+    exit report's transaction. The report was never acknowledged, so the restarted worker gets it
+    again and the attempt completes: the job does not run a second time."""
+    job, go = _job_waiting_for_its_exit(stack, tmp_path, visibility_timeout=2)
+    holder = _hold_job_row(stack.database_url, job.pk)
+    try:
+        go.touch()
+        wait_until(lambda: _waiting_on(holder, set()), "the exit report to be handled")
+        stack.procs["worker"].kill()
+    finally:
+        holder.close()
+    stack.worker()
+    _assert_completed_once(job)
+    assert "cluster.exited" in stack.procs["worker"].output()
+
+
+def test_an_exit_report_whose_pool_process_dies_while_handling_it_is_handled_again(stack, tmp_path) -> None:
+    """Only the pool process handling the exit report is SIGKILLed (as the OOM killer would); the
+    worker lives on, gives the report back to the queue and a new pool process handles it."""
+    job, go = _job_waiting_for_its_exit(stack, tmp_path, visibility_timeout=3600)
+    holder = _hold_job_row(stack.database_url, job.pk)
+    try:
+        go.touch()
+        _, port = wait_until(lambda: _waiting_on(holder, set()), "the exit report to be handled")
+        pool_process = _process_with_local_port(port)
+        assert pool_process != stack.procs["worker"].process.pid
+        os_kill(pool_process)
+    finally:
+        holder.close()
+    _assert_completed_once(job)
+    assert stack.procs["worker"].alive()
+
+
+def test_an_exit_report_that_kills_its_pool_process_every_time_is_dropped_after_a_few_deliveries(
+        stack, tmp_path) -> None:
+    """Each time a pool process handles the exit report it is SIGKILLed. After the first delivery and
+    MAX_REDELIVERIES more, the worker drops the report instead of dying on it for ever; the attempt
+    is then ended by the heartbeats' verdict (no longer listed) and the job runs again."""
+    from cluster.tasks import MAX_REDELIVERIES
+
+    job, go = _job_waiting_for_its_exit(stack, tmp_path, visibility_timeout=3600)
+    holder = _hold_job_row(stack.database_url, job.pk)
+    seen: set[int] = set()
+    try:
+        go.touch()
+        for i in range(MAX_REDELIVERIES + 1):
+            backend, port = wait_until(lambda: _waiting_on(holder, seen), f"delivery {i + 1} of the exit report")
+            seen.add(backend)
+            os_kill(_process_with_local_port(port))
+        wait_until(lambda: "cluster.exited from node 'a' dropped: delivered again" in stack.procs["worker"].output(),
+                   "the report to be dropped")
+        assert _waiting_on(holder, seen) is None
+    finally:
+        holder.close()
+    wait_until(lambda: Job.objects.filter(pk=job.pk, state=JobState.COMPLETED).exists(), "the job to finish",
+               timeout=WAIT)
+    attempts = [(a.number, a.state) for a in Attempt.objects.filter(job=job).order_by("number")]
+    assert attempts == [(1, AttemptState.NODE_LOST), (2, AttemptState.COMPLETED)]
+    assert stack.procs["worker"].alive()
+
+
+def os_kill(pid: int) -> None:
+    import os
+
+    os.kill(pid, signal.SIGKILL)
