@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 
 class ApiBodyLimitMiddleware:
-    """Answer 413 JSON to an /api/ request whose body exceeds API_MAX_BODY_BYTES."""
+    """Answer 413 JSON to an /api/ request whose body exceeds API_MAX_BODY_BYTES.
+
+    The declared Content-Length is checked first. A body sent without one
+    (``Transfer-Encoding: chunked``) is measured by what was received: under
+    ASGI the server has buffered it before the view runs, and Django reads it
+    refusing anything past ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (never below this
+    limit). A body within the limit is then given the Content-Length it had,
+    so the API parses it like any other (DRF treats a request without one as
+    having no body).
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -17,12 +27,25 @@ class ApiBodyLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
             limit = settings.API_MAX_BODY_BYTES
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                return JsonResponse({"detail": "Content-Length is not a number."}, status=400)
-            if length > limit:
-                return JsonResponse(
-                    {"detail": f"Request body is {length} bytes; the limit is {limit} bytes."}, status=413
-                )
+            declared = request.META.get("CONTENT_LENGTH")
+            if declared:
+                try:
+                    length = int(declared)
+                except ValueError:
+                    return JsonResponse({"detail": "Content-Length is not a number."}, status=400)
+                if length > limit:
+                    return too_large(f"Request body is {length} bytes; the limit is {limit} bytes.")
+            else:
+                try:
+                    length = len(request.body)
+                except RequestDataTooBig:
+                    length = None
+                if length is None or length > limit:
+                    return too_large(f"Request body is over the limit of {limit} bytes.")
+                if length:
+                    request.META["CONTENT_LENGTH"] = str(length)
         return self.get_response(request)
+
+
+def too_large(detail: str) -> JsonResponse:
+    return JsonResponse({"detail": detail}, status=413)

@@ -191,3 +191,50 @@ def test_binary_or_malformed_traces_are_refused_with_the_reason(roles, browser_a
     assert 'class="errors"' in html or "errorlist" in html
     assert SCRIPT not in html
     assert not SimulationRun.objects.exists()
+
+
+# --- bodies without Content-Length, through the real server ----------------------------------------------
+
+
+def _chunked(body: bytes, piece: int = 4096):  # noqa: ANN202 - a generator: requests then sends it chunked
+    for start in range(0, len(body), piece):
+        yield body[start:start + piece]
+
+
+@pytest.fixture
+def served_api(live_stack):  # noqa: ANN001, ANN201
+    """daphne serving the portal on the test database (as scripts/serve.sh web runs it), and a token."""
+    from django.contrib.auth.models import User
+
+    from portal.models import ApiToken
+
+    live_stack.portal()
+    key = ApiToken.issue(User.objects.create_user("alice"), "chunked")[1]
+    return live_stack.base_url, {"Authorization": f"Token {key}", "Content-Type": "application/json"}
+
+
+@pytest.mark.django_db(transaction=True)  # the server sees the test's rows
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_chunked_body_without_content_length_is_held_to_the_same_limit(served_api) -> None:
+    """Transfer-Encoding: chunked carries no Content-Length; the limit applies to the bytes received,
+    and a body within it is parsed like any other."""
+    import requests
+
+    base, headers = served_api
+    limit = 64 * 1024
+    padded = json.dumps({"name": "big", "command": ""})
+    for size in (limit + 1, 4 * limit, 2 * 1024 * 1024):
+        body = padded[:-2].encode() + b"x" * (size - len(padded)) + b'"}'
+        assert len(body) == size
+        response = requests.post(base + URL, data=_chunked(body), headers=headers, timeout=60)
+        assert response.request.headers.get("Transfer-Encoding") == "chunked"
+        assert "Content-Length" not in response.request.headers
+        assert response.status_code == 413, (size, response.status_code, response.text[:300])
+        assert response.json()["detail"] == f"Request body is over the limit of {limit} bytes."
+    assert not Job.objects.exists()
+
+    ok = json.dumps({"name": "chunked", "command": "echo hi"}).encode()
+    response = requests.post(base + URL, data=_chunked(ok, 7), headers=headers, timeout=60)
+    assert response.status_code == 201, response.text[:300]
+    assert Job.objects.get().name == "chunked"
