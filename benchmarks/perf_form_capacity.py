@@ -9,11 +9,11 @@ The performance model is fitted from ``profiles/`` only (what
 question: if the seven coefficients were refitted on measured placements
 (iteration times only, same loss, the profile fit as the starting point and
 the forward curve and intra-node bandwidth kept), how well would the form
-predict placements it did
-not see? Rows are split into ``--folds`` folds by position (row i in fold
-i mod k), each fold predicted from a fit on the others. A low error here and
-a high one in ``validate`` means the profiles cannot identify the
-coefficients; a high error here means the form cannot express the data.
+predict placements it did not see? Rows are split into ``--folds`` folds by
+position (row i in fold i mod k), each fold predicted from a fit on the
+others. A low error here and a high one in ``validate`` means the profiles
+cannot identify the coefficients; a high error here means the form cannot
+express the data.
 """
 
 from __future__ import annotations
