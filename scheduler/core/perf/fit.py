@@ -30,10 +30,8 @@ into their validation scripts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
-
-import dataclasses
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -165,7 +163,9 @@ def fit_coeffs(runs: Sequence[ProfileRun], inputs: ModelInputs, fwd: ForwardCurv
     # are relative, like the other coefficients' effects.
     start_values = {**START.as_dict(), NVLINK: env.nvlink_gbps, **fixed}
     full = np.array([start_values[name] for name in names], dtype=float)
-    full[-1] = np.log(full[-1])
+    # A starting bandwidth outside the bounds (an Env given by the caller)
+    # starts the solver at the nearest bound instead of failing.
+    full[-1] = np.log(full[-1] if NVLINK in fixed else np.clip(full[-1], *NVLINK_BOUNDS))
 
     def expand(x: np.ndarray) -> np.ndarray:
         out = full.copy()
@@ -176,8 +176,8 @@ def fit_coeffs(runs: Sequence[ProfileRun], inputs: ModelInputs, fwd: ForwardCurv
         values = expand(x)
         coeffs = Coeffs(*(float(v) for v in values[:-1]))
         if NVLINK in fixed:
-            return coeffs, dataclasses.replace(env, nvlink_gbps=float(fixed[NVLINK]))
-        return coeffs, dataclasses.replace(env, nvlink_gbps=float(np.exp(values[-1])))
+            return coeffs, replace(env, nvlink_gbps=float(fixed[NVLINK]))
+        return coeffs, replace(env, nvlink_gbps=float(np.exp(values[-1])))
 
     def resid(x: np.ndarray) -> np.ndarray:
         coeffs, fitted_env = unpack(x)

@@ -78,6 +78,9 @@ def test_fit_recovers_the_intra_node_bandwidth_the_runs_were_measured_at() -> No
     truth = components(features(check), inputs, SYNTHETIC_COEFFS, TRUE_FWD, slow)["total"]
     fitted = components(features(check), result.inputs, result.coeffs, result.forward, result.env)["total"]
     assert np.allclose(fitted, truth, rtol=0.02)
+    # A starting value outside the fitted range starts from its bound.
+    wild = fit_model(BERT, synthetic_runs(MIXED, env=slow), dataclasses.replace(SYNTHETIC_ENV, nvlink_gbps=1000.0))
+    assert wild.env.nvlink_gbps == pytest.approx(40.0, rel=0.05)
     held = fit_model(BERT, synthetic_runs(MIXED, env=slow), SYNTHETIC_ENV, fit_nvlink=False)
     assert held.env.nvlink_gbps == SYNTHETIC_ENV.nvlink_gbps and NVLINK not in held.borrowed
 
