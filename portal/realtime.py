@@ -21,6 +21,7 @@ Contract of every ``publish_*`` function:
 * Safe inside a transaction: the hint is sent by ``transaction.on_commit``, so
   a rolled-back change is never announced and the reader finds the committed
   rows. Outside a transaction it is sent at once.
+* Submission hints are throttled per process (``publish_job_submitted``).
 * Hints of one transaction are coalesced: starting fifty jobs in one
   scheduling cycle sends one ``cluster`` hint, one ``latency`` hint and one
   hint per job.
@@ -31,7 +32,8 @@ Contract of every ``publish_*`` function:
   socket reconnects).
 
 ``connect_signals()`` (called once by the dashboard app) makes every saved
-``JobEvent`` (each state transition and the submission) publish its job,
+``JobEvent`` publish its job (each state transition) or the new queue entry
+(the submission),
 every saved ``AttemptLog`` chunk publish its log, and every saved ``Node``
 publish the cluster, so callers that write those rows with
 ``save()``/``create()`` need not call anything. ``bulk_create`` sends
@@ -63,11 +65,28 @@ JOB_LOG = "job.log"
 PUBLISH_TIMEOUT_S = 2.0
 #: After a failed flush, hints are dropped for this many seconds.
 PUBLISH_COOLDOWN_S = 5.0
+#: Shortest time between two submission hints of one process (see ``publish_job_submitted``).
+SUBMISSION_HINT_INTERVAL_S = 0.25
 
 
 def job_group(job_id: int) -> str:
     """The group of one job's page."""
     return f"job.{int(job_id)}"
+
+
+#: Consumer handler of ``publish_access_revoked`` (``access_revoked``).
+ACCESS_REVOKED = "access.revoked"
+
+
+def user_group(user_id: int) -> str:
+    """The group of every live page one user has open, whatever page it is."""
+    return f"user.{int(user_id)}"
+
+
+def publish_access_revoked(user_id: int) -> None:
+    """Tell every live page of user ``user_id`` that their access was revoked: each closes its
+    socket (the consumers also re-check access before each push, for revocations made otherwise)."""
+    _queue(user_group(user_id), {"type": ACCESS_REVOKED})
 
 
 # --- The public API ----------------------------------------------------------
@@ -81,6 +100,29 @@ def publish_job_changed(job: Any) -> None:
     """
     job_id = int(getattr(job, "pk", job))
     _queue(job_group(job_id), {"type": JOB_CHANGED, "job_id": job_id})
+    _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
+    _queue(LATENCY_GROUP, {"type": LATENCY_CHANGED})
+
+
+def publish_job_submitted(job: Any) -> None:
+    """Announce a new job (its queue entry) to the cluster and latency pages.
+
+    No hint goes to the job's own group: no page can follow a job before the
+    transaction creating it commits, and a page opened after reads the job.
+    Throttled per process: within ``SUBMISSION_HINT_INTERVAL_S`` of the last
+    submission hint of this process, nothing is sent. Nothing is lost by
+    that: every submission is followed by a scheduling cycle (requested on
+    commit, or the periodic tick), which writes the job's decision (a start
+    or a pending reason) and announces that job, which refreshes both pages.
+    A burst of submissions thus costs the pages a few re-reads, and the
+    writer a few sends, instead of one each.
+    """
+    global _last_submission_hint
+    now = _clock()
+    with _cooldown_lock:
+        if now - _last_submission_hint < SUBMISSION_HINT_INTERVAL_S:
+            return
+        _last_submission_hint = now
     _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
     _queue(LATENCY_GROUP, {"type": LATENCY_CHANGED})
 
@@ -106,6 +148,8 @@ def publish_log_lines(job_id: int, attempt: int) -> None:
 
 _local = threading.local()
 _cooldown_until = 0.0
+_last_submission_hint = float("-inf")
+_clock = time.monotonic  # the submission throttle's clock (tests replace it)
 _cooldown_lock = threading.Lock()
 
 
@@ -203,10 +247,11 @@ async def _group_send_all(layer: Any, items: list[tuple[str, dict]]) -> None:
 
 
 def reset_cooldown() -> None:
-    """Forget a past failure (tests, or after the channel layer is known to be back)."""
-    global _cooldown_until
+    """Forget a past failure and the submission throttle (tests, or after the channel layer is known to be back)."""
+    global _cooldown_until, _last_submission_hint
     with _cooldown_lock:
         _cooldown_until = 0.0
+        _last_submission_hint = float("-inf")
 
 
 # --- Signals: every transition and every stored log chunk is published ------
@@ -214,7 +259,10 @@ def reset_cooldown() -> None:
 
 def _on_job_event(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
     if created and not raw:
-        publish_job_changed(instance.job_id)
+        if instance.from_state:
+            publish_job_changed(instance.job_id)
+        else:  # the submission event: a new queue entry
+            publish_job_submitted(instance.job_id)
 
 
 def _on_log_chunk(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:

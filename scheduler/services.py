@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from portal import realtime
 from scheduler import elastic, quotas
 from scheduler.models import (
     ACTIVE_STATES,
@@ -51,11 +52,23 @@ class JobRequestInvalid(Exception):
 
 
 class QuotaExceeded(Exception):
-    """A quota refuses the job; ``violation`` says which limit, its value and the usage."""
+    """A quota refuses the job; ``violation`` says which limit, its value and the usage.
 
-    def __init__(self, violation: quotas.Violation) -> None:
+    ``index``: for a job array, the position of the job refused (None otherwise).
+    """
+
+    def __init__(self, violation: quotas.Violation, index: int | None = None) -> None:
         super().__init__(violation.message)
         self.violation = violation
+        self.index = index
+
+
+class JobArrayInvalid(Exception):
+    """Jobs of an array break rules; ``errors`` maps a job's position to its field errors."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]]) -> None:
+        super().__init__("; ".join(f"job {i}: {JobRequestInvalid(e)}" for i, e in errors.items()))
+        self.errors = errors
 
 
 class JobNotCancellable(Exception):
@@ -172,6 +185,54 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         transaction.on_commit(lambda: request_scheduling())
     _as_prefetched(job, [event])
     return job
+
+
+#: Most jobs one array may hold.
+MAX_ARRAY_JOBS = 500
+
+
+def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a user model instance
+    """Submit a job array: every job of ``reqs`` becomes PENDING, or none does.
+
+    The same rules as ``submit_job`` for each job, checked against the
+    owner's quotas as if the jobs were submitted one after the other (each
+    counts as pending for the next), under the same row locks. Raises
+    ``JobArrayInvalid`` (every job's field errors, by position) or
+    ``QuotaExceeded`` with ``index`` set to the first job refused; nothing is
+    written then. Jobs are stored in order (increasing ids) with one insert for
+    the jobs and one for their submission events; one scheduling request
+    follows the commit. The returned jobs carry attempts and events as
+    ``submit_job``'s does.
+    """
+    if not 1 <= len(reqs) <= MAX_ARRAY_JOBS:
+        raise ValueError(f"a job array holds 1 to {MAX_ARRAY_JOBS} jobs, not {len(reqs)}")
+    capacity = cluster_capacity()
+    errors = {i: found for i, req in enumerate(reqs) if (found := validate_request(req, capacity))}
+    if errors:
+        raise JobArrayInvalid(errors)
+    with transaction.atomic():
+        scopes = _locked_scopes(owner)
+        jobs = []
+        for i, req in enumerate(reqs):
+            if req.job_class == JobClass.TE and req.time_limit is None:
+                req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
+            job = Job(owner=owner, **_fields(req))
+            violation = quotas.check_submission(job, scopes)
+            if violation:
+                raise QuotaExceeded(violation, index=i)
+            for scope in scopes:  # the next job of the array sees this one pending
+                scope.usage.pending_jobs += 1
+            jobs.append(job)
+        Job.objects.bulk_create(jobs)
+        events = JobEvent.objects.bulk_create(
+            JobEvent(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted") for job in jobs
+        )
+        # bulk_create sends no signals: announce the new queue entries ourselves.
+        realtime.publish_job_submitted(jobs[0].pk)
+        transaction.on_commit(lambda: request_scheduling())
+    for job, event in zip(jobs, events, strict=True):
+        _as_prefetched(job, [event])
+    return jobs
 
 
 def _fields(req: JobRequest) -> dict:

@@ -27,7 +27,7 @@ from scheduler.models import (
     JobClass,
     JobEvent,
 )
-from scheduler.services import JobRequest
+from scheduler.services import MAX_ARRAY_JOBS, JobRequest
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -172,6 +172,7 @@ class QuotaExceededSerializer(serializers.Serializer):
     current_usage = serializers.FloatField()
     requested = serializers.FloatField(allow_null=True)
     scope = serializers.CharField()
+    index = serializers.IntegerField(required=False, help_text="Job arrays only: the position of the job refused.")
 
 
 class ErrorsSerializer(serializers.Serializer):
@@ -223,3 +224,46 @@ class NodeSerializer(serializers.Serializer):
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     agent_version = serializers.CharField()
 
+
+
+class JobArraySubmitSerializer(serializers.Serializer):
+    """The body of POST /api/v1/jobs/array/: ``{"jobs": [job, ...]}``, each job as for POST /api/v1/jobs/.
+
+    Errors name the job's position and field: ``{"errors": {"jobs[3].num_gpus": [...]}}``.
+    """
+
+    jobs = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_ARRAY_JOBS,
+                                 help_text=f"1 to {MAX_ARRAY_JOBS} jobs, each the body of POST /api/v1/jobs/.")
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        """Check the envelope, then every job with ``JobSubmitSerializer``, reporting all errors at once."""
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - {"jobs"})
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+            raise serializers.ValidationError({"jobs": ["A list of jobs is required."]})
+        items = data["jobs"]
+        if not 1 <= len(items) <= MAX_ARRAY_JOBS:
+            raise serializers.ValidationError({"jobs": [f"Between 1 and {MAX_ARRAY_JOBS} jobs."]})
+        errors: dict[str, list[str]] = {}
+        requests = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                errors[f"jobs[{i}]"] = ["A job must be a JSON object."]
+                continue
+            one = JobSubmitSerializer(data=item)
+            if one.is_valid():
+                requests.append(one.to_request())
+            else:
+                for name, messages in one.errors.items():
+                    errors[f"jobs[{i}].{name}"] = [str(m) for m in messages]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return {"jobs": requests}
+
+
+class JobArraySerializer(serializers.Serializer):
+    """The 201 body of a job array: the jobs in the order given."""
+
+    jobs = JobSerializer(many=True)

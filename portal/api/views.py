@@ -16,6 +16,8 @@ from portal.api.errors import validation_error
 from portal.api.serializers import (
     DetailSerializer,
     ErrorsSerializer,
+    JobArraySerializer,
+    JobArraySubmitSerializer,
     JobSerializer,
     JobSubmitSerializer,
     LogSerializer,
@@ -40,6 +42,12 @@ _BAD_SUBMISSION = OpenApiResponse(
                                resource_type_field_name=None),
     description="Field errors ({errors: {field: [messages]}}), or a body that is not JSON ({detail}).",
 )
+
+
+def _quota_body(v) -> dict:  # noqa: ANN001 - a scheduler.quotas.Violation
+    """The 403 body of a refused submission."""
+    return {"detail": v.message, "limit": v.limit, "limit_value": v.limit_value,
+            "current_usage": v.current_usage, "requested": v.requested, "scope": v.scope}
 
 
 class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
@@ -106,12 +114,33 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         except services.JobRequestInvalid as exc:
             return validation_error(exc.errors)
         except services.QuotaExceeded as exc:
-            v = exc.violation
-            body = {"detail": v.message, "limit": v.limit, "limit_value": v.limit_value,
-                    "current_usage": v.current_usage, "requested": v.requested, "scope": v.scope}
-            return Response(body, status=status.HTTP_403_FORBIDDEN)
+            return Response(_quota_body(exc.violation), status=status.HTTP_403_FORBIDDEN)
         # The job as just written, with its submission event: the same body a GET returns, without reading back.
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=JobArraySubmitSerializer,
+        responses={
+            201: JobArraySerializer,
+            400: _BAD_SUBMISSION,
+            403: OpenApiResponse(QuotaExceededSerializer,
+                                 description="A quota refuses a job of the array (its position in `index`)."),
+            413: DetailSerializer,
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="array")
+    def array(self, request: Request) -> Response:
+        """Submit several jobs at once, all or none (like ``sbatch --array``)."""
+        serializer = JobArraySubmitSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            jobs = services.submit_jobs(request.user, serializer.validated_data["jobs"])
+        except services.JobArrayInvalid as exc:
+            return validation_error({f"jobs[{i}].{name}": messages
+                                     for i, errors in exc.errors.items() for name, messages in errors.items()})
+        except services.QuotaExceeded as exc:
+            return Response({**_quota_body(exc.violation), "index": exc.index}, status=status.HTTP_403_FORBIDDEN)
+        return Response({"jobs": JobSerializer(jobs, many=True).data}, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={202: JobSerializer, 404: DetailSerializer, 409: DetailSerializer})
     @action(detail=True, methods=["post"])

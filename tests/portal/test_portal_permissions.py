@@ -40,6 +40,8 @@ MATRIX = [
     ("page", "get", "/admin/cluster/node/", {"anonymous": 302, "owner": 302, "other": 302, "staff": 200}),
     ("api", "get", "/api/v1/jobs/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "post", "/api/v1/jobs/", {"anonymous": 401, "owner": 201, "other": 201, "staff": 201}),
+    ("api", "post", "/api/v1/jobs/array/", {"anonymous": 401, "owner": 201, "other": 201, "staff": 201}),
+    ("api", "get", "/api/v1/jobs/array/", {"anonymous": 401, "owner": 405, "other": 405, "staff": 405}),
     ("api", "get", "/api/v1/jobs/{job}/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "post", "/api/v1/jobs/{job}/cancel/", {"anonymous": 401, "owner": 202, "other": 404, "staff": 202}),
     ("api", "get", "/api/v1/jobs/{job}/logs/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
@@ -55,6 +57,7 @@ BODIES = {
     "/admin/scheduler/quota/add/": {"group": "", "user": "", "max_gpus": "4", "budget_period_days": "7",
                                     "note": "added in matrix"},
     "/api/v1/jobs/": {"name": "from api", "command": "echo hi"},
+    "/api/v1/jobs/array/": {"jobs": [{"name": "array 0", "command": "echo 0"}, {"name": "array 1", "command": "echo 1"}]},
 }
 
 CASES = [(kind, method, path, role, expected[role]) for kind, method, path, expected in MATRIX for role in ROLES]

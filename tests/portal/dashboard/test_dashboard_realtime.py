@@ -142,3 +142,47 @@ def test_publishing_from_a_thread_with_a_running_event_loop_still_sends(memory_l
     # The in-memory layer is bound to no loop, so the helper thread's loop can use it.
     assert asyncio.run(inside_a_loop()) == 1
     assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+
+
+def test_submission_refreshes_cluster_and_latency_but_not_the_job_group(memory_layer, django_capture_on_commit_callbacks):
+    job_ch = listen(memory_layer, realtime.job_group(9))
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    latency_ch = listen(memory_layer, realtime.LATENCY_GROUP)
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_job_submitted(9)
+    assert drain(memory_layer, job_ch) == []
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    assert drain(memory_layer, latency_ch) == [{"type": "latency.changed"}]
+
+
+def test_submission_hints_are_throttled_per_process(memory_layer, django_capture_on_commit_callbacks, monkeypatch):
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    clock = [1000.0]
+    monkeypatch.setattr(realtime, "_clock", lambda: clock[0])
+    for _ in range(20):  # a burst of separate commits within one interval
+        with django_capture_on_commit_callbacks(execute=True):
+            realtime.publish_job_submitted(1)
+        clock[0] += realtime.SUBMISSION_HINT_INTERVAL_S / 40
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    clock[0] += realtime.SUBMISSION_HINT_INTERVAL_S
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_job_submitted(2)
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]  # the next interval sends again
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_job_changed(2)  # transitions are never throttled
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+
+
+def test_submission_event_publishes_through_the_signal_without_the_job_group(memory_layer, roles, make_job,
+                                                                              django_capture_on_commit_callbacks):
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = make_job(roles.owner)
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    job_ch = listen(memory_layer, realtime.job_group(job.pk))
+    realtime.reset_cooldown()
+    from scheduler.models import JobEvent, JobState
+
+    with django_capture_on_commit_callbacks(execute=True):
+        JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
+    assert drain(memory_layer, job_ch) == []
