@@ -15,10 +15,21 @@ reports:
 * ``problems``: the audit of stored rows against the 201 answers (every
   accepted job stored exactly once under its id) — must be empty;
 * ``decided_after_s``: seconds after the burst until every job of it had a
-  decision from the loop (started, or pending with a reason).
+  decision from the loop (started, or pending with a reason);
+* ``cpu_ms_per_job``: CPU time of the portal processes and of the Celery
+  worker (with their children) over the burst, per accepted job: what one
+  submission costs the server whatever else loads the machine;
+* ``loadavg_1min`` before and after the burst.
+
+``--server gunicorn`` serves the WSGI app with gunicorn (``--portals`` gthread
+workers of ``--threads`` threads) instead of daphne, for comparison (HTTP only;
+the deployment serves daphne). ``--array K`` posts K jobs per request to
+/api/v1/jobs/array/: its rate is jobs per second through job arrays, not
+requests per second.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs_adv \\
-        .venv/bin/python benchmarks/api_submit_rate.py --sizes 1000 10000 --clients 4 --json api_submit_rate.json
+        .venv/bin/python benchmarks/api_submit_rate.py --sizes 1000 10000 --clients 4 --portals 2 \\
+        --json api_submit_rate.json
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.adversarial import load  # noqa: E402
-from tests.adversarial.stack import BIN, Proc, RedisServer, Stack, wait_for  # noqa: E402
+from tests.adversarial.stack import BIN, Proc, RedisServer, Stack, free_port, wait_for  # noqa: E402
 
 
 def _bench_database(base_url: str) -> str:
@@ -79,8 +90,22 @@ def _setup_cluster(users: int) -> list[str]:
     return tokens
 
 
-def _portals(stack: Stack, count: int) -> None:
-    """``count`` daphne processes accepting on one socket (the kernel spreads the connections)."""
+def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4) -> None:
+    """``count`` portal processes accepting on one socket (the kernel spreads the connections).
+
+    ``server``: ``daphne`` (the ASGI app, as ``scripts/serve.sh web``) or ``gunicorn`` (the WSGI app,
+    ``count`` gthread workers of ``threads`` threads each; HTTP only, no WebSockets).
+    """
+    if server == "gunicorn":
+        stack.portal_port = stack.portal_port or free_port()
+        proc = Proc("portal", [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{stack.portal_port}", "--workers",
+                               str(count), "--worker-class", "gthread", "--threads", str(threads),
+                               "--keep-alive", "30", "--log-level", "warning", "portal.wsgi:application"],
+                    stack.tmp / "portal.log", stack.env())
+        stack.procs[proc.name] = proc
+        proc.start()
+        wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
+        return
     if count == 1:
         stack.portal()
         return
@@ -102,6 +127,104 @@ def _portals(stack: Stack, count: int) -> None:
     wait_for(lambda: stack._answers("/accounts/login/"), "the portals to answer")
 
 
+def _tree_cpu_seconds(root_pids: list[int]) -> float:
+    """User + system CPU seconds of these processes and all their descendants, from /proc (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        used[int(entry)] = int(fields[11]) + int(fields[12])
+    wanted = set(root_pids)
+    changed = True
+    while changed:
+        changed = False
+        for pid, ppid in parent.items():
+            if ppid in wanted and pid not in wanted:
+                wanted.add(pid)
+                changed = True
+    return sum(used.get(pid, 0) for pid in wanted) / ticks
+
+
+def _cpu_groups(stack: Stack) -> dict[str, float]:
+    """CPU seconds so far of the portal processes and of the Celery worker (with their children)."""
+    groups: dict[str, list[int]] = {"portal": [], "worker": []}
+    for name, proc in stack.procs.items():
+        if proc.process is not None:
+            groups["portal" if name.startswith("portal") else "worker"].append(proc.process.pid)
+    return {name: _tree_cpu_seconds(pids) for name, pids in groups.items()}
+
+
+def _array_client(base_url: str, token: str, names: list[str], per_request: int, start_at: float,
+                  out) -> None:  # noqa: ANN001 - a multiprocessing queue
+    """Like ``load._client`` but POSTing ``per_request`` jobs at a time to /api/v1/jobs/array/."""
+    import requests
+
+    result = load.ClientResult()
+    session = requests.Session()
+    session.headers.update({"Authorization": f"Token {token}", "Content-Type": "application/json"})
+    while time.time() < start_at:
+        time.sleep(0.001)
+    for first in range(0, len(names), per_request):
+        chunk = names[first:first + per_request]
+        body = {"jobs": [{"name": name, "command": load.COMMAND, "job_class": "TE" if (first + i) % 4 == 0 else "BE",
+                          "num_gpus": 1, "grace_period": 0} for i, name in enumerate(chunk)]}
+        began = time.perf_counter()
+        try:
+            response = session.post(f"{base_url}/api/v1/jobs/array/", json=body, timeout=120)
+        except requests.RequestException as exc:
+            result.statuses["error"] += 1
+            result.errors.append(f"{chunk[0]}: {type(exc).__name__}: {exc}"[:300])
+            continue
+        result.latencies.append(time.perf_counter() - began)
+        result.statuses[response.status_code] += 1
+        if response.status_code == 201:
+            for name, job in zip(chunk, response.json()["jobs"], strict=True):
+                result.accepted[name] = job["id"]
+        elif len(result.errors) < 20:
+            result.errors.append(f"{chunk[0]}: {response.status_code} {response.text[:200]}")
+    out.put(result)
+
+
+def _array_burst(base_url: str, tokens: list[str], total: int, clients: int, per_request: int) -> load.BurstResult:
+    """``load.burst`` with job arrays of ``per_request`` jobs per request."""
+    import multiprocessing
+    import uuid
+    from collections import Counter
+
+    run = uuid.uuid4().hex[:8]
+    names = [[f"load-{run}-{c}-{n}" for n in range(c, total, clients)] for c in range(clients)]
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start_at = time.time() + 2.0
+    procs = [ctx.Process(target=_array_client,
+                         args=(base_url, tokens[c % len(tokens)], names[c], per_request, start_at, out))
+             for c in range(clients)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=3600) for _ in procs]
+    ended = time.time()
+    for p in procs:
+        p.join(timeout=60)
+    accepted: dict[str, int] = {}
+    statuses: Counter = Counter()
+    errors: list[str] = []
+    latencies: list[float] = []
+    for r in results:
+        accepted.update(r.accepted)
+        statuses.update(r.statuses)
+        errors.extend(r.errors)
+        latencies.extend(r.latencies)
+    return load.BurstResult(total, clients, ended - start_at, accepted, statuses, errors, latencies)
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -112,7 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000], help="burst sizes, run in order")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--users", type=int, default=4, help="users (one API token each)")
-    parser.add_argument("--portals", type=int, default=1, help="daphne processes")
+    parser.add_argument("--portals", type=int, default=1, help="portal processes (daphne) or workers (gunicorn)")
+    parser.add_argument("--server", choices=["daphne", "gunicorn"], default="daphne",
+                        help="HTTP server of the portal: daphne (ASGI, as deployed) or gunicorn (WSGI, gthread)")
+    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--array", type=int, default=0, metavar="K",
+                        help="submit K jobs per request through /api/v1/jobs/array/ (0: one job per request)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
 
@@ -131,10 +259,16 @@ def main(argv: list[str] | None = None) -> int:
             stack.migrate()
             _django(database_url, redis.url)
             tokens = _setup_cluster(args.users)
-            _portals(stack, args.portals)
+            _portals(stack, args.portals, args.server, args.threads)
             stack.worker(concurrency=2)
             for size in args.sizes:
-                rows.append(_one_burst(stack, tokens, size, args.clients, args.portals))
+                rows.append(_one_burst(stack, tokens, size, args.clients, args.portals, args.array))
+                rows[-1]["server"] = args.server
+                if set(rows[-1]["statuses"]) - {"201"}:  # show why, from the portal's log, before it is removed
+                    for name, proc in stack.procs.items():
+                        if name.startswith("portal") and "Traceback" in proc.output():
+                            log = proc.output()
+                            print(f"--- {name} log ---\n{log[log.index('Traceback') - 2000:][:6000]}", file=sys.stderr)
                 print(json.dumps(rows[-1]), flush=True)
         finally:
             stack.stop_all()
@@ -144,11 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(not r["problems"] for r in rows) else 1
 
 
-def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals: int) -> dict:
+def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals: int, array: int = 0) -> dict:
     from scheduler.models import Job, JobState
 
-    result = load.burst(stack.base_url, tokens, size, clients)
+    cpu_before = _cpu_groups(stack)
+    load_before = os.getloadavg()
+    if array:
+        result = _array_burst(stack.base_url, tokens, size, clients, array)
+    else:
+        result = load.burst(stack.base_url, tokens, size, clients)
     burst_end = time.monotonic()
+    load_after = os.getloadavg()
+    cpu = {name: seconds - cpu_before[name] for name, seconds in _cpu_groups(stack).items()}
     names = set(result.accepted)
     prefix = next(iter(names)).rsplit("-", 2)[0] if names else "load-none"
     stored = list(Job.objects.filter(name__startswith=prefix + "-").values_list("id", "name"))
@@ -167,7 +308,12 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
         "latency_ms": {"p50": round(1000 * _percentile(lat, 0.5), 1), "p95": round(1000 * _percentile(lat, 0.95), 1),
                        "p99": round(1000 * _percentile(lat, 0.99), 1),
                        "mean": round(1000 * statistics.fmean(lat), 1) if lat else None},
-        "stored": len(stored), "problems": problems[:10], "decided_after_s": round(decided_after, 1),
+        "errors": result.errors[:5], "stored": len(stored), "problems": problems[:10], "decided_after_s": round(decided_after, 1),
+        "jobs_per_request": array or 1,
+        # CPU milliseconds per accepted job over the burst: the portal processes, the Celery worker.
+        "cpu_ms_per_job": {name: round(1000 * seconds / max(1, len(result.accepted)), 2)
+                           for name, seconds in cpu.items()},
+        "loadavg_1min": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
     }
 
 
