@@ -28,8 +28,12 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
   state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
   ``next_apply_s``, ``next_commit_s``: that cycle's phases.
 
-Agent commands are counted, not published (their broker cost is
-benchmarks/agent_latency.py's subject); scheduling triggers are off.
+Each size is filled and measured ``--runs`` times (default 3); a row gives
+the median of each time over the runs. Agent commands are counted, not
+published (their broker cost is benchmarks/agent_latency.py's subject);
+scheduling triggers are off. The script also runs on earlier commits (their
+loop has no ``gc_paused``: the collector then stays on), so a before/after
+table can use one script on both trees.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs_adv REDIS_URL=redis://127.0.0.1:6379/3 \\
         .venv/bin/python benchmarks/cycle_scale.py --json cycle_scale.json
@@ -38,6 +42,7 @@ benchmarks/agent_latency.py's subject); scheduling triggers are off.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -139,7 +144,9 @@ def _cycle_phases(repeat: int) -> dict:
 
     policy = loop.current_policy()
     now = timezone.now()
-    with loop.gc_paused():
+    # Earlier commits (before/after tables) have no gc_paused: their loop ran with the collector on.
+    paused = getattr(loop, "gc_paused", contextlib.nullcontext)
+    with paused():
         t = time.perf_counter()
         cycle = snapshot.build(now)
         snapshot_s = time.perf_counter() - t
@@ -148,7 +155,7 @@ def _cycle_phases(repeat: int) -> dict:
     snapshot_gc_s = time.perf_counter() - t
     policy_times = []
     decisions = []
-    with loop.gc_paused():
+    with paused():
         for _ in range(repeat):
             t = time.perf_counter()
             decisions = policy.decide(cycle.snapshot, now.timestamp())
@@ -178,12 +185,39 @@ def _whole_cycle() -> float:
     return time.perf_counter() - t
 
 
+def _one_run(n: int, args: argparse.Namespace, sent: dict) -> dict:
+    """Fill, the first and the next cycle phase by phase; fill again, the same two cycles whole."""
+    fill = _fill(n, n * args.pending_per_node, args.seed)
+    phases = _cycle_phases(args.repeat)  # the first cycle after the fill, phase by phase (committed)
+    steady = _cycle_phases(args.repeat)  # the cycle after it, phase by phase
+    fill_again = _fill(n, n * args.pending_per_node, args.seed)
+    assert fill_again == fill
+    sent["count"] = 0
+    cycle_s = _whole_cycle()  # the same first cycle, as the loop runs it
+    commands_sent = sent["count"]
+    next_cycle_s = _whole_cycle()
+    return {**fill, **phases, **{f"next_{k}": v for k, v in steady.items() if k.endswith("_s")},
+            "cycle_s": cycle_s, "next_cycle_s": next_cycle_s, "commands": commands_sent}
+
+
+def _medians(runs: list[dict]) -> dict:
+    """Per key, the median over runs of the seconds; counts (identical fills) from the first run."""
+    out = {}
+    for key, value in runs[0].items():
+        if key.endswith("_s"):
+            out[key] = round(statistics.median(r[key] for r in runs), 4)
+        else:
+            out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--pending-per-node", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=5, help="policy calls per size (median reported)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=3, help="fills and cycles per size (medians reported)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--without-hints", action="store_true",
                         help="diagnostic: send no live-update hints (shows their share of commit_s)")
@@ -209,19 +243,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for n in args.nodes:
-        fill = _fill(n, n * args.pending_per_node, args.seed)
-        phases = _cycle_phases(args.repeat)  # the first cycle after the fill, phase by phase (committed)
-        steady = _cycle_phases(args.repeat)  # the cycle after it, phase by phase
-        fill_again = _fill(n, n * args.pending_per_node, args.seed)
-        assert fill_again == fill
-        sent["count"] = 0
-        cycle_s = _whole_cycle()  # the same first cycle, as the loop runs it
-        commands_sent = sent["count"]
-        next_cycle_s = _whole_cycle()
-        row = {**fill, **{k: round(v, 4) if isinstance(v, float) else v for k, v in phases.items()},
-               **{f"next_{k}": round(v, 4) for k, v in steady.items() if k.endswith("_s")},
-               "cycle_s": round(cycle_s, 4), "next_cycle_s": round(next_cycle_s, 4), "commands": commands_sent,
-               "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp"), "hints": not args.without_hints}
+        runs = [_one_run(n, args, sent) for _ in range(args.runs)]
+        row = {**_medians(runs), "runs": args.runs, "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp"),
+               "hints": not args.without_hints}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
