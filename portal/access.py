@@ -3,18 +3,28 @@
 Sessions live in the database (Django's default session engine), so ending a
 user's sessions means deleting the rows whose data names that user. A revoked
 token never authenticates again (``portal.api.authentication``); a deleted
-session is refused by the pages, the API and the WebSocket routes alike.
+session is refused by the pages, the API and the WebSocket routes alike. Live
+pages already open are told to close their sockets when the revocation
+commits (``realtime.publish_access_revoked``), and each consumer checks
+``still_signed_in`` before every push, so a session that ends any other way
+(password changed, expired, account deactivated in the admin) stops receiving
+data at the next push.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
+from types import SimpleNamespace
+from typing import Any
 
-from django.contrib.auth import SESSION_KEY
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY, get_user, get_user_model
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.utils import timezone
 
+from portal import realtime
 from portal.models import ApiToken
 
 
@@ -41,4 +51,25 @@ def revoke_access(user, *, deactivate: bool = False) -> Revoked:  # noqa: ANN001
             user.save(update_fields=["is_active"])
         sessions = Session.objects.filter(session_key__in=user_sessions(user)).delete()[0]
         tokens = ApiToken.objects.filter(user=user, revoked__isnull=True).update(revoked=timezone.now())
+        realtime.publish_access_revoked(user.pk)  # on commit: their open live pages close
     return Revoked(sessions, tokens)
+
+
+def still_signed_in(scope: dict[str, Any]) -> bool:
+    """Whether a WebSocket connection may still be sent data: the session it connected with still
+    exists, unexpired, logged in as the same user with the same password, and the account is active
+    (what Django checks on every page request, read afresh from the database).
+
+    A scope without a session (a consumer mounted without the session middleware) is judged by its
+    user's account alone.
+    """
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return False
+    session = scope.get("session")
+    session_key = getattr(session, "session_key", None) if session is not None else None
+    if session_key is None:
+        return get_user_model()._default_manager.filter(pk=user.pk, is_active=True).exists()
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    current = get_user(SimpleNamespace(session=store))
+    return current.is_authenticated and current.pk == user.pk

@@ -3,7 +3,13 @@
 Each consumer checks the same permissions as its page when it connects
 (anonymous: close code 4401; a job that is not the viewer's and the viewer is
 not staff: 4404, exactly like the page's 404), joins its group, sends the full
-state once, and afterwards sends fresh state whenever a hint arrives. Hints
+state once, and afterwards sends fresh state whenever a hint arrives.
+Permissions are not only checked at connect: every socket also joins its
+viewer's group (``realtime.user_group``) and closes with 4401 when the
+viewer's access is revoked (``access.revoke_access``), and before every push
+it checks that its session is still valid (``access.still_signed_in``:
+session not ended or expired, password unchanged, account active), closing
+with 4401 otherwise; the job page re-checks that the job is visible (4404). Hints
 are coalesced: however many arrive within ``DEBOUNCE_S`` (and during a
 refresh), one refresh follows. On (re)connection the page gets the full state
 again, so a dropped connection loses nothing.
@@ -29,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from portal import realtime
+from portal import access, realtime
 from portal.dashboard import selectors
 
 logger = logging.getLogger(__name__)
@@ -81,7 +87,7 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
     debounce: float = DEBOUNCE_S
 
     async def connect(self) -> None:
-        self.coalescer = Coalescer(self.refresh, self.debounce)
+        self.coalescer = Coalescer(self.push, self.debounce)
         await self.accept()  # accept first so the close code reaches the browser
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -90,15 +96,26 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         if not await self.authorize(user):
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.joined = self.group_name()
-        await self.channel_layer.group_add(self.joined, self.channel_name)
+        self.joined = [self.group_name(), realtime.user_group(user.pk)]
+        for group in self.joined:
+            await self.channel_layer.group_add(group, self.channel_name)
         await self.refresh()
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "coalescer", None) is not None:
             self.coalescer.cancel()
-        if getattr(self, "joined", None):
-            await self.channel_layer.group_discard(self.joined, self.channel_name)
+        for group in getattr(self, "joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def push(self, refresh: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``refresh`` (default: the whole state) if the viewer is still signed in; else close with 4401."""
+        if not await database_sync_to_async(access.still_signed_in)(self.scope):
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await (refresh or self.refresh)()
+
+    async def access_revoked(self, message: dict) -> None:
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def authorize(self, user) -> bool:  # noqa: ANN001
         return True
@@ -139,7 +156,7 @@ class LatencyConsumer(_LiveConsumer):
         window = content.get("window") if isinstance(content, dict) else None
         if window in selectors.LATENCY_WINDOWS:
             self.window = window
-            await self.refresh()
+            await self.push()
         else:
             await self.send_json({"type": "error", "message": f"window must be one of {list(selectors.LATENCY_WINDOWS)}"})
 
@@ -169,7 +186,7 @@ class JobConsumer(_LiveConsumer):
         self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
         self.log_attempt: int | None = None  # the attempt whose log the page shows
         self.log_after: int | None = None  # last chunk id sent for it
-        self.log_coalescer = Coalescer(self.refresh_log, DEBOUNCE_S)
+        self.log_coalescer = Coalescer(lambda: self.push(self.refresh_log), DEBOUNCE_S)
         self.log_lock = asyncio.Lock()  # one log read at a time, so no line is sent twice
         await super().connect()
 

@@ -416,3 +416,107 @@ def test_a_revoked_session_is_closed_by_the_websocket_routes(roles, password, me
     assert async_to_sync(first_message)()["type"] == "websocket.send"
     revoke_access(roles.owner)
     assert async_to_sync(first_message)() == {"type": "websocket.close", "code": 4401}
+
+
+# --- Sockets already open when access ends ---------------------------------------------------------
+
+
+def _open_socket_scenario(headers: list, path: str, cut_off, then_push=None) -> list[dict]:  # noqa: ANN001
+    """Open ``path`` with ``headers``, read the first state, run ``cut_off()`` (sync, committed),
+    then, if given, ``then_push()``; return what the socket sends next (a close, or a state)."""
+    from asgiref.sync import sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from portal.asgi import application
+
+    async def scenario() -> list[dict]:
+        communicator = WebsocketCommunicator(application, path, headers=headers)
+        connected, _ = await communicator.connect(5)
+        assert connected
+        first = await communicator.receive_output(5)
+        assert first["type"] == "websocket.send"
+        await sync_to_async(cut_off)()
+        if then_push is not None:
+            await sync_to_async(then_push)()
+        outputs = [await communicator.receive_output(5)]
+        if outputs[0]["type"] == "websocket.close":
+            assert await communicator.receive_nothing(0.5)  # and nothing after it
+        await communicator.disconnect()
+        return outputs
+
+    return async_to_sync(scenario)()
+
+
+def _session_headers(username: str, password: str) -> list:
+    from django.conf import settings
+
+    client = _session_client(username, password)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+    return [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
+
+
+CLOSED = [{"type": "websocket.close", "code": 4401}]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deactivate", [False, True], ids=["sessions-ended", "deactivated"])
+@pytest.mark.parametrize("page", ["/ws/cluster/", "/ws/latency/", "/ws/jobs/{job}/"])
+def test_revoking_access_closes_the_users_open_sockets_at_once(roles, password, make_job, memory_layer, page,
+                                                               deactivate) -> None:
+    """revoke_access (the command's service) closes every live page the user has open, with no push
+    needed; another user's socket stays open and keeps receiving."""
+    from io import StringIO
+
+    job = make_job(roles.owner)
+    path = page.format(job=job.pk)
+    args = ["revoke_access", "alice", *(["--deactivate"] if deactivate else [])]
+    assert _open_socket_scenario(_session_headers("alice", password), path,
+                                 lambda: call_command(*args, stdout=StringIO())) == CLOSED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_someone_elses_revocation_leaves_a_socket_open(roles, password, memory_layer) -> None:
+    from io import StringIO
+
+    from portal import realtime
+
+    (output,) = _open_socket_scenario(_session_headers("bob", password), "/ws/cluster/",
+                                      lambda: call_command("revoke_access", "alice", stdout=StringIO()),
+                                      then_push=realtime.publish_cluster_changed)
+    assert output["type"] == "websocket.send" and '"cluster"' in output["text"]
+
+
+def _end_sessions_directly(user) -> None:  # noqa: ANN001
+    from django.contrib.sessions.models import Session
+
+    from portal.access import user_sessions
+
+    Session.objects.filter(session_key__in=user_sessions(user)).delete()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["session-deleted", "password-changed", "deactivated-in-admin"])
+@pytest.mark.parametrize("page", ["/ws/cluster/", "/ws/latency/", "/ws/jobs/{job}/"])
+def test_a_socket_whose_session_ended_otherwise_gets_no_more_data(roles, password, make_job, memory_layer, page,
+                                                                  how) -> None:
+    """Access ended without the revocation service (no close hint): the next push finds the session
+    gone, the password changed or the account inactive, and closes instead of sending state."""
+    from portal import realtime
+
+    job = make_job(roles.owner)
+    user = roles.owner
+
+    def cut_off() -> None:
+        if how == "session-deleted":
+            _end_sessions_directly(user)
+        elif how == "password-changed":
+            user.set_password("a-brand-new-password-77")
+            user.save()
+        else:
+            type(user).objects.filter(pk=user.pk).update(is_active=False)
+
+    def push() -> None:
+        realtime.publish_job_changed(job.pk)  # reaches the cluster, latency and job pages
+
+    assert _open_socket_scenario(_session_headers("alice", password), page.format(job=job.pk), cut_off,
+                                 then_push=push) == CLOSED
