@@ -318,6 +318,7 @@ def job_state(job: Job) -> dict:
         "can_cancel": job.state not in TERMINAL_STATES,
         "attempt_count": job.attempt_count,
         "preemption_count": job.preemption_count,
+        "reconfiguration_count": job.reconfiguration_count,
         "first_started_at": iso(job.first_started_at),
         "ended_at": iso(job.ended_at),
         "exit_code": job.exit_code,
@@ -338,6 +339,10 @@ def job_state(job: Job) -> dict:
                 "vacated_at": iso(a.vacated_at),
                 "checkpointed": a.checkpointed,
                 "lost_gpu_seconds": a.lost_gpu_seconds,
+                "plan": a.plan,
+                "gpu_count": a.gpu_count,
+                "grad_accum_steps": a.grad_accum_steps,
+                "notice_reason": a.notice_reason,
             }
             for a in attempts
         ],

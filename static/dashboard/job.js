@@ -23,7 +23,8 @@
       line.append(el("span", { class: "reason", id: "job-reason" },
         state.pending_reason + (state.pending_message ? ": " + state.pending_message : "")));
     }
-    setFact("Attempts", state.attempt_count + " (" + state.preemption_count + " preempted)");
+    setFact("Attempts", state.attempt_count + " (" + state.preemption_count + " preempted" +
+      (state.reconfiguration_count ? ", " + state.reconfiguration_count + " reconfigured" : "") + ")");
     setFact("First started", dateTime(state.first_started_at));
     setFact("Ended", dateTime(state.ended_at));
     setFact("Exit code", state.exit_code === null ? "-" : String(state.exit_code));
@@ -67,6 +68,18 @@
       el("td", {}, time(a.notice_at)), el("td", {}, time(a.vacated_at)), el("td", {}, yesNo(a.checkpointed)),
       el("td", {}, a.lost_gpu_seconds === null ? "-" : Number(a.lost_gpu_seconds).toFixed(1)))));
     renderAttemptTabs(attempts.map((a) => a.number));
+    renderPlans(attempts);
+  }
+
+  /* The plan history of a job with a model or plan (the table exists only for those). */
+  function renderPlans(attempts) {
+    const body = document.querySelector("#plan-history tbody");
+    if (!body || !attempts.length) return;
+    body.replaceChildren(...attempts.map((a) => el("tr", {},
+      el("td", {}, String(a.number)), el("td", {}, a.plan || "-"), el("td", {}, String(a.gpu_count)),
+      el("td", {}, String(a.grad_accum_steps)), el("td", {}, time(a.started_at)), el("td", {}, time(a.ended_at)),
+      el("td", {}, a.notice_reason === "reconfigure"
+        ? "reconfigured" + (a.state !== "RECONFIGURED" ? " (" + a.state + ")" : "") : a.state))));
   }
 
   /* The log section: created when the first attempt starts if the page was rendered before. */

@@ -136,3 +136,13 @@ def test_the_job_page_api_and_cli_show_the_plan_history(roles, browser_as, api_a
     history = text.split("Plan history:\n")[1].split("\n\n")[0].splitlines()
     assert history[1].split() == ["1", "ga", "2", "1", "reconfigured"]
     assert history[2].split() == ["2", "zero-dp", "4", "1", "COMPLETED"]
+
+
+def test_the_live_job_page_state_carries_the_plan_history(roles, make_job) -> None:
+    from portal.dashboard.selectors import job_state
+
+    job = _with_history(roles.owner, make_job)
+    state = job_state(Job.objects.get(pk=job.pk))
+    assert state["reconfiguration_count"] == 1
+    assert [(a["plan"], a["gpu_count"], a["grad_accum_steps"], a["notice_reason"]) for a in state["attempts"]] == [
+        ("ga", 2, 1, "reconfigure"), ("zero-dp", 4, 1, "")]
