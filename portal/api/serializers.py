@@ -70,6 +70,28 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class StrictStringListField(serializers.ListField):
+    """A JSON list of strings; errors are flat messages naming the item (``[2]: Not a valid string.``),
+    as the documented error body wants (a list of strings per field)."""
+
+    def __init__(self, *, item_max_length: int, **kwargs) -> None:  # noqa: ANN003
+        super().__init__(child=StrictCharField(max_length=item_max_length), **kwargs)
+        self.item_max_length = item_max_length
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        if not isinstance(data, list):
+            raise serializers.ValidationError(f"Expected a list of strings, got {type(data).__name__}.")
+        if self.max_length is not None and len(data) > self.max_length:
+            raise serializers.ValidationError(f"At most {self.max_length} items.")
+        problems = [f"[{i}]: Not a valid string." if not isinstance(item, str)
+                    else f"[{i}]: At most {self.item_max_length} characters."
+                    for i, item in enumerate(data)
+                    if not isinstance(item, str) or len(item) > self.item_max_length]
+        if problems:
+            raise serializers.ValidationError(problems)
+        return list(data)
+
+
 class JobSubmitSerializer(serializers.Serializer):
     """The body of POST /api/v1/jobs/."""
 
@@ -87,7 +109,7 @@ class JobSubmitSerializer(serializers.Serializer):
     model = StrictCharField(max_length=32, allow_blank=True, default="",
                             help_text="Performance-model name (bert, gpt2, ...); empty: not reconfigurable.")
     plan = StrictCharField(max_length=32, allow_blank=True, default="", help_text="Execution plan (ga, zero-dp, 244, ...).")
-    allowed_plans = serializers.ListField(child=StrictCharField(max_length=32), max_length=16, default=list,
+    allowed_plans = StrictStringListField(item_max_length=32, max_length=16, default=list,
                                           help_text="Plans the scheduler may switch the job to.")
     min_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
     max_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)

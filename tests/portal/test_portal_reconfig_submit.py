@@ -46,6 +46,8 @@ BAD = [
     ("3D plan of another size", {"plan": "222"}, "plan"),
     ("unknown allowed plan", {"allowed_plans": ["ga", "pipeline"]}, "allowed_plans"),
     ("allowed plans as string", {"allowed_plans": "ga"}, "allowed_plans"),
+    ("allowed plan not a string", {"allowed_plans": ["ga", 3, None]}, "allowed_plans"),
+    ("allowed plan too long", {"allowed_plans": ["g" * 33]}, "allowed_plans"),
     ("min above the request", {"min_gpus": 3}, "min_gpus"),
     ("min zero", {"min_gpus": 0}, "min_gpus"),
     ("max below the request", {"max_gpus": 1}, "max_gpus"),
@@ -60,7 +62,8 @@ BAD = [
 def test_a_broken_rule_is_a_400_naming_the_field_and_writes_nothing(roles, api_as, case, change, field) -> None:
     response = api_as(roles.owner).post(URL, {**VALID, **change}, format="json")
     assert response.status_code == 400, response.content
-    assert field in response.json()["errors"]
+    errors = response.json()["errors"]
+    assert field in errors and all(isinstance(m, str) and m for m in errors[field])  # the documented shape
     assert Job.objects.count() == 0 and JobEvent.objects.count() == 0
 
 
