@@ -50,6 +50,8 @@ from urllib.parse import urlparse
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tests.procs import kill_group, kill_job_groups  # noqa: E402
+
 PY = sys.executable
 WAIT = 120.0  # a guard against hanging, not a target
 HEARTBEAT = 1.0
@@ -136,35 +138,15 @@ class Processes:
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            _signal_group(proc.pid, signal.SIGTERM)
+            kill_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
         for proc in self.procs:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            _signal_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def kill_job_groups(node_names: set[str]) -> None:
-    """Job process groups the agents of ``node_names`` started (by their environment)."""
-    markers = {f"GPUSCHED_NODE={n}".encode() for n in node_names}
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            env = set((proc / "environ").read_bytes().split(b"\0"))
-            stat = (proc / "stat").read_bytes()
-        except OSError:
-            continue
-        if env & markers:
-            _signal_group(int(stat[stat.rindex(b")") + 2 :].split()[2]), signal.SIGKILL)
 
 
 def wait_until(predicate, what: str, timeout: float = WAIT):  # noqa: ANN001, ANN201

@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import configured_redis_url, unavailable
+from tests.procs import group_alive, job_groups, kill_job_groups  # noqa: F401 - job_groups, group_alive re-exported
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -248,33 +249,6 @@ def _clear_queue(url: str) -> None:
     client.close()
 
 
-def job_groups(node_names: set[str]) -> list[int]:
-    """Process groups of job processes started by the agents of ``node_names`` (read from /proc)."""
-    groups = set()
-    markers = {f"GPUSCHED_NODE={name}".encode() for name in node_names}
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            env = set((proc / "environ").read_bytes().split(b"\0"))
-            stat = (proc / "stat").read_bytes()
-        except OSError:
-            continue
-        if env & markers:
-            groups.add(int(stat[stat.rindex(b")") + 2 :].split()[2]))
-    return sorted(groups)
-
-
-def group_alive(pgid: int) -> bool:
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            raw = stat.read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
 @dataclass
 class Agent:
     name: str
@@ -328,22 +302,12 @@ class LiveCluster:
         agent.process = None
 
     def kill_jobs_of(self, agent: Agent) -> list[int]:
-        groups = job_groups({agent.name})
-        for pgid in groups:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return groups
+        return kill_job_groups({agent.name})
 
     def teardown(self) -> None:
         for agent in self.agents.values():
             self.kill_agent(agent)
-        for pgid in job_groups(set(self.agents)):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_job_groups(set(self.agents))
         self.worker.wait_idle()
         import redis
 

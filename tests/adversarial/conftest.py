@@ -9,9 +9,6 @@ processes on the test database (``live_stack``, from ``tests/adversarial/stack.p
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 
 from tests.adversarial import stack as stack_module
@@ -54,8 +51,6 @@ def test_database_url(transactional_db) -> str:  # noqa: ANN001
 def live_stack(tmp_path, private_redis, test_database_url, request):  # noqa: ANN001, ANN201
     """The system's processes of one test, on the test database and a private Redis; torn down
     with every job process its agents started. Diagnostics are printed when the test failed."""
-    from tests.livestack import job_groups
-
     stack = stack_module.Stack(tmp_path, test_database_url, private_redis.url)
     try:
         yield stack
@@ -65,13 +60,8 @@ def live_stack(tmp_path, private_redis, test_database_url, request):  # noqa: AN
             import sys
 
             sys.stderr.write(stack.diagnostics())
-        agents = {name for name, proc in stack.procs.items() if "--name" in proc.args}
         stack.stop_all()
-        for pgid in job_groups(agents):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stack.kill_jobs()
 
 
 @pytest.hookimpl(hookwrapper=True)

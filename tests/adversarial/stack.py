@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.procs import RUN_MARKER, job_groups, kill_job_groups
+
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 BIN = Path(PY).parent
@@ -256,10 +258,28 @@ class Stack:
             "REDIS_URL": self.redis_url,
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
+            # Inherited by the agents' jobs: this stack's jobs are told from those of another run's
+            # agents of the same name (tests/procs.py).
+            RUN_MARKER: self.marker,
         })
         env.update(self.settings)
         env.update(extra)
         return env
+
+    @property
+    def marker(self) -> str:
+        """What this stack's processes (and so its agents' jobs) carry as ``RUN_MARKER``."""
+        return str(self.tmp)
+
+    def job_groups(self, *node_names: str) -> list[int]:
+        """Process groups of the jobs this stack's agents ``node_names`` (default: all) started."""
+        names = node_names or [name for name, proc in self.procs.items() if "--name" in proc.args]
+        return job_groups(names, self.marker)
+
+    def kill_jobs(self, *node_names: str) -> list[int]:
+        """SIGKILL the jobs of this stack's agents ``node_names`` (default: all); return their groups."""
+        names = node_names or [name for name, proc in self.procs.items() if "--name" in proc.args]
+        return kill_job_groups(names, self.marker)
 
     def _proc(self, name: str, args: list[str], **env: str) -> Proc:
         proc = Proc(name, args, self.tmp / f"{name}.log", self.env(**env))

@@ -153,20 +153,6 @@ def on_node(job: Job) -> str:
     return node
 
 
-def kill_jobs_of(node: str) -> list[int]:
-    import os
-
-    from tests.livestack import job_groups
-
-    groups = job_groups({node})
-    for pgid in groups:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return groups
-
-
 @pytest.fixture
 def stack(live_stack):  # noqa: ANN001, ANN201
     live_stack.settings.update(SETTINGS)
@@ -196,7 +182,7 @@ def test_a_machine_that_dies_with_its_jobs_has_them_requeued_and_finished_elsewh
     wait_until(lambda: len(tick_intervals(ticks)) == 6, "every job to tick")
 
     stack.procs[a].kill()
-    assert kill_jobs_of(a)
+    assert stack.kill_jobs(a)
     wait_until(lambda: Node.objects.filter(name=a, state=NodeState.NODE_LOST).exists(), "node a to be lost")
     wait_all_final([j.pk for j in jobs], stack)
 
@@ -226,7 +212,7 @@ def test_a_sigkilled_agent_s_orphaned_jobs_never_run_alongside_their_requeued_at
     wait_until(lambda: Node.objects.filter(name=a, state=NodeState.NODE_LOST).exists(), "node a to be lost")
     wait_all_final([j.pk for j in jobs], stack)
     check_final([j.pk for j in jobs], ticks)
-    kill_jobs_of(a)
+    stack.kill_jobs(a)
 
 
 # --- workers and the scheduling loop -----------------------------------------------------------------
@@ -399,12 +385,9 @@ def test_postgresql_restarted_while_jobs_run_and_are_submitted(private_postgres,
         sys.stderr.write(stack.diagnostics())
         raise
     finally:
-        from tests.livestack import job_groups
-
         stack.stop_all()
-        for node in ("a", "b"):
-            kill_jobs_of(node)
-        assert not job_groups({"a", "b"})
+        stack.kill_jobs()
+        assert not stack.job_groups()
 
 
 # --- jobs at preemption -------------------------------------------------------------------------------

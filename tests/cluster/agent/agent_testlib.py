@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cluster import protocol
+from tests.procs import group_alive, kill_group  # noqa: F401 - re-exported to the agent tests
 
 REPO = Path(__file__).resolve().parents[3]
 TRAIN = REPO / "examples" / "train_numpy.py"
@@ -37,26 +38,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, interval: fl
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting for {what}")
         time.sleep(interval)
-
-
-def group_alive(pgid: int) -> bool:
-    """True while some non-zombie process is in process group ``pgid``."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            raw = stat.read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class ReportReader:
