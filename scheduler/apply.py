@@ -124,7 +124,10 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
                                                                out.reconfigured))
     if todo.starts or todo.preempts:
         ids = [d.job_id for d, _ in todo.preempts] + [d.job_id for d, _ in todo.starts]
-        _guarded(out, ids, lambda: _starts_and_preemptions(todo, at, out))
+        batch = Applied()  # reported only if its savepoint commits: a rolled-back batch skips all its jobs
+        if _guarded(out, ids, lambda: _starts_and_preemptions(todo, at, batch)):
+            out.started, out.preempted = batch.started, batch.preempted
+            out.skipped.extend(batch.skipped)
     out.pend_updates = _write_pends(todo.pends)
     return out
 
@@ -170,12 +173,14 @@ def _one(done: bool, row: JobRow, into: list[int]) -> None:
         into.append(row.pk)
 
 
-def _guarded(out: Applied, job_ids: list[str], write: Callable[[], None]) -> None:
+def _guarded(out: Applied, job_ids: list[str], write: Callable[[], None]) -> bool:
     """Run writes in a savepoint; a conflict or an error of the database undoes only them
-    and skips the decisions about ``job_ids`` (their jobs wait for the next cycle)."""
+    and skips the decisions about ``job_ids`` (their jobs wait for the next cycle).
+    Returns whether the writes stand."""
     try:
         with transaction.atomic():
             write()
+        return True
     except Conflict as exc:
         for job_id in job_ids:
             out.skip(job_id, str(exc))
@@ -183,6 +188,7 @@ def _guarded(out: Applied, job_ids: list[str], write: Callable[[], None]) -> Non
         log.warning("decisions about %d jobs rolled back by the database: %s", len(job_ids), exc)
         for job_id in job_ids:
             out.skipped.append((str(job_id), f"database: {exc}"))
+    return False
 
 
 # --- starts and preemptions: lock, check, write ------------------------------------------
@@ -401,9 +407,10 @@ def request_cancel_kills(now: datetime) -> list[int]:
     """
     if not connection.in_atomic_block:
         raise RuntimeError("request_cancel_kills must run inside transaction.atomic()")
-    out = Applied()
-    _guarded(out, [], lambda: _cancel_kills(now, out))
-    return out.cancel_kills
+    out, batch = Applied(), Applied()
+    if _guarded(out, [], lambda: _cancel_kills(now, batch)):
+        return batch.cancel_kills
+    return []
 
 
 def _cancel_kills(now: datetime, out: Applied) -> None:

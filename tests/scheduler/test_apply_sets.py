@@ -107,6 +107,44 @@ def test_gpus_go_to_starts_in_the_policy_order_when_a_node_has_fewer_than_decide
     _never_started(low)
 
 
+@pytest.mark.django_db
+def test_a_batch_the_database_rolls_back_reports_and_sends_nothing(
+        sent, monkeypatch, django_capture_on_commit_callbacks) -> None:
+    """The preemptions are written, then the starts' write fails (as a deadlock would): the
+    savepoint undoes both, no command leaves, and every decision of the batch is reported skipped."""
+    from django.db import OperationalError
+
+    make_node("n1", 2)
+    alice = make_user("alice")
+    victim = submit(alice, "victim")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert loop.run_cycle().applied.started == [victim.pk]
+    waiting = submit(alice, "waiting")
+    cycle = snapshot.build(timezone.now())
+    real_events, calls = apply._write_events, []
+
+    def fail_on_the_starts(events) -> None:  # noqa: ANN001
+        calls.append(len(events))
+        if len(calls) == 2:
+            raise OperationalError("deadlock detected")
+        real_events(events)
+
+    monkeypatch.setattr(apply, "_write_events", fail_on_the_starts)
+    sent.clear()
+    applied = _apply([Preempt(str(victim.pk), None), _start(waiting, {"n1": 1})], cycle,
+                     django_capture_on_commit_callbacks)
+
+    assert calls == [1, 1]  # the preemption's events were written before the failure
+    assert (applied.started, applied.preempted) == ([], [])
+    assert sorted(job for job, _ in applied.skipped) == sorted([str(victim.pk), str(waiting.pk)])
+    assert all(why == "database: deadlock detected" for _, why in applied.skipped)
+    victim.refresh_from_db()
+    assert (victim.state, victim.preemption_count) == (JobState.STARTING, 0)
+    assert Attempt.objects.get(job=victim).notice_at is None
+    _never_started(waiting)
+    assert sent.items == []
+
+
 def _cycle_statements(jobs: int) -> int:
     """Statements of one apply with ``jobs`` starts, ``jobs`` preemptions and ``jobs`` new
     pending reasons (each its own message), on a fresh cluster."""
