@@ -24,6 +24,12 @@ timed, median of ``--repeat`` calls (wall clock, and CPU time of the process,
 which other load on a shared machine inflates less)::
 
     python benchmarks/policy_decide.py --nodes 1000 --pending 10000 --te-share 0.2 --repeat 5
+
+``--morphling CSV`` times every ``decide()`` of a whole simulated run of a
+Rubick workload on the 8 x 8-GPU testbed (``--policies rubick``): median,
+99th percentile and maximum, wall clock and CPU::
+
+    python benchmarks/policy_decide.py --morphling ../shared/traces/morphling/workloads/workload-base.csv --policies rubick
 """
 
 from __future__ import annotations
@@ -137,6 +143,53 @@ def scale_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def morphling_main(args: argparse.Namespace) -> int:
+    """Every ``decide()`` of a whole simulated run of a Rubick workload on the
+    8 x 8-GPU testbed, timed one by one (the sizes a reconfiguring policy
+    meets in practice: tens of jobs, not thousands)."""
+    from scheduler.sim.cluster import make_nodes
+    from scheduler.sim.engine import SimConfig
+    from scheduler.sim.morphling import TESTBED, load_morphling
+    from scheduler.sim.runner import build_policy, parse_policy_spec, run_policy
+
+    workload = load_morphling(args.morphling)
+    nodes = make_nodes(TESTBED[0], TESTBED[1], TESTBED[2], TESTBED[3])
+    rows = []
+    for name in args.policies.split(","):
+        spec = parse_policy_spec(name)
+        config = SimConfig()
+        policy = build_policy(spec, config.resume_overhead, config.reconfigure_overhead)
+        inner = policy.decide
+        calls: list[tuple[float, float, int, int]] = []
+
+        def timed(snap: Snapshot, now: float, inner=inner, calls=calls):
+            c0, t0 = time.process_time(), time.perf_counter()
+            out = inner(snap, now)
+            calls.append((time.perf_counter() - t0, time.process_time() - c0, len(snap.running), len(snap.pending)))
+            return out
+
+        policy.decide = timed  # type: ignore[method-assign]
+        run_policy(spec, workload, nodes, config, policy=policy)
+        wall = sorted(c[0] for c in calls)
+        cpu = sorted(c[1] for c in calls)
+        row = {
+            "policy": name, "workload": str(args.morphling), "calls": len(calls),
+            "median_s": round(statistics.median(wall), 4), "p99_s": round(wall[int(0.99 * (len(wall) - 1))], 4),
+            "max_s": round(wall[-1], 4), "cpu_median_s": round(statistics.median(cpu), 4),
+            "cpu_p99_s": round(cpu[int(0.99 * (len(cpu) - 1))], 4), "cpu_max_s": round(cpu[-1], 4),
+            "max_running": max(c[2] for c in calls), "max_pending": max(c[3] for c in calls),
+            "loadavg": os.getloadavg()[0],
+        }
+        rows.append(row)
+        print(f"{name:10s} calls={row['calls']} running<={row['max_running']} pending<={row['max_pending']} "
+              f"median {row['median_s']:.4f} p99 {row['p99_s']:.4f} max {row['max_s']:.4f} s "
+              f"(CPU {row['cpu_median_s']:.4f} / {row['cpu_p99_s']:.4f} / {row['cpu_max_s']:.4f}; "
+              f"load average {row['loadavg']:.1f})")
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "policy_decide", "mode": "morphling", "rows": rows}, indent=2))
+    return 0
+
+
 def time_call(policy, snap: Snapshot, repeat: int, cpu: bool = False):
     """Median wall-clock seconds of ``repeat`` calls; with ``cpu``, also the
     median CPU seconds of this process (less sensitive to other load on a
@@ -163,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, help="time one large snapshot of this many 8-GPU nodes instead")
     ap.add_argument("--busy", type=float, default=0.9, help="with --nodes: share of GPUs held by running jobs")
     ap.add_argument("--te-share", type=float, default=0.2, help="with --nodes: share of pending jobs that are TE")
-    ap.add_argument("--policies", default="fitgpp", help="with --nodes: comma-separated policies to time")
+    ap.add_argument("--policies", default="fitgpp", help="with --nodes or --morphling: comma-separated policies to time")
+    ap.add_argument("--morphling", type=Path, metavar="CSV",
+                    help="time every decide() of a simulated run of this Rubick workload instead")
     args = ap.parse_args(argv)
     if args.pending < 0 or args.repeat < 1:
         ap.error("--pending must be >= 0 and --repeat >= 1")
+    if args.morphling is not None:
+        return morphling_main(args)
     if args.nodes is not None:
         if args.nodes < 1 or not 0.0 <= args.busy <= 1.0 or not 0.0 <= args.te_share <= 1.0:
             ap.error("--nodes must be >= 1, --busy and --te-share between 0 and 1")
