@@ -52,6 +52,10 @@ class ApiClient:
         """POST /jobs/; ``payload`` uses the API's field names."""
         return self._request("POST", "/jobs/", json=dict(payload))
 
+    def submit_array(self, payloads: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """POST /jobs/array/: all the jobs or none; returns the jobs in the order given."""
+        return self._request("POST", "/jobs/array/", json={"jobs": [dict(p) for p in payloads]})["jobs"]
+
     def list_jobs(self, *, page: int = 1, **filters: str | None) -> dict[str, Any]:
         """GET /jobs/ one page: ``{count, next, previous, results}``."""
         params = {k: v for k, v in filters.items() if v is not None}

@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="never run below the requested plan's throughput")
     submit.add_argument("--command", dest="command_text", metavar="STR",
                         help="the command as one shell string (instead of -- COMMAND...)")
+    submit.add_argument("--array", type=int, metavar="N",
+                        help="submit N jobs at once, all or none (like sbatch --array=0-N-1): job i is named "
+                             "NAME_i and %%a in the command becomes i")
     submit.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
 
     listing = sub.add_parser("list", parents=[common], help="list your jobs (staff: all jobs)")
@@ -194,6 +197,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         parser.error("submit needs a command: gpusched submit [options] -- COMMAND [ARG ...]")
     if args.command_text is not None and not args.command_text.strip():
         parser.error("--command must not be empty")
+    if args.array is not None and args.array < 1:
+        parser.error("--array must be at least 1")
     return args
 
 

@@ -191,3 +191,28 @@ def test_module_entry_point_in_a_subprocess(live_server, roles, token_for, tmp_p
     from scheduler.models import Job
 
     assert run.stdout == f"{Job.objects.get().pk}\n"
+
+
+def test_submit_array_stores_every_job_with_its_index(roles, as_user) -> None:
+    from scheduler.models import Job
+
+    code, out, err = as_user(roles.owner)("submit", "--array", "3", "--name", "sweep", "--gpus", "1", "--",
+                                          "python", "train.py", "--seed", "%a")
+    assert (code, err) == (0, "")
+    jobs = list(Job.objects.order_by("pk"))
+    assert [(j.name, j.command) for j in jobs] == [(f"sweep_{i}", f"python train.py --seed {i}") for i in range(3)]
+    assert out == f"Submitted job array of 3 jobs: {jobs[0].pk}..{jobs[2].pk} (sweep_0 ...): PENDING\n"
+
+
+def test_submit_array_is_all_or_nothing_and_names_the_job(roles, as_user) -> None:
+    from scheduler.models import Job, Quota
+
+    Quota.objects.create(user=roles.owner, max_pending_jobs=2)
+    code, out, err = as_user(roles.owner)("submit", "--array", "3", "--", "true")
+    assert code != 0 and "max_pending_jobs" in err
+    assert not Job.objects.exists()
+
+
+def test_submit_array_needs_a_positive_count(roles, as_user) -> None:
+    code, _, err = as_user(roles.owner)("submit", "--array", "0", "--", "true")
+    assert code == 2 and "--array must be at least 1" in err
