@@ -235,8 +235,11 @@ class JobConsumer(_LiveConsumer):
 
         return Attempt.objects.filter(job_id=self.job_id).order_by("-number").values_list("number", flat=True).first()
 
-    async def job_changed(self, message: dict) -> None:
-        self.coalescer.poke()
+    async def jobs_changed(self, message: dict) -> None:
+        # The group is shared by a shard of jobs (realtime.job_group): act on ours only.
+        if self.job_id in message.get("job_ids", ()):
+            self.coalescer.poke()
 
     async def job_log(self, message: dict) -> None:
-        self.log_coalescer.poke()
+        if message.get("job_id") == self.job_id:
+            self.log_coalescer.poke()

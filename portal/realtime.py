@@ -8,7 +8,12 @@ Groups:
 
 * ``cluster``: the cluster page (GPU grid, queue by class, utilization);
 * ``latency``: the latency page (wait and slowdown percentiles, ledger summary);
-* ``job.<id>``: one job's page (state, timeline, attempts, log).
+* ``jobs.<k>``: the job pages of every job whose id is ``k`` modulo
+  ``JOB_SHARDS``. A hint names its job ids and each page ignores the others.
+  One group per job would cost the writer a channel-layer round trip per
+  changed job even when no page follows it (a scheduling cycle that starts,
+  preempts or re-reasons thousands of jobs); with shards a cycle sends at most
+  ``JOB_SHARDS`` job hints, and a page receives about 1/``JOB_SHARDS`` of them.
 
 Messages are *hints* ("job 7 changed", "attempt 2 of job 7 has new log
 lines"), never data: each consumer re-reads the database with its viewer's
@@ -24,7 +29,7 @@ Contract of every ``publish_*`` function:
 * Submission hints are throttled per process (``publish_job_submitted``).
 * Hints of one transaction are coalesced: starting fifty jobs in one
   scheduling cycle sends one ``cluster`` hint, one ``latency`` hint and one
-  hint per job.
+  ``jobs.changed`` hint per shard those jobs fall in.
 * Never raises because of the channel layer: with none configured it does
   nothing; when Redis cannot be reached the failure is logged and, for
   ``PUBLISH_COOLDOWN_S`` seconds, further hints are dropped instead of each
@@ -58,8 +63,11 @@ LATENCY_GROUP = "latency"
 #: Consumer handler names (the channel layer maps "job.changed" to ``job_changed``).
 CLUSTER_CHANGED = "cluster.changed"
 LATENCY_CHANGED = "latency.changed"
-JOB_CHANGED = "job.changed"
+JOBS_CHANGED = "jobs.changed"
 JOB_LOG = "job.log"
+
+#: Number of job-page groups (``job_group``); a power of two is not required.
+JOB_SHARDS = 64
 
 #: Longest a flush may wait for the channel layer, in seconds.
 PUBLISH_TIMEOUT_S = 2.0
@@ -70,8 +78,8 @@ SUBMISSION_HINT_INTERVAL_S = 0.25
 
 
 def job_group(job_id: int) -> str:
-    """The group of one job's page."""
-    return f"job.{int(job_id)}"
+    """The group a job's page joins: shared with the pages of the other jobs of its shard."""
+    return f"jobs.{int(job_id) % JOB_SHARDS}"
 
 
 #: Consumer handler of ``publish_access_revoked`` (``access_revoked``).
@@ -99,7 +107,7 @@ def publish_job_changed(job: Any) -> None:
     page (queue, GPU grid) and the latency page, which a job change affects.
     """
     job_id = int(getattr(job, "pk", job))
-    _queue(job_group(job_id), {"type": JOB_CHANGED, "job_id": job_id})
+    _changed_job_ids().add(job_id)
     _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
     _queue(LATENCY_GROUP, {"type": LATENCY_CHANGED})
 
@@ -141,7 +149,7 @@ def publish_log_lines(job_id: int, attempt: int) -> None:
     sent yet, so nothing is lost or shown twice however hints are merged.
     """
     job_id, attempt = int(job_id), int(attempt)
-    _queue(job_group(job_id), {"type": JOB_LOG, "job_id": job_id, "attempt": attempt}, key=f"log.{attempt}")
+    _queue(job_group(job_id), {"type": JOB_LOG, "job_id": job_id, "attempt": attempt}, key=f"log.{job_id}.{attempt}")
 
 
 # --- Coalescing and sending -------------------------------------------------
@@ -160,26 +168,64 @@ def _pending() -> dict[tuple[str, str], dict]:
     return pending
 
 
+def _changed_job_ids() -> set[int]:
+    ids = getattr(_local, "changed_job_ids", None)
+    if ids is None:
+        ids = _local.changed_job_ids = set()
+    return ids
+
+
 def _queue(group: str, message: dict, key: str | None = None) -> None:
     """Remember a hint and make sure a flush runs when the transaction commits.
 
-    Every call registers a flush; the first one to run sends everything pending
-    and the others find nothing left. Hints queued in a transaction that rolls
-    back stay pending and go out with the next commit of this thread: harmless,
-    since a hint only makes a consumer re-read.
+    Hints queued in a transaction that rolls back stay pending and go out with
+    the next commit of this thread: harmless, since a hint only makes a
+    consumer re-read.
     """
     _pending()[(group, key or message["type"])] = message
-    transaction.on_commit(flush)
+    _flush_on_commit()
+
+
+def _flush_on_commit() -> None:
+    """Register ``flush`` with the current transaction unless it already is.
+
+    One registration per transaction, not one per hint: a cycle announcing
+    thousands of jobs would otherwise queue thousands of callbacks. Django
+    drops a callback registered inside a savepoint that rolls back, so the
+    check looks at what is registered now rather than at a flag of ours.
+    """
+    connection = transaction.get_connection()
+    registered = getattr(_local, "registered", None)
+    if (connection.in_atomic_block and registered is not None
+            and any(entry[1] is registered for entry in connection.run_on_commit)):
+        return
+
+    def flush_once() -> None:  # a fresh callable, so a later transaction's registration is told apart
+        flush()
+
+    _local.registered = flush_once
+    transaction.on_commit(flush_once)
 
 
 def flush() -> int:
     """Send every pending hint of this thread now; return how many were sent."""
+    _local.registered = None
     pending = _pending()
-    if not pending:
+    changed = _changed_job_ids()
+    if not pending and not changed:
         return 0
-    items = [(group, message) for (group, _), message in pending.items()]
+    items = _job_hints(changed) + [(group, message) for (group, _), message in pending.items()]
     pending.clear()
+    changed.clear()
     return _send(items)
+
+
+def _job_hints(job_ids: set[int]) -> list[tuple[str, dict]]:
+    """One ``jobs.changed`` hint per shard, naming that shard's changed jobs."""
+    by_group: dict[str, list[int]] = {}
+    for job_id in sorted(job_ids):
+        by_group.setdefault(job_group(job_id), []).append(job_id)
+    return [(group, {"type": JOBS_CHANGED, "job_ids": ids}) for group, ids in by_group.items()]
 
 
 def _send(items: list[tuple[str, dict]]) -> int:
@@ -244,6 +290,13 @@ async def _group_send_all(layer: Any, items: list[tuple[str, dict]]) -> None:
             await layer.group_send(group, message)
 
     await asyncio.wait_for(send(), timeout=PUBLISH_TIMEOUT_S)
+
+
+def discard_pending() -> None:
+    """Forget this thread's hints not sent yet (tests: those a rolled-back test transaction left)."""
+    _pending().clear()
+    _changed_job_ids().clear()
+    _local.registered = None
 
 
 def reset_cooldown() -> None:

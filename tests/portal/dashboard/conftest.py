@@ -16,10 +16,10 @@ def memory_layer(settings):  # noqa: ANN001
     from portal import realtime
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    realtime._pending().clear()
+    realtime.discard_pending()
     realtime.reset_cooldown()
     yield get_channel_layer()
-    realtime._pending().clear()
+    realtime.discard_pending()
     realtime.reset_cooldown()
 
 

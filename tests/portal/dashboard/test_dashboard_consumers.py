@@ -147,6 +147,27 @@ def test_job_socket_streams_new_log_lines_once_and_resets_on_a_new_attempt(ws_co
     run(scenario)
 
 
+def test_job_socket_ignores_hints_for_other_jobs_of_its_shard(ws_connect, roles, make_job):
+    from scheduler.models import JobState
+
+    job = make_job(roles.owner, state=JobState.RUNNING)
+    neighbour = job.pk + realtime.JOB_SHARDS  # same group, another job
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.owner)
+        await communicator.receive_json_from(TIMEOUT)  # state
+        await communicator.receive_json_from(TIMEOUT)  # log
+        await sync_to_async(realtime.publish_job_changed)(neighbour)
+        await sync_to_async(realtime.publish_log_lines)(neighbour, 1)
+        assert await communicator.receive_nothing(timeout=0.5)
+        await sync_to_async(realtime.publish_job_changed)(job.pk)
+        state = await communicator.receive_json_from(TIMEOUT)
+        assert state["type"] == "job" and state["state"]["id"] == job.pk
+        await communicator.disconnect()
+
+    run(scenario)
+
+
 def test_latency_socket_takes_its_window_from_the_query_and_from_messages(ws_connect, roles):
     async def scenario() -> None:
         communicator, _ = await ws_connect("/ws/latency/?window=3600", roles.owner)

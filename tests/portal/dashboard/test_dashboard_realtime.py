@@ -46,7 +46,7 @@ def test_job_change_reaches_job_cluster_and_latency_groups_on_commit(memory_laye
     assert drain(memory_layer, job_ch) == []  # nothing before the commit
     for callback in callbacks:
         callback()
-    assert drain(memory_layer, job_ch) == [{"type": "job.changed", "job_id": 7}]
+    assert drain(memory_layer, job_ch) == [{"type": "jobs.changed", "job_ids": [7]}]
     assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
     assert drain(memory_layer, latency_ch) == [{"type": "latency.changed"}]
 
@@ -63,10 +63,27 @@ def test_hints_of_one_transaction_are_coalesced(memory_layer, django_capture_on_
         realtime.publish_log_lines(3, 2)
     assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
     assert drain(memory_layer, job_ch) == [
-        {"type": "job.changed", "job_id": 3},
+        {"type": "jobs.changed", "job_ids": [3]},
         {"type": "job.log", "job_id": 3, "attempt": 1},
         {"type": "job.log", "job_id": 3, "attempt": 2},
     ]
+
+
+def test_jobs_of_one_shard_share_one_hint_and_a_transaction_registers_one_flush(
+        memory_layer, django_capture_on_commit_callbacks):
+    shard = listen(memory_layer, realtime.job_group(3))
+    other = listen(memory_layer, realtime.job_group(4))
+    assert realtime.job_group(3) == realtime.job_group(3 + realtime.JOB_SHARDS) != realtime.job_group(4)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        for job_id in (3 + realtime.JOB_SHARDS, 3, *range(1000, 1300)):
+            realtime.publish_job_changed(job_id)
+    assert len(callbacks) == 1  # not one per hint
+    callbacks[0]()
+    assert drain(memory_layer, shard) == [
+        {"type": "jobs.changed", "job_ids": [3, 3 + realtime.JOB_SHARDS]
+         + [j for j in range(1000, 1300) if j % realtime.JOB_SHARDS == 3]}]
+    assert drain(memory_layer, other) == [
+        {"type": "jobs.changed", "job_ids": [j for j in range(1000, 1300) if j % realtime.JOB_SHARDS == 4]}]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -83,7 +100,7 @@ def test_no_channel_layer_is_a_no_op(settings, django_capture_on_commit_callback
     settings.CHANNEL_LAYERS = {}
     with django_capture_on_commit_callbacks(execute=True):
         realtime.publish_job_changed(1)
-    assert realtime._pending() == {}
+    assert realtime._pending() == {} and realtime._changed_job_ids() == set()
 
 
 def test_unreachable_layer_is_logged_not_raised_and_pauses_publishing(settings, caplog, django_capture_on_commit_callbacks):
@@ -107,11 +124,15 @@ def test_saved_job_event_and_log_chunk_publish_through_signals(memory_layer, rol
     job = make_job(roles.owner, state=JobState.RUNNING)
     attempt = Attempt.objects.get(job=job)
     job_ch = listen(memory_layer, realtime.job_group(job.pk))
+    # The fixture's writes registered a flush in the test's never-committed transaction;
+    # send it now so the block below registers (and captures) one of its own.
+    realtime.flush()
+    drain(memory_layer, job_ch)
     with django_capture_on_commit_callbacks(execute=True):
         JobEvent.objects.create(job=job, from_state=JobState.RUNNING, to_state=JobState.COMPLETED)
         AttemptLog.objects.create(attempt=attempt, text="step 1")
     assert drain(memory_layer, job_ch) == [
-        {"type": "job.changed", "job_id": job.pk},
+        {"type": "jobs.changed", "job_ids": [job.pk]},
         {"type": "job.log", "job_id": job.pk, "attempt": 1},
     ]
 
