@@ -15,6 +15,14 @@ Rule (the same for every policy):
   GPUs (best fit), ties broken by node name. Otherwise it is spread over the
   fewest nodes: the nodes with the most free units, the last one chosen by best
   fit for the remainder; all or nothing.
+* A job whose plan is 3D (``"<pp><tp><dp>"``, see ``scheduler.core.perf.plans``)
+  is placed in whole tensor-parallel groups: every node it uses gets a
+  multiple of ``tp`` GPUs (``node_block``), as the plan-keeping policies
+  (``fixed_plan.py``) place it. The constraint belongs to the job, not to a
+  policy: a tensor-parallel group exchanges activations at every layer, so
+  split over nodes it runs at network speed, and not at all when no node
+  holds a whole group. A job without a plan, or with a data-parallel one,
+  has a block of 1 GPU: the rule above, unchanged.
 
 ``FreeCapacity`` is the working copy a policy uses during one ``decide`` call:
 each ``take`` (a Start) or ``claim`` (capacity promised to a waiting job) lowers
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from scheduler.core.model import JobSpec, Node, Placement, RunningJob
@@ -45,6 +54,31 @@ def per_unit(spec: JobSpec) -> tuple[float, float]:
     if g < 1:
         raise ValueError(f"job {spec.id}: num_gpus must be >= 1, got {g}")
     return spec.num_cpus / g, spec.mem_gb / g
+
+
+def node_block(spec: JobSpec) -> int:
+    """GPUs of ``spec`` that must share a node: the tensor-parallel degree of
+    a 3D plan that divides the job's GPUs, else 1 (no plan, a data-parallel
+    plan, or a plan that does not parse: the placement rule does not judge
+    plans, the job's submission does)."""
+    plan = spec.plan
+    if not plan:
+        return 1
+    tp = _tp_of(plan)
+    return tp if tp > 1 and spec.num_gpus % tp == 0 else 1
+
+
+@lru_cache(maxsize=256)
+def _tp_of(plan: str) -> int:
+    # Imported here: the perf package loads numpy, which jobs without a plan
+    # (every queue policy's usual input) should not pay for at import time.
+    from scheduler.core.perf.plans import PlanError, parse_plan
+
+    try:
+        parsed = parse_plan(plan)
+    except PlanError:
+        return 1
+    return parsed.tp if parsed.is_3d else 1
 
 
 def node_charges(spec: JobSpec, placement: Placement) -> list[tuple[str, int, float, float]]:
@@ -160,10 +194,10 @@ class FreeCapacity:
         self.touched: set[str] = set()  # nodes changed since a caller last cleared it
         self._total = sum(g for g in self.gpus.values() if g > 0)
         self._max: int | None = None
-        # Shapes (num_gpus, cpus/GPU, mem/GPU, blocked nodes) known not to fit
+        # Shapes (num_gpus, cpus/GPU, mem/GPU, blocked nodes, node block) known not to fit
         # in the current state; cleared whenever capacity is taken. Queues hold
         # many jobs of few shapes, so this keeps a long queue O(pending).
-        self._nofit: set[tuple[int, float, float, frozenset[str]]] = set()
+        self._nofit: set[tuple[int, float, float, frozenset[str], int]] = set()
         self._index: _BestFitIndex | None = None  # built on the first best-fit search
 
     @staticmethod
@@ -208,19 +242,23 @@ class FreeCapacity:
 
     def place(self, spec: JobSpec, blocked: frozenset[str] = frozenset()) -> Placement | None:
         """Where ``spec`` would go now (see the module rule), avoiding the
-        ``blocked`` nodes; None when it does not fit. Does not take anything."""
+        ``blocked`` nodes; None when it does not fit. Does not take anything.
+        A job with a 3D plan gets a multiple of its tensor-parallel degree on
+        every node (``node_block``)."""
         g = spec.num_gpus
         if g > self._total:
             return None
         cpg, mpg = per_unit(spec)
-        key = (g, cpg, mpg, blocked)
+        block = node_block(spec) if spec.plan else 1
+        key = (g, cpg, mpg, blocked, block)
         if key in self._nofit:
             return None
         if g <= self.max_gpus:
+            # One node holds whole groups of any block size dividing g.
             name = self._best_single(g, cpg, mpg, blocked)
             if name is not None:
                 return Placement(((name, g),))
-        parts = self._spread(g, cpg, mpg, blocked)
+        parts = self._spread(g, cpg, mpg, blocked, block)
         if parts is None:
             self._nofit.add(key)
             return None
@@ -242,12 +280,24 @@ class FreeCapacity:
             return name
         return None
 
-    def _spread(self, g: int, cpg: float, mpg: float, blocked: frozenset[str]) -> dict[str, int] | None:
-        avail = [
-            (u, name)
-            for name in self.gpus
-            if not (blocked and name in blocked) and (u := self.units(name, cpg, mpg)) > 0
-        ]
+    def _spread(self, g: int, cpg: float, mpg: float, blocked: frozenset[str], block: int = 1) -> dict[str, int] | None:
+        """``g`` units over the fewest nodes. With ``block`` > 1 (dividing
+        ``g``) each node offers only whole blocks, so ``spread`` fills every
+        node it uses with a multiple of ``block``: the nodes it fills whole
+        offer multiples, and the remainder it puts on the last node is ``g``
+        minus multiples."""
+        if block > 1:
+            avail = [
+                (u - u % block, name)
+                for name in self.gpus
+                if not (blocked and name in blocked) and (u := self.units(name, cpg, mpg)) >= block
+            ]
+        else:
+            avail = [
+                (u, name)
+                for name in self.gpus
+                if not (blocked and name in blocked) and (u := self.units(name, cpg, mpg)) > 0
+            ]
         return spread(avail, g)
 
     # --- taking ------------------------------------------------------------

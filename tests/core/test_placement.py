@@ -15,6 +15,7 @@ from scheduler.core.placement import (
     FreeLedger,
     free_from_running,
     full_free,
+    node_block,
     node_charges,
     spread,
 )
@@ -185,3 +186,75 @@ def test_indexed_best_fit_total_and_max_match_a_recount(seed):
         assert cap.max_gpus == max(cap.gpus.values())
         name = rng.choice(names)
         cap.claim(name, rng.choice([1, 2, 3, -1, -2]), rng.choice([0.0, 4.0]))
+
+
+# --- jobs with a 3D plan: whole tensor-parallel groups per node ----------------
+
+
+@pytest.mark.parametrize(
+    "free_per_node, gpus, plan, expected",
+    [
+        # 16 GPUs free over three nodes, but no node holds a tensor-parallel
+        # group of 8: the job waits (the rule without the plan would use 7+4+5).
+        ({"a": 7, "b": 4, "c": 5}, 16, "182", None),
+        ({"a": 7, "b": 4, "c": 5}, 16, "", {"a": 7, "b": 4, "c": 5}),
+        # Whole groups of 4: 4 GPUs of a and 4 of b, not 6 of a and 2 of c.
+        ({"a": 6, "b": 6, "c": 2}, 8, "142", {"a": 4, "b": 4}),
+        ({"a": 6, "b": 6, "c": 2}, 8, "ga", {"a": 6, "c": 2}),
+        # Groups of 2 over nodes with odd free counts: 2 from each of a and b.
+        ({"a": 3, "b": 3, "c": 1}, 4, "122", {"a": 2, "b": 2}),
+        ({"a": 3, "b": 3, "c": 1}, 6, "123", None),
+        # One node that holds the whole job is the best fit, as for any job.
+        ({"a": 8, "b": 4, "c": 5}, 4, "141", {"b": 4}),
+        # A plan whose degrees do not give the job's GPU count, or one that
+        # does not parse, does not constrain the placement.
+        ({"a": 3, "b": 3}, 6, "244", {"a": 3, "b": 3}),
+        ({"a": 3, "b": 3}, 6, "not-a-plan", {"a": 3, "b": 3}),
+    ],
+)
+def test_a_3d_plan_is_placed_in_whole_tensor_parallel_groups(free_per_node, gpus, plan, expected):
+    node_list = nodes(*[(n, 8) for n in free_per_node])
+    running = [run(f"r{n}", {n: 8 - f}) for n, f in free_per_node.items() if f < 8]
+    got = cap_of(node_list, running).place(pend("j", gpus, plan=plan).spec)
+    assert (dict(got.parts) if got else None) == expected
+
+
+def test_a_job_that_does_not_fit_in_groups_does_not_hide_a_plain_job_of_its_size():
+    # The no-fit memo is per shape; the block is part of the shape.
+    cap = cap_of(nodes(("a", 8), ("b", 8)), [run("ra", {"a": 5}), run("rb", {"b": 5})])
+    assert cap.place(pend("t", 6, plan="161").spec) is None
+    assert dict(cap.place(pend("p", 6).spec).parts) == {"a": 3, "b": 3}
+
+
+def test_node_block_is_the_tensor_parallel_degree_of_a_3d_plan_only():
+    assert node_block(pend("j", 16, plan="248").spec) == 4
+    assert node_block(pend("j", 8, plan="181").spec) == 8
+    assert node_block(pend("j", 4, plan="zero-dp").spec) == 1
+    assert node_block(pend("j", 4).spec) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 8), min_size=1, max_size=12),
+    st.sampled_from([(1, 2, 2), (1, 4, 2), (2, 4, 1), (1, 8, 2), (2, 2, 3), (1, 3, 2), (4, 2, 2)]),
+    st.sampled_from([0.0, 3.0]),
+)
+def test_3d_placements_keep_groups_on_nodes_and_miss_no_fit(free, degrees, cpus_per_gpu):
+    # Whatever the free map: a placement gives every node a multiple of tp
+    # GPUs and fits; the job is refused only when the nodes' whole groups
+    # (GPUs, and CPUs where tracked) do not add up to it.
+    pp, tp, dp = degrees
+    g = pp * tp * dp
+    node_list = nodes(*[(f"n{i:02d}", 8, 20.0, 0.0) for i in range(len(free))])
+    running = [run(f"r{i}", {f"n{i:02d}": 8 - f}, num_cpus=3.0 * (8 - f)) for i, f in enumerate(free) if f < 8]
+    cap = cap_of(node_list, running)
+    spec = pend("j", g, plan=f"{pp}{tp}{dp}", num_cpus=cpus_per_gpu * g).spec
+    got = cap.place(spec)
+    groups = sum(cap.units(n, cpus_per_gpu, 0.0) // tp for n in cap.gpus)
+    if got is None:
+        assert groups * tp < g
+        return
+    assert got.num_gpus == g
+    for name, k in got.parts:
+        assert k % tp == 0, (name, k)
+        assert k <= cap.units(name, cpus_per_gpu, 0.0)
