@@ -204,7 +204,8 @@ def _workload(args: argparse.Namespace) -> Workload:
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
             _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
         nodes, gpus = parse_cluster(args.cluster)
-        return load_morphling(args.trace, max_gpus=nodes * gpus, policy_times=args.policy_times or "measured")
+        return load_morphling(args.trace, max_gpus=nodes * gpus, policy_times=args.policy_times or "measured",
+                              node_gpus=gpus)
     defaults = PhillyRule()
     rule = PhillyRule(
         te_max_gpus=defaults.te_max_gpus if args.te_max_gpus is None else args.te_max_gpus,

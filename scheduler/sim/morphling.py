@@ -100,13 +100,20 @@ def data_root(trace: str | os.PathLike[str]) -> Path:
 
 def load_morphling(path: str | os.PathLike[str], *, max_gpus: int = TESTBED[0] * TESTBED[1],
                    policy_times: str = "measured", grace_period: float = 0.0,
-                   data: MorphlingData | None = None) -> Workload:
-    """Read a Rubick workload file (see the module doc); ``TraceError`` on a bad row."""
+                   data: MorphlingData | None = None, node_gpus: int = NODE_GPUS) -> Workload:
+    """Read a Rubick workload file (see the module doc); ``TraceError`` on a bad row.
+
+    ``node_gpus`` is the GPUs per node of the cluster the jobs will run on: a
+    job whose 3D plan has a tensor-parallel degree above it is refused, since
+    no node can hold one of its tensor-parallel groups (every policy keeps a
+    group on one node)."""
     name = os.fspath(path)
     if policy_times not in POLICY_TIMES:
         raise ValueError(f"policy_times must be one of {', '.join(POLICY_TIMES)}, got {policy_times!r}")
     if not (isinstance(max_gpus, int) and max_gpus >= 1):
         raise ValueError(f"max_gpus must be an integer >= 1, got {max_gpus!r}")
+    if not (isinstance(node_gpus, int) and node_gpus >= 1):
+        raise ValueError(f"node_gpus must be an integer >= 1, got {node_gpus!r}")
     if not grace_period >= 0:
         raise ValueError(f"grace_period must be >= 0, got {grace_period!r}")
     try:
@@ -133,7 +140,7 @@ def load_morphling(path: str | os.PathLike[str], *, max_gpus: int = TESTBED[0] *
             line = reader.line_num
             if None in row or any(row.get(c) is None for c in COLUMNS):
                 raise TraceError(name, line, None, f"expected {len(header)} fields")
-            job, trace_duration = _job(row, name, line, data, seen, max_gpus, grace_period)
+            job, trace_duration = _job(row, name, line, data, seen, max_gpus, grace_period, node_gpus)
             if job.spec.id in ids:
                 raise TraceError(name, line, "name", f"duplicate id {job.spec.id!r}")
             ids.add(job.spec.id)
@@ -169,7 +176,7 @@ def _number(row: dict[str, str], col: str, source: str, line: int, *, integer: b
 
 
 def _job(row: dict[str, str], source: str, line: int, data: MorphlingData, seen: IterTimes,
-         max_gpus: int, grace: float) -> tuple[SimJob, float]:
+         max_gpus: int, grace: float, node_gpus: int = NODE_GPUS) -> tuple[SimJob, float]:
     job_id = (row["name"] or "").strip()
     if not job_id:
         raise TraceError(source, line, "name", "empty job name")
@@ -191,9 +198,14 @@ def _job(row: dict[str, str], source: str, line: int, data: MorphlingData, seen:
     if sla > 1:
         raise TraceError(source, line, "is_sla", f"{row['is_sla']!r} must be 0 or 1")
     try:
-        plan = parse_plan(row["exec_plan"]).name
+        parsed = parse_plan(row["exec_plan"])
     except PlanError as e:
         raise TraceError(source, line, "exec_plan", str(e)) from None
+    plan = parsed.name
+    if parsed.is_3d and parsed.tp > node_gpus:
+        raise TraceError(source, line, "exec_plan",
+                         f"plan {plan} needs tensor-parallel groups of {parsed.tp} GPUs on one node; "
+                         f"the cluster's nodes have {node_gpus}")
     user_cpus = cpus or None
     truth = data.truth.lookup(model, plan, packed_placement(gpus, NODE_GPUS), user_cpus)
     if truth is None:

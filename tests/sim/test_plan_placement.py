@@ -83,3 +83,16 @@ def test_plan_unaware_policies_run_workload_base_with_whole_groups(base_workload
     for a in three_d:
         tp = plans[a.job_id].tp
         assert all(k % tp == 0 for _, k in a.placement.parts), (a.job_id, plans[a.job_id].name, a.placement)
+
+
+def test_a_cluster_whose_nodes_cannot_hold_a_tensor_parallel_group_is_refused(capsys):
+    # workload-base line 21 asks for plan 182: groups of 8 GPUs on one node.
+    from scheduler.sim.cli import main
+
+    path = require_trace("morphling/workloads/workload-base.csv")
+    status = main(["--trace", str(path), "--trace-format", "morphling", "--policy", "fitgpp", "--cluster", "16x4",
+                   "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert ":21: column 'exec_plan': plan 182 needs tensor-parallel groups of 8 GPUs on one node" in err
+    assert "nodes have 4" in err
