@@ -43,8 +43,10 @@ each in its own savepoint, before the starts and preemptions.
 So two cycles that run at once (the Redis lock makes that rare, not
 impossible) never give a job two attempts or a GPU two jobs: the loser finds
 the rows changed once it gets their locks. Quotas are checked again for every
-Start in the policy's order, charging each started job, so jobs that are each
-within a quota cannot start together beyond it.
+Start (with the GPUs of its placement) and every Reconfigure that grows a job
+(with the extra GPUs) in the policy's order, charging each, so jobs that are
+each within a quota cannot start or grow together beyond it; a grow that would
+break a quota is skipped and the job keeps running as it is.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
         raise RuntimeError("apply_decisions must run inside transaction.atomic(): commands are sent on commit")
     at = at or timezone.now()
     out = Applied()
-    todo = _sort(_with_quota_holds(decisions, cycle), cycle, out)
+    todo = _sort(_with_quota_holds(decisions, cycle, out), cycle, out)
     for d, row in sorted(todo.reconfigures, key=lambda item: item[1].pk):  # scheduler/reconfigure.py
         _guarded(out, [d.job_id], lambda d=d, row=row: _one(reconfigure.apply_reconfigure(d, row, at), row,
                                                                out.reconfigured))
@@ -153,17 +155,37 @@ def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied) -> _Sorted
     return todo
 
 
-def _with_quota_holds(decisions: list[Decision], cycle: CycleInput) -> list[Decision]:
-    """Starts that would break a quota together with earlier starts become Pend(QuotaExceeded)."""
+def _with_quota_holds(decisions: list[Decision], cycle: CycleInput, out: Applied) -> list[Decision]:
+    """Check every Start and every grow against the quotas, in the policy's order, each seeing
+    the GPUs the earlier ones were charged.
+
+    A Start is checked with its placement's GPU count (a reconfigurable job may start on
+    more than it asked, and a pinned relaunch on its target); one that would break a
+    quota becomes Pend(QuotaExceeded). A Reconfigure onto more GPUs than the job holds is
+    checked with the extra GPUs; one that would break a quota is skipped (the job keeps
+    running as it is, the reason is logged with the cycle's skipped decisions). A shrink
+    is never held. The policy sees quota holds only for pending jobs (the snapshot), so
+    this is where a grow meets them.
+    """
     result: list[Decision] = []
     for d in decisions:
         row = cycle.jobs.get(d.job_id)
         if isinstance(d, Start) and row is not None:
-            hold = quotas.blocking_reason(row, cycle.usage)
+            gpus = d.placement.num_gpus
+            hold = quotas.blocking_reason(row, cycle.usage, gpus)
             if hold is not None:
                 result.append(Pend(d.job_id, Reason.QUOTA_EXCEEDED, hold[1]))
                 continue
-            cycle.usage.charge(row)
+            cycle.usage.charge(row, gpus)
+        elif isinstance(d, Reconfigure) and row is not None:
+            size = d.placement.num_gpus
+            extra = size - sum(len(indices) for indices in row.allocation.values())
+            found = quotas.grow_violation(row, cycle.usage, size, extra)
+            if found is not None:
+                out.skip(d.job_id, f"{found.reason}: {found.message}")
+                continue
+            if extra > 0:
+                cycle.usage.charge_grow(row, extra)
         result.append(d)
     return result
 

@@ -27,10 +27,24 @@ max_pending_jobs   jobs PENDING at once                                 pending 
 At submission a job is refused only when it could never start under the
 limit as it stands (or would exceed the pending count); a job that merely has
 to wait for the user's other jobs is accepted and stays PENDING with reason
-``QuotaExceeded`` until it fits. "Held" GPUs are those of jobs in STARTING,
-RUNNING, PREEMPTING or CANCELLING. GPU-hours count every attempt's GPUs times
-the part of its run (start to end, or to now if still running) that lies in
-the rolling period.
+``QuotaExceeded`` until it fits.
+
+"Held" GPUs are those of jobs in STARTING, RUNNING, PREEMPTING or CANCELLING,
+counted as the GPUs their current attempt holds (``held_gpus``), not the
+``num_gpus`` they asked for: a reconfigurable job may run on more or fewer.
+A job checkpointing to be reconfigured onto more GPUs counts its target
+already, so the grow keeps its room in the quota until it relaunches.
+
+"job" at scheduling time is the GPU count the job will get: a decision's
+placement in the apply step (``blocking_reason(job, usage, gpus)``), else
+the job's pinned reconfiguration target or its request (``asked_gpus``). A
+reconfiguration that grows a running job is checked by ``grow_violation``
+with the extra GPUs as "job" (and the new size for the per-job limit); a
+shrink is never held. At submission "job" is the request.
+
+GPU-hours count every attempt's GPUs (its allocation) times the part of its
+run (start to end, or to now if still running) that lies in the rolling
+period.
 """
 
 from __future__ import annotations
@@ -59,6 +73,27 @@ class JobLike(Protocol):
     job_class: str
     num_gpus: int
     time_limit: int | None
+
+
+def asked_gpus(job: JobLike) -> int:
+    """The GPUs a pending job would start on when no placement is known: its pinned
+    reconfiguration target (``target_gpus``, if the object has one and it is set), else
+    its request."""
+    return getattr(job, "target_gpus", 0) or job.num_gpus
+
+
+def held_gpus(num_gpus: int, allocation: dict[str, list[int]] | None, *, growing_to: int = 0) -> int:
+    """The GPUs a job in an active state counts against quotas.
+
+    ``allocation`` is its current attempt's ``{node: [gpu indices]}``; None (no
+    attempt found, which the loop treats as an error) counts the request, so a
+    damaged row never frees quota. ``growing_to`` is the target of a
+    reconfiguration the job checkpoints for (0: none); a grow counts its
+    target from the decision on, a shrink its current GPUs until they are
+    vacated.
+    """
+    held = num_gpus if allocation is None else sum(len(indices) for indices in allocation.values())
+    return max(held, growing_to)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,17 +192,26 @@ class UsageSnapshot:
     def scopes_for(self, user_id: int) -> list[Scope]:
         return self.scopes.get(user_id, [])
 
-    def charge(self, job: JobLike) -> None:
-        """Count ``job`` as holding its GPUs from now on (the loop started it this cycle)."""
+    def charge(self, job: JobLike, gpus: int | None = None) -> None:
+        """Count pending ``job`` as holding ``gpus`` (default ``asked_gpus(job)``) from now on
+        (the loop started it this cycle)."""
+        self._add(job, asked_gpus(job) if gpus is None else gpus, started=True)
+
+    def charge_grow(self, job: JobLike, extra: int) -> None:
+        """Count running ``job`` as holding ``extra`` more GPUs (the loop grew it this cycle)."""
+        self._add(job, extra, started=False)
+
+    def _add(self, job: JobLike, gpus: int, *, started: bool) -> None:
         te = job.job_class == "TE"
         usages = [s.usage for s in self.scopes_for(job.owner_id)]
         if job.owner_id in self.own:
             usages.append(self.own[job.owner_id])
         for usage in usages:
-            usage.gpus += job.num_gpus
+            usage.gpus += gpus
             if te:
-                usage.te_gpus += job.num_gpus
-            usage.pending_jobs = max(0, usage.pending_jobs - 1)
+                usage.te_gpus += gpus
+            if started:
+                usage.pending_jobs = max(0, usage.pending_jobs - 1)
 
 
 def effective_te_runtime(scopes: list[Scope]) -> int | None:
@@ -176,15 +220,16 @@ def effective_te_runtime(scopes: list[Scope]) -> int | None:
     return min(values) if values else None
 
 
-def _per_job_violation(job: JobLike, scope: Scope) -> Violation | None:
-    """Limits on one TE job's size and runtime, whatever else runs."""
+def _per_job_violation(job: JobLike, scope: Scope, size: int | None = None) -> Violation | None:
+    """Limits on one TE job's size (``size`` GPUs; default its request) and runtime, whatever else runs."""
     limits = scope.limits
     if job.job_class != "TE":
         return None
-    if limits.max_te_job_gpus is not None and job.num_gpus > limits.max_te_job_gpus:
+    size = job.num_gpus if size is None else size
+    if limits.max_te_job_gpus is not None and size > limits.max_te_job_gpus:
         return Violation(
-            "max_te_job_gpus", limits.max_te_job_gpus, job.num_gpus, job.num_gpus, scope.label,
-            f"a TE job may use at most {limits.max_te_job_gpus} GPUs ({scope.label}); this one asks for {job.num_gpus}",
+            "max_te_job_gpus", limits.max_te_job_gpus, size, size, scope.label,
+            f"a TE job may use at most {limits.max_te_job_gpus} GPUs ({scope.label}); this one asks for {size}",
         )
     if limits.max_te_runtime is not None and job.time_limit is not None and job.time_limit > limits.max_te_runtime:
         return Violation(
@@ -237,22 +282,40 @@ def check_submission(job: JobLike, scopes: list[Scope]) -> Violation | None:
     return None
 
 
-def scheduling_violation(job: JobLike, usage: UsageSnapshot) -> Violation | None:
-    """The first limit that keeps pending ``job`` from starting now, or None."""
+def scheduling_violation(job: JobLike, usage: UsageSnapshot, gpus: int | None = None) -> Violation | None:
+    """The first limit that keeps pending ``job`` from starting now on ``gpus`` GPUs
+    (default ``asked_gpus(job)``), or None."""
+    gpus = asked_gpus(job) if gpus is None else gpus
+    return _held_violation(job, usage, size=gpus, extra=gpus,
+                           needs=f"this job needs {gpus} more")
+
+
+def grow_violation(job: JobLike, usage: UsageSnapshot, size: int, extra: int) -> Violation | None:
+    """The first limit that keeps running ``job`` from growing to ``size`` GPUs, ``extra`` more
+    than it holds, or None. A shrink (``extra <= 0``) is never held: it frees GPUs."""
+    if extra <= 0:
+        return None
+    return _held_violation(job, usage, size=size, extra=extra,
+                           needs=f"growing this job to {size} GPUs needs {extra} more")
+
+
+def _held_violation(job: JobLike, usage: UsageSnapshot, *, size: int, extra: int, needs: str) -> Violation | None:
+    """The per-job limits on ``size``, then held + ``extra`` against the concurrent limits,
+    then the budget, scope by scope."""
     for scope in usage.scopes_for(job.owner_id):
         limits, held = scope.limits, scope.usage
-        found = _per_job_violation(job, scope)
+        found = _per_job_violation(job, scope, size)
         if found:
             return found
-        if limits.max_gpus is not None and held.gpus + job.num_gpus > limits.max_gpus:
+        if limits.max_gpus is not None and held.gpus + extra > limits.max_gpus:
             return Violation(
-                "max_gpus", limits.max_gpus, held.gpus, job.num_gpus, scope.label,
-                f"{scope.label} holds {held.gpus} of {limits.max_gpus} GPUs; this job needs {job.num_gpus} more",
+                "max_gpus", limits.max_gpus, held.gpus, extra, scope.label,
+                f"{scope.label} holds {held.gpus} of {limits.max_gpus} GPUs; {needs}",
             )
-        if job.job_class == "TE" and limits.max_te_gpus is not None and held.te_gpus + job.num_gpus > limits.max_te_gpus:
+        if job.job_class == "TE" and limits.max_te_gpus is not None and held.te_gpus + extra > limits.max_te_gpus:
             return Violation(
-                "max_te_gpus", limits.max_te_gpus, held.te_gpus, job.num_gpus, scope.label,
-                f"{scope.label} holds {held.te_gpus} of {limits.max_te_gpus} TE GPUs; this job needs {job.num_gpus} more",
+                "max_te_gpus", limits.max_te_gpus, held.te_gpus, extra, scope.label,
+                f"{scope.label} holds {held.te_gpus} of {limits.max_te_gpus} TE GPUs; {needs}",
             )
         found = _budget_violation(scope)
         if found:
@@ -260,12 +323,13 @@ def scheduling_violation(job: JobLike, usage: UsageSnapshot) -> Violation | None
     return None
 
 
-def blocking_reason(job: JobLike, usage: UsageSnapshot) -> tuple[str, str] | None:
-    """``("QuotaExceeded", message)`` if a quota keeps ``job`` pending now, else None.
+def blocking_reason(job: JobLike, usage: UsageSnapshot, gpus: int | None = None) -> tuple[str, str] | None:
+    """``("QuotaExceeded", message)`` if a quota keeps ``job`` from starting on ``gpus`` GPUs
+    (default ``asked_gpus(job)``) now, else None.
 
     The scheduling loop calls this for each pending job with the snapshot from
-    ``scheduler.selectors.quota_usage()`` and calls ``usage.charge(job)`` for
+    ``scheduler.selectors.quota_usage()`` and calls ``usage.charge(job, gpus)`` for
     every job it starts in the same cycle, so later jobs see those GPUs.
     """
-    found = scheduling_violation(job, usage)
+    found = scheduling_violation(job, usage, gpus)
     return (found.reason, found.message) if found else None

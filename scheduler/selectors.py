@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Max, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, F, FilteredRelation, Max, Prefetch, Q, QuerySet, Sum
 from django.utils import timezone
 
 from cluster.models import Node
 from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, Job, JobClass, JobEvent, JobState, Quota
-from scheduler.quotas import DEFAULT_BUDGET_PERIOD_DAYS, Limits, Scope, Usage, UsageSnapshot
+from scheduler.quotas import DEFAULT_BUDGET_PERIOD_DAYS, Limits, Scope, Usage, UsageSnapshot, held_gpus
 
 User = get_user_model()
 
@@ -92,7 +92,8 @@ def cluster_capacity() -> Capacity:
 
 
 def quota_usage(*, user_ids: Iterable[int] | None = None, now: datetime | None = None) -> UsageSnapshot:
-    """Usage against every quota, in five queries whatever the number of users.
+    """Usage against every quota, in five queries whatever the number of users
+    (held GPUs as ``_held_and_pending`` counts them).
 
     With ``user_ids`` the snapshot covers those users (their ``own`` usage is
     always present) and the full membership of their groups; without, it covers
@@ -159,26 +160,43 @@ def quota_usage(*, user_ids: Iterable[int] | None = None, now: datetime | None =
 
 
 def _held_and_pending(user_ids: set[int]) -> dict[int, Usage]:
-    """GPUs held (all and TE) and pending job count per user, one query."""
+    """GPUs held (all and TE) and pending job count per user, two queries.
+
+    Held GPUs are those of each active job's current attempt
+    (``quotas.held_gpus``), read with the job in one join: a reconfigurable job
+    may hold more or fewer GPUs than it asked for, so its ``num_gpus`` is not
+    what it holds. A job checkpointing toward a larger reconfiguration target
+    counts the target. One row per active job: their number is bounded by the
+    cluster's GPUs, while pending jobs, which may be many, are only counted.
+    """
     usage = {uid: Usage() for uid in user_ids}
-    active = Q(state__in=ACTIVE_STATES)
-    rows = (
-        Job.objects.filter(owner_id__in=user_ids)
-        .filter(active | Q(state=JobState.PENDING))
-        .values("owner_id")
-        .annotate(
-            gpus=Sum("num_gpus", filter=active),
-            te_gpus=Sum("num_gpus", filter=active & Q(job_class=JobClass.TE)),
-            pending=Count("id", filter=Q(state=JobState.PENDING)),
-        )
+    if not user_ids:
+        return usage
+    active = (
+        Job.objects.filter(owner_id__in=user_ids, state__in=ACTIVE_STATES)
+        .annotate(current=FilteredRelation("attempts", condition=Q(attempts__number=F("attempt_count"))))
+        .values_list("owner_id", "job_class", "state", "num_gpus", "target_gpus", "current__gpu_allocation",
+                     "current__id")
     )
-    for row in rows:
-        usage[row["owner_id"]] = Usage(row["gpus"] or 0, row["te_gpus"] or 0, 0.0, row["pending"] or 0)
+    for owner_id, job_class, state, num_gpus, target, allocation, attempt_id in active:
+        growing_to = target if state == JobState.PREEMPTING else 0  # a shrink's target is smaller: no effect
+        gpus = held_gpus(num_gpus, (allocation or {}) if attempt_id is not None else None, growing_to=growing_to)
+        mine = usage[owner_id]
+        mine.gpus += gpus
+        if job_class == JobClass.TE:
+            mine.te_gpus += gpus
+    pending = (
+        Job.objects.filter(owner_id__in=user_ids, state=JobState.PENDING)
+        .values("owner_id").annotate(n=Count("id")).order_by()
+    )
+    for row in pending:
+        usage[row["owner_id"]].pending_jobs = row["n"]
     return usage
 
 
 def _gpu_hours(user_ids: set[int], periods: set[int], now: datetime) -> dict[int, dict[int, float]]:
-    """GPU-hours per user for each rolling period (days) ending at ``now``, one query."""
+    """GPU-hours per user for each rolling period (days) ending at ``now``, one query; each
+    attempt counts the GPUs of its allocation (a reconfigured job's attempts differ)."""
     result: dict[int, dict[int, float]] = defaultdict(dict)
     if not user_ids or not periods:
         return result
@@ -187,9 +205,10 @@ def _gpu_hours(user_ids: set[int], periods: set[int], now: datetime) -> dict[int
     rows = (
         Attempt.objects.filter(job__owner_id__in=user_ids, started_at__lt=now)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=earliest))
-        .values_list("job__owner_id", "job__num_gpus", "started_at", "ended_at")
+        .values_list("job__owner_id", "job__num_gpus", "gpu_allocation", "started_at", "ended_at")
     )
-    for owner_id, gpus, started, ended in rows:
+    for owner_id, num_gpus, allocation, started, ended in rows:
+        gpus = held_gpus(num_gpus, allocation or None)
         end = min(ended or now, now)
         per_user = result[owner_id]
         for days, window_start in starts.items():
