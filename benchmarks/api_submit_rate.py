@@ -193,38 +193,6 @@ def _array_client(base_url: str, token: str, names: list[str], per_request: int,
     out.put(result)
 
 
-def _array_burst(base_url: str, tokens: list[str], total: int, clients: int, per_request: int) -> load.BurstResult:
-    """``load.burst`` with job arrays of ``per_request`` jobs per request."""
-    import multiprocessing
-    import uuid
-    from collections import Counter
-
-    run = uuid.uuid4().hex[:8]
-    names = [[f"load-{run}-{c}-{n}" for n in range(c, total, clients)] for c in range(clients)]
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    start_at = time.time() + 2.0
-    procs = [ctx.Process(target=_array_client,
-                         args=(base_url, tokens[c % len(tokens)], names[c], per_request, start_at, out))
-             for c in range(clients)]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=3600) for _ in procs]
-    ended = time.time()
-    for p in procs:
-        p.join(timeout=60)
-    accepted: dict[str, int] = {}
-    statuses: Counter = Counter()
-    errors: list[str] = []
-    latencies: list[float] = []
-    for r in results:
-        accepted.update(r.accepted)
-        statuses.update(r.statuses)
-        errors.extend(r.errors)
-        latencies.extend(r.latencies)
-    return load.BurstResult(total, clients, ended - start_at, accepted, statuses, errors, latencies)
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -284,7 +252,7 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
     cpu_before = _cpu_groups(stack)
     load_before = os.getloadavg()
     if array:
-        result = _array_burst(stack.base_url, tokens, size, clients, array)
+        result = load.burst(stack.base_url, tokens, size, clients, client=_array_client, client_args=(array,))
     else:
         result = load.burst(stack.base_url, tokens, size, clients)
     burst_end = time.monotonic()

@@ -40,6 +40,17 @@ def unavailable(message: str) -> NoReturn:
     pytest.skip(message)
 
 
+@pytest.fixture
+def perf_model_traces() -> None:
+    """The Rubick traces the performance model is fitted from (this process and the live
+    workers read the same folder): skip without them, fail under CI=true."""
+    from scheduler import elastic
+
+    elastic.reset_cache()
+    if elastic.iter_times() is None:
+        unavailable(f"Rubick traces not found at {elastic.traces_root()} (set GPUSCHED_TRACES_DIR)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs PostgreSQL (DATABASE_URL=postgres://...)")
     config.addinivalue_line("markers", "redis: needs the Redis server at REDIS_URL")

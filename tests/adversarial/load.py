@@ -18,6 +18,7 @@ import multiprocessing
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import requests
@@ -74,14 +75,21 @@ def _client(base_url: str, token: str, names: list[str], start_at: float, out: m
     out.put(result)
 
 
-def burst(base_url: str, tokens: list[str], total: int, clients: int) -> BurstResult:
-    """Submit ``total`` jobs from ``clients`` processes (tokens used round-robin); see the module doc."""
+def burst(base_url: str, tokens: list[str], total: int, clients: int,
+          client: Callable[..., None] | None = None, client_args: tuple = ()) -> BurstResult:
+    """Submit ``total`` jobs from ``clients`` processes (tokens used round-robin); see the module doc.
+
+    ``client`` (default: one job per request) runs in each process as
+    ``client(base_url, token, names, *client_args, start_at, out)`` and puts one
+    ``ClientResult`` on ``out``; it must be importable by name (spawned processes).
+    """
     run = uuid.uuid4().hex[:8]
     names = [[f"load-{run}-{c}-{n}" for n in range(c, total, clients)] for c in range(clients)]
     ctx = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue = ctx.Queue()
     start_at = time.time() + 2.0  # after every client process has imported requests
-    procs = [ctx.Process(target=_client, args=(base_url, tokens[c % len(tokens)], names[c], start_at, out))
+    procs = [ctx.Process(target=client or _client,
+                         args=(base_url, tokens[c % len(tokens)], names[c], *client_args, start_at, out))
              for c in range(clients)]
     for p in procs:
         p.start()

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import elastic
 from scheduler import services as job_services
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
-from tests.conftest import IN_CI
 from tests.e2e.conftest import train_command, wait_until
 from tests.e2e.test_live_cluster import attempt_lines, resumed_at, steps, wait_line, wait_state
 from tests.live_helpers import allocation_problems, make_user, submit
@@ -18,18 +16,7 @@ from tests.live_helpers import allocation_problems, make_user, submit
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis, pytest.mark.worker_env(SCHEDULER_POLICY="rubick")]
 
 
-@pytest.fixture
-def traces() -> None:
-    """The worker fits the performance model from the same traces folder as this process."""
-    elastic.reset_cache()
-    if elastic.iter_times() is None:
-        message = f"Rubick traces not found at {elastic.traces_root()} (set GPUSCHED_TRACES_DIR)"
-        if IN_CI:
-            pytest.fail(message + "; CI=true requires them", pytrace=False)
-        pytest.skip(message)
-
-
-def test_rubick_grows_a_training_job_through_the_checkpoint_path(traces, live) -> None:
+def test_rubick_grows_a_training_job_through_the_checkpoint_path(perf_model_traces, live) -> None:
     a = live.start_agent("a", 2)
     live.wait_nodes_up(a)
     alice = make_user("alice")

@@ -13,7 +13,7 @@ from scheduler.core.model import Placement
 from scheduler.core.policy import make_policy
 from scheduler.models import Attempt, Job, JobState, Quota
 from tests.live_helpers import submit
-from tests.scheduler.test_reconfigure import Scripted, cycle, elastic_job, exit_on, run, traces  # noqa: F401
+from tests.scheduler.test_reconfigure import Scripted, cycle, elastic_job, exit_on, run
 
 pytestmark = pytest.mark.django_db
 
@@ -126,7 +126,7 @@ def test_a_start_is_checked_with_the_gpus_of_its_placement(
 
 
 def test_rubick_grows_a_job_only_within_its_owners_quota(
-    traces, alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks  # noqa: F811
+    perf_model_traces, alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
 ) -> None:
     """Free GPUs on the node: Rubick grows the 2-GPU job (up to 4 allowed; it grows a GPU at a
     time); while another 2-GPU job of the same user runs, a 4-GPU quota holds the grow and the

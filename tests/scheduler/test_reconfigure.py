@@ -12,7 +12,7 @@ from django.utils import timezone
 from cluster import protocol
 from cluster import services as agent_services
 from cluster.models import Gpu
-from scheduler import elastic, loop, snapshot
+from scheduler import loop, snapshot
 from scheduler.core.decisions import Decision, Reason, Reconfigure, Start
 from scheduler.core.model import Placement, Snapshot
 from scheduler.core.policy import make_policy
@@ -167,21 +167,8 @@ def test_a_job_cancelled_while_it_reconfigures_ends_cancelled(
 # --- with the fitted performance model ------------------------------------------------------
 
 
-@pytest.fixture
-def traces() -> None:
-    """Skip (fail under CI=true) when the performance model cannot be fitted from the traces."""
-    from tests.conftest import IN_CI
-
-    elastic.reset_cache()
-    if elastic.iter_times() is None:
-        message = f"Rubick traces not found at {elastic.traces_root()} (set GPUSCHED_TRACES_DIR)"
-        if IN_CI:
-            pytest.fail(message + "; CI=true requires them", pytrace=False)
-        pytest.skip(message)
-
-
 def test_rubick_grows_a_running_job_when_gpus_free_up(
-    traces, alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
+    perf_model_traces, alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
 ) -> None:
     """A blocker holds one of two GPUs; the elastic job (2 GPUs asked, 1 to 2 allowed) starts on the
     other with 2 accumulation steps; when the blocker ends, Rubick grows it to both."""
