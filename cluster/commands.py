@@ -11,7 +11,7 @@ agents treat repeats as no-ops, so re-sending is always safe.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cluster import protocol
@@ -36,10 +36,11 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     return True
 
 
-def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **plan: Any) -> protocol.LaunchCommand:
+def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **fields: Any) -> protocol.LaunchCommand:
     """The AGENT_LAUNCH of ``attempt`` of ``job`` (anything with pk, command, grace_period,
-    time_limit) on one node's ``gpu_indices``; attempts after the first resume. ``plan``:
-    the plan fields of a reconfigurable job (``scheduler.elastic.launch_fields``)."""
+    time_limit) on one node's ``gpu_indices``; attempts after the first resume. ``fields``:
+    the plan fields of a reconfigurable job (``scheduler.elastic.launch_fields``) and the
+    node-rank fields (``launches_for`` fills them)."""
     return protocol.LaunchCommand(
         job_id=job.pk,
         attempt=attempt,
@@ -48,8 +49,39 @@ def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **plan: Any) 
         grace_period=float(job.grace_period),
         time_limit=float(job.time_limit) if job.time_limit is not None else None,
         resume=attempt > 1,
-        **plan,
+        **fields,
     )
+
+
+def launches_for(
+    job: Any, attempt: int, allocation: Mapping[str, Iterable[int]], addresses: Mapping[str, str], **plan: Any
+) -> list[tuple[str, protocol.LaunchCommand]]:
+    """One ``(node, AGENT_LAUNCH)`` per node of ``allocation`` ({node: local GPU indices}).
+
+    Ranks follow the node names sorted: the order does not depend on how the
+    allocation was stored (a JSON object's key order is not kept by
+    PostgreSQL), so a launch re-sent by the tick names the same ranks. Rank 0's
+    advertised address (``addresses``; the node's name when absent) and the
+    attempt's ``protocol.master_port`` are the rendezvous point of every rank.
+    """
+    nodes = tuple(sorted(allocation))
+    if not nodes:
+        return []
+    master_addr = addresses.get(nodes[0]) or nodes[0]
+    port = protocol.master_port(job.pk, attempt)
+    return [
+        (node, launch_for(job, attempt, allocation[node], nodes=nodes, node_rank=rank, master_addr=master_addr,
+                          master_port=port, **plan))
+        for rank, node in enumerate(nodes)
+    ]
+
+
+def node_addresses(names: Iterable[str]) -> dict[str, str]:
+    """``{name: advertised address}`` of the nodes ``names`` (one query); a node without one maps to its name."""
+    from cluster.models import Node
+
+    return {name: address or name for name, address in
+            Node.objects.filter(name__in=set(names)).values_list("name", "address")}
 
 
 def launch(node: str, command: protocol.LaunchCommand) -> bool:

@@ -30,7 +30,8 @@ class Node(models.Model):
     """A machine with GPUs run by one node agent.
 
     ``gpus`` is the GPU count the agent declared; the GPUs themselves are
-    ``node.devices``.
+    ``node.devices``. ``address`` is the host name or IP the agent advertised
+    (the node's name when it sent none).
     """
 
     name = models.CharField(max_length=63, unique=True, validators=[NODE_NAME_VALIDATOR])
@@ -40,6 +41,9 @@ class Node(models.Model):
     state = models.CharField(max_length=10, choices=NodeState.choices, default=NodeState.UP)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     agent_version = models.CharField(max_length=64, blank=True, default="")
+    # Where the other nodes of a multi-node job reach this one (its agent's
+    # --advertise-address); rank 0's becomes the job's master address.
+    address = models.CharField(max_length=253, blank=True, default="")
     registered_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ AGENT_KILL = "agent.kill"  # kwargs: job_id, attempt, grace_period, reason (canc
 AGENT_RECONCILE = "agent.reconcile"  # kwargs: keep=[[job_id, attempt], ...]; kill everything else
 
 # Reports, agent -> server.
-REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version
+REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version, address
 REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token
 REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, token
 REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason
@@ -41,8 +42,9 @@ REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], t
 # Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
 # seconds as floats. exit_code is None when the process died from a signal;
 # signal is None when it exited by itself. token is the node's shared secret
-# ("" when none is configured). agent_version and reason were added after the
-# first version of this contract, so a receiver must tolerate their absence.
+# ("" when none is configured). agent_version, reason and address were added
+# after the first version of this contract, so a receiver must tolerate their
+# absence (a register without an address: other nodes reach it by its name).
 
 # REPORT_EXITED ``reason``: why the attempt ended. None: the job exited without
 # any signal from the agent. Otherwise the agent had signalled it because of:
@@ -66,6 +68,23 @@ ENV_PLAN = "GPUSCHED_PLAN"  # execution plan of this attempt (ga, zero-dp, "244"
 ENV_NUM_GPUS = "GPUSCHED_NUM_GPUS"  # GPUs of this attempt on all its nodes together
 ENV_GRAD_ACCUM_STEPS = "GPUSCHED_GRAD_ACCUM_STEPS"  # micro-batches per step keeping the global batch
 ENV_REQUESTED_GPUS = "GPUSCHED_REQUESTED_GPUS"  # GPUs of the request, for which the global batch is declared
+# Given to every job, single-node ones too (docs/agent.md): what a distributed launcher needs.
+ENV_NODES = "GPUSCHED_NODES"  # node names of the attempt in rank order, comma-separated
+ENV_NUM_NODES = "GPUSCHED_NUM_NODES"
+ENV_NODE_RANK = "GPUSCHED_NODE_RANK"  # 0 .. NUM_NODES-1, this node's place in GPUSCHED_NODES
+ENV_MASTER_ADDR = "GPUSCHED_MASTER_ADDR"  # the advertised address of rank 0's node
+ENV_MASTER_PORT = "GPUSCHED_MASTER_PORT"  # a rendezvous port, see master_port()
+# The names torchrun and torch.distributed read, set from the above unless the
+# launch's env already sets them.
+LAUNCHER_ALIASES = {
+    "MASTER_ADDR": ENV_MASTER_ADDR,
+    "MASTER_PORT": ENV_MASTER_PORT,
+    "NNODES": ENV_NUM_NODES,
+    "NODE_RANK": ENV_NODE_RANK,
+}
+# The rendezvous port range: MASTER_PORT_BASE .. MASTER_PORT_BASE + MASTER_PORT_SPAN - 1.
+MASTER_PORT_BASE = 29500
+MASTER_PORT_SPAN = 1000
 # A job may create this file in CHECKPOINT_DIR to say "my checkpoint is complete".
 CHECKPOINT_MARKER = ".checkpoint-complete"
 # The agent's shared secret, read by the agent and never passed on to jobs.
@@ -74,6 +93,21 @@ ENV_AGENT_TOKEN = "GPUSCHED_AGENT_TOKEN"
 # Job ids double as directory names on the node, hence the restricted alphabet.
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def master_port(job_id: str | int, attempt: int) -> int:
+    """The rendezvous port of ``attempt`` of ``job_id``: the same on every node of the attempt.
+
+    ``29500 + (job_id * 7 + attempt) % 1000`` for integer ids, so that a
+    relaunch (next attempt) does not wait for the previous attempt's port to
+    leave TIME_WAIT and two jobs with neighbouring ids sharing a node rarely
+    collide; a string id (agents driven without the server) is hashed with
+    CRC-32 first. A collision with another job on the same rank-0 node is
+    possible (1 in 1000 per pair): a launcher that cannot bind fails the
+    attempt like any other error.
+    """
+    key = job_id if isinstance(job_id, int) else zlib.crc32(str(job_id).encode())
+    return MASTER_PORT_BASE + (key * 7 + attempt) % MASTER_PORT_SPAN
 
 
 class ProtocolError(ValueError):
@@ -139,8 +173,14 @@ class LaunchCommand:
     override them); ``resume`` sets RESUME=1. ``plan`` (empty: none),
     ``num_gpus`` (all nodes together; 0: not given), ``grad_accum_steps`` and
     ``requested_gpus`` describe a reconfigurable job's allocation and become
-    GPUSCHED_PLAN and friends when ``plan`` is set. Unknown keys in a received
-    message are ignored so the server can add fields before every agent knows them.
+    GPUSCHED_PLAN and friends when ``plan`` is set. ``nodes`` are the names of
+    every node of the attempt in rank order (the server sorts them by name),
+    ``node_rank`` is this node's index in it, and ``master_addr`` and
+    ``master_port`` are where rank 0 listens for the rendezvous; they become
+    GPUSCHED_NODES and friends. A launch without ``nodes`` (a server older than
+    these fields) runs as a single-node job whose master is the receiving node.
+    Unknown keys in a received message are ignored so the server can add fields
+    before every agent knows them.
     """
 
     job_id: str | int
@@ -155,6 +195,10 @@ class LaunchCommand:
     num_gpus: int = 0
     grad_accum_steps: int = 1
     requested_gpus: int = 0
+    nodes: tuple[str, ...] = ()
+    node_rank: int = 0
+    master_addr: str = ""
+    master_port: int = 0
 
     def to_kwargs(self) -> dict[str, Any]:
         """The JSON-ready kwargs for ``send_task(AGENT_LAUNCH, kwargs=...)``."""
@@ -171,6 +215,10 @@ class LaunchCommand:
             "num_gpus": self.num_gpus,
             "grad_accum_steps": self.grad_accum_steps,
             "requested_gpus": self.requested_gpus,
+            "nodes": list(self.nodes),
+            "node_rank": self.node_rank,
+            "master_addr": self.master_addr,
+            "master_port": self.master_port,
         }
 
     @classmethod
@@ -187,6 +235,13 @@ class LaunchCommand:
         resume = kwargs.get("resume", False)
         if not isinstance(resume, bool):
             raise ProtocolError("resume", f"must be true or false, got {resume!r}")
+        nodes = _check_nodes(kwargs.get("nodes") or [])
+        node_rank = _check_count(kwargs.get("node_rank", 0), "node_rank", 0)
+        if nodes and node_rank >= len(nodes):
+            raise ProtocolError("node_rank", f"must be below the {len(nodes)} nodes, got {node_rank}")
+        master_port = _check_count(kwargs.get("master_port", 0), "master_port", 0)
+        if master_port > 65535:
+            raise ProtocolError("master_port", f"must be a TCP port (0: not given), got {master_port}")
         return cls(
             job_id=check_job_id(kwargs["job_id"]),
             attempt=check_attempt(kwargs["attempt"]),
@@ -200,6 +255,10 @@ class LaunchCommand:
             num_gpus=_check_count(kwargs.get("num_gpus", 0), "num_gpus", 0),
             grad_accum_steps=_check_count(kwargs.get("grad_accum_steps", 1), "grad_accum_steps", 1),
             requested_gpus=_check_count(kwargs.get("requested_gpus", 0), "requested_gpus", 0),
+            nodes=nodes,
+            node_rank=node_rank,
+            master_addr=check_address(kwargs.get("master_addr") or "", "master_addr"),
+            master_port=master_port,
         )
 
 
@@ -216,6 +275,30 @@ def _check_count(value: Any, field_name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ProtocolError(field_name, f"must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+# A host name or an IPv4/IPv6 literal: no spaces, commas or shell metacharacters.
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:%-]{0,252}$")
+_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def check_address(value: Any, field_name: str = "address") -> str:
+    """Return ``value`` if it is empty or a host name / IP literal another node could connect to."""
+    if not isinstance(value, str) or (value and not _ADDRESS_RE.match(value)):
+        raise ProtocolError(field_name, f"must be a host name or an IP address (1-253 characters of "
+                                        f"A-Z a-z 0-9 . _ : % -), got {value!r}")
+    return value
+
+
+def _check_nodes(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ProtocolError("nodes", f"must be a list of node names, got {type(value).__name__}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not _NODE_RE.match(name):
+            raise ProtocolError(f"nodes[{i}]", f"must be a node name, got {name!r}")
+    if len(set(value)) != len(value):
+        raise ProtocolError("nodes", f"must not repeat a node, got {list(value)!r}")
+    return tuple(value)
 
 
 def _check_gpu_indices(value: Any) -> tuple[int, ...]:

@@ -101,9 +101,13 @@ _TERMINAL_JOB_STATE = {
 
 
 def register_node(
-    name: str, *, gpus: int, cpus: float, mem_gb: float, gpu_models: Sequence[str], agent_version: str, now: datetime
+    name: str, *, gpus: int, cpus: float, mem_gb: float, gpu_models: Sequence[str], agent_version: str, now: datetime,
+    address: str = "",
 ) -> Node:
     """Create or update the node and its GPU rows; a node that was lost is UP again.
+
+    ``address`` is where other nodes reach this one (validated by the caller,
+    ``protocol.check_address``); an agent that sends none is reached by its name.
 
     The agent is then told to keep exactly the attempts the database has on
     the node (AGENT_RECONCILE): after a restart or a loss, anything else it
@@ -116,6 +120,7 @@ def register_node(
         came_back = node.state == NodeState.NODE_LOST
         node.gpus, node.cpus, node.mem_gb = gpus, cpus, mem_gb
         node.agent_version = agent_version[:64]
+        node.address = address or name
         node.last_heartbeat = now
         if came_back:
             node.state = NodeState.UP
@@ -491,10 +496,13 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
         started_at__lt=now - slack,
     ).select_related("job")
     for att in starting:
-        for name, indices in sorted((att.gpu_allocation or {}).items()):
+        allocation = att.gpu_allocation or {}
+        plan = elastic.attempt_launch_fields(att.job, att)  # the plan the first launch named
+        # The same ranks and master as the first launch: ranks follow the sorted node names.
+        for name, cmd in commands.launches_for(att.job, att.number, allocation,
+                                               commands.node_addresses(allocation), **plan):
             if name in up:
-                plan = elastic.attempt_launch_fields(att.job, att)  # the plan the first launch named
-                commands.launch(name, commands.launch_for(att.job, att.number, indices, **plan))
+                commands.launch(name, cmd)
                 resent.append((protocol.AGENT_LAUNCH, att.job_id, att.number))
     if resent:
         log.warning("re-sent overdue commands: %s", resent)

@@ -214,7 +214,7 @@ def parse_running(value: Any) -> list[tuple[int, int]]:
 
 @report_task(protocol.REPORT_REGISTER)
 def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gpu_models: Any = (),
-             agent_version: Any = "", **_extra: Any) -> None:
+             agent_version: Any = "", address: Any = "", **_extra: Any) -> None:
     if not isinstance(agent_version, str):
         raise ProtocolError("agent_version", f"must be a string, got {agent_version!r}")
     services.register_node(
@@ -225,6 +225,7 @@ def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gp
         gpu_models=parse_strings(gpu_models, "gpu_models", 4096),
         agent_version=agent_version,
         now=dj_timezone.now(),
+        address=protocol.check_address(address or "", "address"),
     )
 
 

@@ -317,9 +317,10 @@ def _write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
         for c in claims
     ])
     sends = []
+    addresses = commands.node_addresses({node for c in claims for node in c.gpus})  # rank 0's is the master
     for c in sorted(claims, key=lambda c: c.row.pk):
-        for node, indices in c.allocation.items():
-            cmd = commands.launch_for(c.row, c.row.attempt_count + 1, indices, **launches[c.row.pk])
+        for node, cmd in commands.launches_for(c.row, c.row.attempt_count + 1, c.allocation, addresses,
+                                               **launches[c.row.pk]):
             sends.append(lambda node=node, cmd=cmd: commands.launch(node, cmd))
         out.started.append(c.row.pk)
     _on_commit(sends)

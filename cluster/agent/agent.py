@@ -24,7 +24,7 @@ from typing import Any
 from cluster import protocol
 from cluster.agent import __version__, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
-from cluster.agent.config import AgentConfig
+from cluster.agent.config import AgentConfig, default_advertise_address
 from cluster.agent.messages import decode_task, is_expired
 from cluster.agent.resources import NodeResources
 from cluster.agent.shim import ENV_FENCE_AFTER, ENV_LEASE
@@ -51,8 +51,10 @@ class Agent:
         self.resources = resources
         self.state_path = config.workdir / STATE_FILE
         self.outbox: list[list[Any]] = []  # [[task, kwargs], ...] in send order
+        self.address = config.advertise_address or default_advertise_address(config.name)
         self.supervisor = Supervisor(
             node=config.name,
+            address=self.address,
             workdir=config.workdir,
             checkpoint_root=config.checkpoint_root,
             gpu_count=resources.gpus,
@@ -177,7 +179,8 @@ class Agent:
         r = self.resources
         self.report(
             protocol.REPORT_REGISTER,
-            {"gpus": r.gpus, "cpus": r.cpus, "mem_gb": r.mem_gb, "gpu_models": list(r.gpu_models), "agent_version": __version__},
+            {"gpus": r.gpus, "cpus": r.cpus, "mem_gb": r.mem_gb, "gpu_models": list(r.gpu_models), "agent_version": __version__,
+             "address": self.address},
             first=True,
         )
 

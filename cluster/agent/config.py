@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.protocol import ENV_AGENT_TOKEN, REPORT_QUEUE
+from cluster.protocol import ENV_AGENT_TOKEN, REPORT_QUEUE, ProtocolError, check_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 ENV_CHECKPOINT_ROOT = "GPUSCHED_CHECKPOINT_ROOT"
@@ -32,6 +33,8 @@ class AgentConfig:
     log_level: str
     # Seconds without this agent (its lease file not renewed) after which its jobs kill themselves.
     fence_after: float = 0.0
+    # Where other nodes reach this one (multi-node jobs' master address); "": default_advertise_address().
+    advertise_address: str = ""
 
 
 def _positive(name: str):
@@ -62,6 +65,45 @@ def _non_negative(name: str):
         return value
 
     return parse
+
+
+# A TEST-NET-1 address (RFC 5737): connecting a UDP socket to it sends nothing
+# but makes the kernel pick the source address of the default route.
+_ROUTE_PROBE = ("192.0.2.1", 9)
+
+
+def default_advertise_address(node_name: str) -> str:
+    """This host's address for other nodes when --advertise-address is not given.
+
+    The fully qualified domain name when the host has one (a dotted name other
+    than localhost), else the IP address of the interface of the default route,
+    else ``node_name``.
+    """
+    fqdn = socket.getfqdn()
+    if "." in fqdn and not fqdn.startswith("localhost") and not _is_ip(fqdn):
+        return fqdn
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(_ROUTE_PROBE)
+            ip = probe.getsockname()[0]
+    except OSError:  # no route at all
+        return node_name
+    return ip if ip and not ip.startswith("0.") else node_name
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in text else socket.AF_INET, text)
+    except OSError:
+        return False
+    return True
+
+
+def _address(text: str) -> str:
+    try:
+        return check_address(text, "--advertise-address")
+    except ProtocolError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _node_name(text: str) -> str:
@@ -103,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-queue", type=_queue_name, default=REPORT_QUEUE,
                    help=f"queue the reports go to (default {REPORT_QUEUE!r}, the portal workers' queue); "
                    "a deployment may route them to a dedicated queue and worker")
+    p.add_argument("--advertise-address", type=_address, default="",
+                   help="host name or IP at which the other nodes of a multi-node job reach this one; rank 0's becomes "
+                        "the job's MASTER_ADDR (default: this host's fully qualified domain name, else the IP of the "
+                        "default route's interface)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--fence-after", type=_non_negative("--fence-after"),
                    help="seconds without this agent after which its jobs kill themselves, so that a job the server "
@@ -131,4 +177,5 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         report_queue=args.report_queue,
         log_level=args.log_level,
         fence_after=args.fence_after if args.fence_after is not None else max(2 * args.heartbeat, MIN_DEFAULT_FENCE),
+        advertise_address=args.advertise_address,
     )

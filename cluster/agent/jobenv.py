@@ -22,12 +22,20 @@ def job_environment(
     *,
     node: str,
     checkpoint_dir: Path,
+    address: str = "",
 ) -> dict[str, str]:
     """``base`` minus private variables, then the launch's ``env``, then the contract variables.
 
     The contract variables (cluster/protocol.py ENV_*) are set last so a
     launch's ``env`` cannot spoof them. PYTHONUNBUFFERED defaults to 1 so Python
     jobs' output reaches the log (and the portal) as it is printed.
+
+    The node-rank variables (GPUSCHED_NODES and friends) come from the launch;
+    a launch that names no nodes is a single-node job: this ``node``, rank 0,
+    master at ``address`` (default: the node name). MASTER_ADDR, MASTER_PORT,
+    NNODES and NODE_RANK, the names torchrun reads, copy them unless the
+    launch's ``env`` sets them (a job that chose its own rendezvous keeps it);
+    values inherited from the agent's environment are replaced.
     """
     env = {k: v for k, v in base.items() if k not in PRIVATE_VARS}
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -45,6 +53,10 @@ def job_environment(
             "GPUSCHED_NODE": node,
         }
     )
+    env.update(rank_environment(cmd, node=node, address=address))
+    for alias, source in protocol.LAUNCHER_ALIASES.items():
+        if alias not in cmd.env:
+            env[alias] = env[source]
     if cmd.plan:
         env.update(
             {
@@ -58,3 +70,17 @@ def job_environment(
         for name in (protocol.ENV_PLAN, protocol.ENV_NUM_GPUS, protocol.ENV_GRAD_ACCUM_STEPS, protocol.ENV_REQUESTED_GPUS):
             env.pop(name, None)
     return env
+
+
+def rank_environment(cmd: protocol.LaunchCommand, *, node: str, address: str = "") -> dict[str, str]:
+    """GPUSCHED_NODES, _NUM_NODES, _NODE_RANK, _MASTER_ADDR and _MASTER_PORT of ``cmd`` on ``node``."""
+    nodes = cmd.nodes or (node,)
+    master_addr = cmd.master_addr or (address or node if not cmd.nodes else nodes[0])
+    port = cmd.master_port or protocol.master_port(cmd.job_id, cmd.attempt)
+    return {
+        protocol.ENV_NODES: ",".join(nodes),
+        protocol.ENV_NUM_NODES: str(len(nodes)),
+        protocol.ENV_NODE_RANK: str(cmd.node_rank if cmd.nodes else 0),
+        protocol.ENV_MASTER_ADDR: master_addr,
+        protocol.ENV_MASTER_PORT: str(port),
+    }

@@ -120,12 +120,14 @@ class Supervisor:
         checkpoint_root: Path,
         gpu_count: int,
         emit: Emit,
+        address: str = "",
         base_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         log_chunk_bytes: int = 64 * 1024,
         final_log_bytes: int = 1024 * 1024,
     ) -> None:
         self.node = node
+        self.address = address or node  # master address of a launch that names no nodes
         self.workdir = workdir
         self.checkpoint_root = checkpoint_root
         self.gpu_count = gpu_count
@@ -370,7 +372,8 @@ class Supervisor:
         job_dir, cwd, checkpoint_dir = self._dirs(str(cmd.job_id))
         for d in (job_dir, cwd, checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True)
-        env = job_environment(self.base_env, cmd, node=self.node, checkpoint_dir=checkpoint_dir)
+        env = job_environment(self.base_env, cmd, node=self.node, checkpoint_dir=checkpoint_dir,
+                              address=self.address)
         marker_before = _marker_identity(checkpoint_dir)
         started_at = self.clock()
         handle = procs.spawn(
