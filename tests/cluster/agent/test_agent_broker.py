@@ -17,6 +17,7 @@ from agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, step_numbers, t
 
 from cluster import protocol
 from cluster.agent import __version__
+from cluster.agent.config import default_advertise_address
 
 pytestmark = pytest.mark.redis
 
@@ -28,6 +29,7 @@ def test_register_and_heartbeats_carry_node_capacity_running_attempts_and_token(
     assert reg["cpus"] > 0 and reg["mem_gb"] > 0
     assert reg["token"] == node.token
     assert reg["agent_version"] == __version__
+    assert reg["address"] == default_advertise_address(node.name)  # no --advertise-address
 
     node.launch("hb-job", 1, "sleep 30", gpu_indices=[0])
     node.reports.wait(protocol.REPORT_STARTED, job_id="hb-job")
@@ -43,6 +45,12 @@ def test_reports_go_to_the_default_queue_unless_told_otherwise(make_node):
     assert reg["node"] == n.name
     n.launch("dq", 1, "echo default")
     assert n.reports.wait(protocol.REPORT_EXITED, job_id="dq")["exit_code"] == 0
+
+
+def test_register_carries_the_advertised_address(make_node):
+    n = make_node("--advertise-address", "gpu-node-7.example.org")
+    n.start()
+    assert n.reports.wait(protocol.REPORT_REGISTER)["address"] == "gpu-node-7.example.org"
 
 
 def test_training_job_runs_to_completion_and_streams_its_log(node):
