@@ -196,3 +196,40 @@ def test_rubick_grows_a_running_job_when_gpus_free_up(
     assert (job.state, job.target_gpus, job.target_plan) == (JobState.PREEMPTING, 2, "ga")
     event = JobEvent.objects.get(job=job, to_state=JobState.PREEMPTING)
     assert event.reason == "Reconfigured" and event.message.startswith("ga on 1 GPU -> ga on 2 GPUs: Grown")
+
+
+def test_fitgpp_shrink_makes_room_for_a_te_job_by_shrinking_instead_of_preempting(
+    perf_model_traces, alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
+) -> None:
+    """A reconfigurable BE job holds all 4 GPUs; a 2-GPU TE job arrives. fitgpp-shrink prices
+    shrinking below preempting, so the BE job checkpoints and comes back on 2 GPUs (twice the
+    accumulation steps) next to the TE job, without counting as preempted."""
+    policy = make_policy("fitgpp-shrink")
+    nodes(("n1", 4))
+    be = elastic_job(alice, num_gpus=4, min_gpus=2, max_gpus=4)
+    assert cycle(django_capture_on_commit_callbacks, policy).applied.started == [be.pk]
+    be.refresh_from_db()
+    run(be, "n1")
+
+    te = submit(alice, "te", job_class="TE", num_gpus=2)
+    sent.clear()
+    report = cycle(django_capture_on_commit_callbacks, policy)
+    assert report.applied.reconfigured == [be.pk] and report.applied.preempted == []
+    be.refresh_from_db()
+    assert (be.state, be.target_gpus, be.preemption_count) == (JobState.PREEMPTING, 2, 0)
+    event = JobEvent.objects.get(job=be, to_state=JobState.PREEMPTING)
+    assert f"shrunk for TE job {te.pk}" in event.message
+    assert sent.items == [("n1", protocol.AGENT_PREEMPT, {"job_id": be.pk, "attempt": 1, "grace_period": 10.0})]
+    te.refresh_from_db()
+    assert te.state == JobState.PENDING
+
+    assert exit_on(be, "n1", 1, reason=protocol.EXIT_PREEMPT, code=143) == AttemptState.RECONFIGURED
+    sent.clear()
+    report = cycle(django_capture_on_commit_callbacks, policy)
+    assert sorted(report.applied.started) == sorted([be.pk, te.pk])
+    launches = {kw["job_id"]: kw for _, kw in sent.launches}
+    assert len(launches[te.pk]["gpu_indices"]) == 2
+    assert (launches[be.pk]["num_gpus"], launches[be.pk]["grad_accum_steps"]) == (2, 2)
+    be.refresh_from_db()
+    assert (be.preemption_count, be.reconfiguration_count) == (0, 1)
+    assert allocation_problems() == []
