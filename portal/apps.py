@@ -10,6 +10,6 @@ class PortalConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib import admin
 
-        from portal import login, login_throttle  # noqa: F401 - connects the login signal receivers
+        from portal import celery, login, login_throttle  # noqa: F401 - the Celery app; login signal receivers
 
         admin.site.login_form = login.ThrottledAdminAuthenticationForm
