@@ -21,9 +21,11 @@ launch-failed                    FAILED          FAILED
 stale, lost, agent-stop, other   NODE_LOST       NODE_LOST -> PENDING, CANCELLED if cancelling
 ===============================  ==============  =========================================
 
-An attempt on several nodes ends when its last node has reported (its
-outcome is that of the first report; a failed or lost rank stops the others)
-or when one of its nodes is lost. GPUs are freed per node as each node reports.
+An attempt on several nodes ends when its last node has reported or when one
+of its nodes is lost. Its outcome is that of the first report, except that a
+rank exiting 0 only completes the attempt if every other rank does too: a
+later report of any other outcome replaces it (``_outcome_after``). A failed
+or lost rank stops the others. GPUs are freed per node as each node reports.
 Progress and lost work follow ``scheduler.accounting``.
 """
 
@@ -298,11 +300,10 @@ def attempt_exited(
             return None
         job, att = found
         Gpu.objects.filter(node__name=node, index__in=att.gpu_allocation[node], allocated_to=job).update(allocated_to=None)
-        first = att.state in OPEN_ATTEMPT_STATES
-        if first:
-            att.state = classify_exit(reason, exit_code)
-            if att.state == AttemptState.PREEMPTED and att.notice_reason == NoticeReason.RECONFIGURE:
-                att.state = AttemptState.RECONFIGURED  # counted apart from preemptions
+        outcome = _outcome_after(att, classify_exit(reason, exit_code))
+        decided = outcome != att.state
+        if decided:
+            att.state = outcome
             att.exit_code, att.signal = exit_code, signal
         if notice_at is not None:
             att.notice_at = notice_at  # the agent's SIGTERM time is more exact than the decision's
@@ -314,7 +315,7 @@ def attempt_exited(
             att.save()
             realtime.publish_job_changed(job.pk)
             doomed = att.state in (AttemptState.FAILED, AttemptState.NODE_LOST)
-            if first and doomed and job.state in (JobState.STARTING, JobState.RUNNING):
+            if decided and doomed and job.state in (JobState.STARTING, JobState.RUNNING):
                 _stop_other_nodes(job, att, except_node=node, grace=float(job.grace_period))
             return att.state
         _settle(job, att, now)
@@ -337,6 +338,21 @@ def append_log(job_id: int, attempt: int, lines: Sequence[str], now: datetime, n
 
 
 # --- settling an attempt ----------------------------------------------------------------
+
+
+def _outcome_after(att: Attempt, reported: str) -> str:
+    """The attempt's outcome once one more of its nodes reported ``reported``.
+
+    The first report decides, except over a completion: a rank that exited 0
+    while another rank then fails, is preempted or is lost did not complete
+    the job. A reconfiguration notice turns PREEMPTED into RECONFIGURED, which
+    is counted apart from preemptions.
+    """
+    if reported == AttemptState.PREEMPTED and att.notice_reason == NoticeReason.RECONFIGURE:
+        reported = AttemptState.RECONFIGURED
+    if att.state in OPEN_ATTEMPT_STATES or att.state == AttemptState.COMPLETED:
+        return reported
+    return att.state
 
 
 def _held_elsewhere(job: Job, att: Attempt) -> bool:

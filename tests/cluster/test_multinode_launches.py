@@ -92,3 +92,54 @@ def test_a_re_sent_launch_names_the_same_ranks_and_master_as_the_first(sent, set
         ("a", ["a", "b"], 0, "10.0.0.1", protocol.master_port(job.pk, 3), True),
         ("b", ["a", "b"], 1, "10.0.0.1", protocol.master_port(job.pk, 3), True),
     ]
+
+
+def _running_on_two_nodes(sent, capture) -> Job:  # noqa: ANN001
+    _nodes(("a", 1, "10.0.0.1"), ("b", 1, "10.0.0.2"))
+    job = submit(make_user("alice"), "wide", num_gpus=2)
+    cycle = snapshot.build(timezone.now())
+    with capture(execute=True), transaction.atomic():
+        apply.apply_decisions([Start(str(job.pk), Placement.of({"a": 1, "b": 1}))], cycle)
+    for node in ("a", "b"):
+        services.attempt_started(node, job.pk, 1, 4242, timezone.now())
+    return job
+
+
+def _exit(job: Job, node: str, code: int | None, reason: str | None = None) -> str | None:
+    now = timezone.now()
+    return services.attempt_exited(node, job.pk, 1, exit_code=code, signal=None, ended_at=now, notice_at=None,
+                                   checkpointed=False, reason=reason, now=now)
+
+
+def test_a_rank_exiting_0_completes_the_job_only_when_every_rank_does(
+        sent, no_triggers, django_capture_on_commit_callbacks) -> None:
+    job = _running_on_two_nodes(sent, django_capture_on_commit_callbacks)
+    assert _exit(job, "a", 0) == "COMPLETED"
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING  # rank 1 still runs
+    assert _exit(job, "b", 0) == "COMPLETED"
+    job.refresh_from_db()
+    assert job.state == JobState.COMPLETED
+
+
+def test_a_rank_failing_after_another_exited_0_fails_the_job(
+        sent, no_triggers, django_capture_on_commit_callbacks) -> None:
+    job = _running_on_two_nodes(sent, django_capture_on_commit_callbacks)
+    assert _exit(job, "a", 0) == "COMPLETED"
+    assert _exit(job, "b", 1) == "FAILED"
+    job.refresh_from_db()
+    attempt = Attempt.objects.get(job=job, number=1)
+    assert (job.state, attempt.state, attempt.exit_code) == (JobState.FAILED, "FAILED", 1)
+
+
+def test_the_first_failure_decides_over_later_reports(
+        sent, no_triggers, django_capture_on_commit_callbacks) -> None:
+    job = _running_on_two_nodes(sent, django_capture_on_commit_callbacks)
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _exit(job, "a", 3) == "FAILED"
+    assert [(node, kind) for node, kind, _ in sent.items] == [("b", protocol.AGENT_KILL)]  # the other rank is stopped
+    assert _exit(job, "b", None, reason=protocol.EXIT_STALE) == "FAILED"
+    job.refresh_from_db()
+    attempt = Attempt.objects.get(job=job, number=1)
+    assert (job.state, attempt.exit_code) == (JobState.FAILED, 3)
