@@ -162,37 +162,6 @@ def _cpu_groups(stack: Stack) -> dict[str, float]:
     return {name: _tree_cpu_seconds(pids) for name, pids in groups.items()}
 
 
-def _array_client(base_url: str, token: str, names: list[str], per_request: int, start_at: float,
-                  out) -> None:  # noqa: ANN001 - a multiprocessing queue
-    """Like ``load._client`` but POSTing ``per_request`` jobs at a time to /api/v1/jobs/array/."""
-    import requests
-
-    result = load.ClientResult()
-    session = requests.Session()
-    session.headers.update({"Authorization": f"Token {token}", "Content-Type": "application/json"})
-    while time.time() < start_at:
-        time.sleep(0.001)
-    for first in range(0, len(names), per_request):
-        chunk = names[first:first + per_request]
-        body = {"jobs": [{"name": name, "command": load.COMMAND, "job_class": "TE" if (first + i) % 4 == 0 else "BE",
-                          "num_gpus": 1, "grace_period": 0} for i, name in enumerate(chunk)]}
-        began = time.perf_counter()
-        try:
-            response = session.post(f"{base_url}/api/v1/jobs/array/", json=body, timeout=120)
-        except requests.RequestException as exc:
-            result.statuses["error"] += 1
-            result.errors.append(f"{chunk[0]}: {type(exc).__name__}: {exc}"[:300])
-            continue
-        result.latencies.append(time.perf_counter() - began)
-        result.statuses[response.status_code] += 1
-        if response.status_code == 201:
-            for name, job in zip(chunk, response.json()["jobs"], strict=True):
-                result.accepted[name] = job["id"]
-        elif len(result.errors) < 20:
-            result.errors.append(f"{chunk[0]}: {response.status_code} {response.text[:200]}")
-    out.put(result)
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -251,10 +220,7 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
 
     cpu_before = _cpu_groups(stack)
     load_before = os.getloadavg()
-    if array:
-        result = load.burst(stack.base_url, tokens, size, clients, client=_array_client, client_args=(array,))
-    else:
-        result = load.burst(stack.base_url, tokens, size, clients)
+    result = load.burst(stack.base_url, tokens, size, clients, per_request=array)
     burst_end = time.monotonic()
     load_after = os.getloadavg()
     cpu = {name: seconds - cpu_before[name] for name, seconds in _cpu_groups(stack).items()}

@@ -18,7 +18,6 @@ import multiprocessing
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import requests
@@ -50,46 +49,52 @@ class BurstResult:
         return len(self.accepted) / self.seconds if self.seconds > 0 else 0.0
 
 
-def _client(base_url: str, token: str, names: list[str], start_at: float, out: multiprocessing.Queue) -> None:
+def _job(name: str, i: int) -> dict:
+    return {"name": name, "command": COMMAND, "job_class": "TE" if i % 4 == 0 else "BE", "num_gpus": 1,
+            "grace_period": 0}
+
+
+def _client(base_url: str, token: str, names: list[str], per_request: int, start_at: float,
+            out: multiprocessing.Queue) -> None:
+    """POST ``names`` one job per request, or ``per_request`` jobs per job-array request (> 0)."""
     result = ClientResult()
     session = requests.Session()
     session.headers.update({"Authorization": f"Token {token}", "Content-Type": "application/json"})
+    url = f"{base_url}/api/v1/jobs/array/" if per_request else f"{base_url}/api/v1/jobs/"
+    step = per_request or 1
     while time.time() < start_at:  # all clients start together
         time.sleep(0.001)
-    for i, name in enumerate(names):
-        body = {"name": name, "command": COMMAND, "job_class": "TE" if i % 4 == 0 else "BE", "num_gpus": 1,
-                "grace_period": 0}
+    for first in range(0, len(names), step):
+        chunk = names[first:first + step]
+        jobs = [_job(name, first + i) for i, name in enumerate(chunk)]
         began = time.perf_counter()
         try:
-            response = session.post(f"{base_url}/api/v1/jobs/", json=body, timeout=120)
+            response = session.post(url, json={"jobs": jobs} if per_request else jobs[0], timeout=120)
         except requests.RequestException as exc:
             result.statuses["error"] += 1
-            result.errors.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+            result.errors.append(f"{chunk[0]}: {type(exc).__name__}: {exc}"[:300])
             continue
         result.latencies.append(time.perf_counter() - began)
         result.statuses[response.status_code] += 1
         if response.status_code == 201:
-            result.accepted[name] = response.json()["id"]
+            answered = response.json()["jobs"] if per_request else [response.json()]
+            for name, job in zip(chunk, answered, strict=True):
+                result.accepted[name] = job["id"]
         elif len(result.errors) < 20:
-            result.errors.append(f"{name}: {response.status_code} {response.text[:200]}")
+            result.errors.append(f"{chunk[0]}: {response.status_code} {response.text[:200]}")
     out.put(result)
 
 
-def burst(base_url: str, tokens: list[str], total: int, clients: int,
-          client: Callable[..., None] | None = None, client_args: tuple = ()) -> BurstResult:
+def burst(base_url: str, tokens: list[str], total: int, clients: int, per_request: int = 0) -> BurstResult:
     """Submit ``total`` jobs from ``clients`` processes (tokens used round-robin); see the module doc.
-
-    ``client`` (default: one job per request) runs in each process as
-    ``client(base_url, token, names, *client_args, start_at, out)`` and puts one
-    ``ClientResult`` on ``out``; it must be importable by name (spawned processes).
-    """
+    ``per_request`` > 0 sends them as job arrays of that many jobs (POST /api/v1/jobs/array/)."""
     run = uuid.uuid4().hex[:8]
     names = [[f"load-{run}-{c}-{n}" for n in range(c, total, clients)] for c in range(clients)]
     ctx = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue = ctx.Queue()
     start_at = time.time() + 2.0  # after every client process has imported requests
-    procs = [ctx.Process(target=client or _client,
-                         args=(base_url, tokens[c % len(tokens)], names[c], *client_args, start_at, out))
+    procs = [ctx.Process(target=_client,
+                         args=(base_url, tokens[c % len(tokens)], names[c], per_request, start_at, out))
              for c in range(clients)]
     for p in procs:
         p.start()
