@@ -64,12 +64,14 @@ def node_block(spec: JobSpec) -> int:
     plan = spec.plan
     if not plan:
         return 1
-    tp = _tp_of(plan)
+    tp = plan_block(plan)
     return tp if tp > 1 and spec.num_gpus % tp == 0 else 1
 
 
 @lru_cache(maxsize=256)
-def _tp_of(plan: str) -> int:
+def plan_block(plan: str) -> int:
+    """GPUs a plan needs on one node: the tensor-parallel degree of a 3D plan, else 1
+    (also for an empty plan or one that does not parse)."""
     # Imported here: the perf package loads numpy, which jobs without a plan
     # (every queue policy's usual input) should not pay for at import time.
     from scheduler.core.perf.plans import PlanError, parse_plan

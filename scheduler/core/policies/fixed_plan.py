@@ -22,7 +22,8 @@ from typing import Sequence
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Start
 from scheduler.core.model import PendingJob, RunningJob, Snapshot
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
-from scheduler.core.policies.reconfig import Pool, block_size, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
+from scheduler.core.placement import plan_block
+from scheduler.core.policies.reconfig import Pool, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
 from scheduler.core.policy import register
 
 
@@ -105,7 +106,7 @@ class FixedPlanPolicy:
 
     def place(self, pool: Pool, job: PendingJob) -> dict[str, int] | None:
         spec = job.spec
-        return pool.place_blocks(spec.num_gpus, block_size(spec.plan), cpus_per_gpu(spec), mem_per_gpu(spec))
+        return pool.place_blocks(spec.num_gpus, plan_block(spec.plan), cpus_per_gpu(spec), mem_per_gpu(spec))
 
     def start(self, pool: Pool, job: PendingJob, parts: dict[str, int]) -> Start:
         spec = job.spec

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from scheduler.core.model import JobSpec, Node, Placement, RunningJob
-from scheduler.core.perf.plans import PlanError, parse_plan
-from scheduler.core.placement import EPS, INF, free_from_running, full_free, spread, units_of
+from scheduler.core.placement import EPS, INF, free_from_running, full_free, plan_block, spread, units_of
 
 FLOOR_SLACK = 1e-9
 """Tolerance when comparing a normalized throughput with a floor of 1.0."""
@@ -175,7 +174,7 @@ class JobModel:
         self.cpg = cpus_per_gpu(req)
         self.mpg = mem_per_gpu(req)
         self.lo, self.hi = req.gpu_range
-        self.blocks = sorted({block_size(p) for p in (req.plan, *req.allowed_plans)} - {1})
+        self.blocks = sorted({plan_block(p) for p in (req.plan, *req.allowed_plans)} - {1})
         self.guarantee = 1.0  # lowered only when no allocation of the cluster reaches the request
         # (then every floor a policy applies to the job is capped at it)
 
@@ -239,17 +238,6 @@ class JobModel:
         return None
 
 
-def block_size(plan: str) -> int:
-    """GPUs that must share a node: the tensor-parallel degree of a 3D plan, else 1."""
-    if not plan:
-        return 1
-    try:
-        p = parse_plan(plan)
-    except PlanError:
-        return 1
-    return p.tp if p.is_3d else 1
-
-
 def _packed(g: int, node_gpus: int = 8) -> dict[str, int]:
     full, rest = divmod(g, node_gpus)
     parts = {f"_{i}": node_gpus for i in range(full)}
@@ -267,7 +255,6 @@ __all__ = [
     "FLOOR_SLACK",
     "INF",
     "JobModel",
-    "block_size",
     "Option",
     "Pool",
     "cpus_per_gpu",
