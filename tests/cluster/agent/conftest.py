@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from agent_testlib import Node
+from tests.cluster.agent.agent_testlib import Node
 
 from cluster import protocol
 

@@ -13,7 +13,7 @@ import signal
 import subprocess
 
 import pytest
-from agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, step_numbers, train_command, wait_until
+from tests.cluster.agent.agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, step_numbers, train_command, wait_until
 
 from cluster import protocol
 from cluster.agent import __version__

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agent_testlib import PY, TRAIN, step_numbers
+from tests.cluster.agent.agent_testlib import PY, TRAIN, step_numbers
 
 from cluster import protocol
 from cluster.agent import jobenv

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, kill_group, step_numbers, wait_until
+from tests.cluster.agent.agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, kill_group, step_numbers, wait_until
 
 from cluster import protocol
 from cluster.agent import procs

@@ -14,7 +14,7 @@ import json
 import signal
 
 import pytest
-from agent_testlib import wait_until
+from tests.cluster.agent.agent_testlib import wait_until
 
 from cluster import protocol
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_testlib import PY, group_alive, kill_group, step_numbers, train_command, wait_until
+from tests.cluster.agent.agent_testlib import PY, group_alive, kill_group, step_numbers, train_command, wait_until
 
 from cluster import protocol
 from cluster.agent.supervisor import Supervisor
