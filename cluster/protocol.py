@@ -37,7 +37,8 @@ AGENT_RECONCILE = "agent.reconcile"  # kwargs: keep=[[job_id, attempt], ...]; ki
 REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version, address
 REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token
 REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, token
-REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason
+REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason,
+#                                   message, peak_mem_bytes, cpu_seconds
 REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], token
 # Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
 # seconds as floats. exit_code is None when the process died from a signal;
@@ -45,6 +46,9 @@ REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], t
 # ("" when none is configured). agent_version, reason and address were added
 # after the first version of this contract, so a receiver must tolerate their
 # absence (a register without an address: other nodes reach it by its name).
+# REPORT_EXITED's message (str, "" when none), peak_mem_bytes (int) and
+# cpu_seconds (float) came later still: the latter two are None when the node
+# could not measure them (no cgroup for the attempt).
 
 # REPORT_EXITED ``reason``: why the attempt ended. None: the job exited without
 # any signal from the agent. Otherwise the agent had signalled it because of:
@@ -54,7 +58,9 @@ EXIT_TIMEOUT = "timeout"  # the launch's time_limit ran out (enforced by the age
 EXIT_STALE = "stale"  # AGENT_RECONCILE without this attempt in keep, or AGENT_KILL reason=stale
 EXIT_LOST = "lost"  # the agent could not observe how the attempt ended (see docs/agent.md)
 EXIT_AGENT_STOP = "agent-stop"  # the agent was stopped with --kill-jobs-on-exit
-EXIT_LAUNCH_FAILED = "launch-failed"  # never started (bad GPU index, unusable work dir); see its log lines
+EXIT_LAUNCH_FAILED = "launch-failed"  # never started (bad GPU index, unusable work dir, bad run_as); see its log lines
+EXIT_OUT_OF_MEMORY = "out-of-memory"  # the attempt went past its mem_bytes: the kernel's OOM killer ended it
+EXIT_IMAGE_UNAVAILABLE = "image-unavailable"  # the launch's image could not be fetched, verified or unpacked; see message
 
 # Environment given to every job process.
 ENV_JOB_ID = "GPUSCHED_JOB_ID"
@@ -93,6 +99,10 @@ ENV_AGENT_TOKEN = "GPUSCHED_AGENT_TOKEN"
 # Job ids double as directory names on the node, hence the restricted alphabet.
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# POSIX portable user names (useradd's default rule), as resolved through NSS on the node.
+_USER_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+_IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def master_port(job_id: str | int, attempt: int) -> int:
@@ -179,6 +189,13 @@ class LaunchCommand:
     ``master_port`` are where rank 0 listens for the rendezvous; they become
     GPUSCHED_NODES and friends. A launch without ``nodes`` (a server older than
     these fields) runs as a single-node job whose master is the receiving node.
+
+    Confinement (docs/agent.md): ``run_as`` is the POSIX user name the job runs
+    as, resolved on the node through NSS ("": the agent's own user, which an
+    agent refuses unless it runs in single-user mode); ``cpus`` and
+    ``mem_bytes`` are the attempt's limits (0: none); ``image`` names the root
+    filesystem to run in ("": the host's), ``image_uri`` is its tarball's path
+    and ``image_digest`` its "sha256:<hex>", both required with an image.
     Unknown keys in a received message are ignored so the server can add fields
     before every agent knows them.
     """
@@ -199,6 +216,12 @@ class LaunchCommand:
     node_rank: int = 0
     master_addr: str = ""
     master_port: int = 0
+    run_as: str = ""
+    cpus: float = 0.0
+    mem_bytes: int = 0
+    image: str = ""
+    image_uri: str = ""
+    image_digest: str = ""
 
     def to_kwargs(self) -> dict[str, Any]:
         """The JSON-ready kwargs for ``send_task(AGENT_LAUNCH, kwargs=...)``."""
@@ -219,6 +242,12 @@ class LaunchCommand:
             "node_rank": self.node_rank,
             "master_addr": self.master_addr,
             "master_port": self.master_port,
+            "run_as": self.run_as,
+            "cpus": self.cpus,
+            "mem_bytes": self.mem_bytes,
+            "image": self.image,
+            "image_uri": self.image_uri,
+            "image_digest": self.image_digest,
         }
 
     @classmethod
@@ -259,6 +288,10 @@ class LaunchCommand:
             node_rank=node_rank,
             master_addr=check_address(kwargs.get("master_addr") or "", "master_addr"),
             master_port=master_port,
+            run_as=_check_user(kwargs.get("run_as") or ""),
+            cpus=_check_cpus(kwargs.get("cpus") or 0.0),
+            mem_bytes=_check_count(kwargs.get("mem_bytes") or 0, "mem_bytes", 0),
+            **_check_image(kwargs),
         )
 
 
@@ -269,6 +302,37 @@ def _check_plan(value: Any) -> str:
     if not isinstance(value, str) or (value and not _PLAN_RE.match(value)):
         raise ProtocolError("plan", f"must be 1-32 characters of A-Z a-z 0-9 + _ -, got {value!r}")
     return value
+
+
+def _check_user(value: Any) -> str:
+    if not isinstance(value, str) or (value and not _USER_NAME_RE.match(value)):
+        raise ProtocolError("run_as", f"must be a POSIX user name (1-32 characters of a-z 0-9 _ . -, "
+                                      f"starting with a-z or _), got {value!r}")
+    return value
+
+
+def _check_cpus(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ProtocolError("cpus", f"must be a number of CPUs >= 0 (0: no limit), got {value!r}")
+    return float(value)
+
+
+def _check_image(kwargs: Mapping[str, Any]) -> dict[str, str]:
+    """image, image_uri and image_digest: all empty, or a name, an absolute tarball path and its sha256."""
+    image, uri, digest = (kwargs.get(name) or "" for name in ("image", "image_uri", "image_digest"))
+    if not isinstance(image, str) or (image and not _IMAGE_NAME_RE.match(image)):
+        raise ProtocolError("image", f"must be an image name (1-200 characters of A-Z a-z 0-9 . _ : / @ + -), got {image!r}")
+    if not isinstance(uri, str) or "\x00" in uri or (uri and not uri.startswith("/")):
+        raise ProtocolError("image_uri", f"must be an absolute path to a root filesystem tarball, got {uri!r}")
+    if not isinstance(digest, str) or (digest and not _DIGEST_RE.match(digest)):
+        raise ProtocolError("image_digest", f"must be 'sha256:' and 64 lowercase hex digits, got {digest!r}")
+    if image and not uri:
+        raise ProtocolError("image_uri", f"is required with image {image!r}")
+    if uri and not digest:
+        raise ProtocolError("image_digest", "is required with image_uri (the node verifies what it unpacks)")
+    if uri and not image:
+        raise ProtocolError("image", "is required with image_uri")
+    return {"image": image, "image_uri": uri, "image_digest": digest}
 
 
 def _check_count(value: Any, field_name: str, minimum: int) -> int:
