@@ -56,7 +56,7 @@ stop_all() {
     if [ "${#AGENT_PIDS[@]}" -gt 0 ]; then
         # STOP_TIMEOUT (default 45 s) covers the default 30 s grace period of jobs.
         say "Node agents are stopping their jobs (each gets its grace period)..."
-        stop_group "${STOP_TIMEOUT:-45}" "${AGENT_PIDS[@]}"
+        stop_group $((${STOP_TIMEOUT:-45} + 5)) "${AGENT_PIDS[@]}"
     fi
     stop_group 5 "${REDIS_PIDS[@]}"
     wait 2>/dev/null || true
@@ -74,10 +74,55 @@ start() {
     # prefixing sed ignores SIGINT so output is not cut while they stop.
     setsid "$@" > >(trap '' INT && exec sed -u "s/^/[$name] /") 2>&1 &
     case "$tier" in
-        agent) AGENT_PIDS+=("$!") ;;
         redis) REDIS_PIDS+=("$!") ;;
         *) SERVICE_PIDS+=("$!") ;;
     esac
+    NAMES+=("$name")
+}
+
+# start_agent NAME CMD...: run the node agent CMD under a supervisor that
+# restarts it whenever it exits on its own (after 1 s, doubling up to 30 s while
+# it keeps dying young). Unlike the web server, worker and beat, an agent's
+# death stops nothing else: its jobs run on in their own sessions and the
+# restarted agent adopts them. Exit status 2 (bad options, or another agent on
+# its work dir) would only repeat, so it is reported and not retried. SIGTERM
+# to the supervisor is passed on to the agent, which then stops its jobs; it
+# gets SIGKILL if it is still there STOP_TIMEOUT seconds later.
+start_agent() {
+    local name="$1"
+    shift
+    (
+        set +e
+        child="" stop=0 delay=1
+        on_term() {
+            stop=1
+            [ -n "$child" ] || return 0
+            kill -TERM "$child" 2>/dev/null
+            (sleep "${STOP_TIMEOUT:-45}" && kill -KILL "$child" 2>/dev/null) &
+        }
+        trap on_term TERM
+        while :; do
+            born=$SECONDS
+            setsid "$@" > >(trap '' INT && exec sed -u "s/^/[$name] /") 2>&1 &
+            child=$!
+            wait "$child"
+            status=$?
+            while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
+            [ "$stop" = 1 ] && exit 0
+            if [ "$status" = 2 ]; then
+                say "Agent $name exited (status 2: bad options or work dir in use); not restarting it. The rest keep running."
+                exit 2
+            fi
+            [ $((SECONDS - born)) -ge 60 ] && delay=1
+            say "Agent $name exited (status $status); restarting it in ${delay}s (its jobs keep running and are adopted)."
+            sleep "$delay" &
+            child=$!
+            wait "$child"
+            [ "$stop" = 1 ] && exit 0
+            delay=$((delay * 2 > 30 ? 30 : delay * 2))
+        done
+    ) &
+    AGENT_PIDS+=("$!")
     NAMES+=("$name")
 }
 
@@ -134,7 +179,7 @@ agents="${GPUSCHED_LOCAL_AGENTS:-2}"
 if [ -f cluster/agent/__main__.py ]; then
     for i in $(seq 1 "$agents"); do
         # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
-        start agent "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
+        start_agent "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
             --kill-jobs-on-exit
     done
 else
@@ -145,9 +190,12 @@ say ""
 say "Portal:   http://$HOST:$PORT/   (API docs: http://$HOST:$PORT/api/docs/)"
 say "Running:  ${NAMES[*]}. Press Ctrl-C to stop everything."
 
-# Stop everything as soon as any component exits on its own.
+# Stop everything as soon as the web server, worker, beat or a private Redis
+# exits on its own: a restart loop would hide what is usually a configuration
+# error (port in use, database unreachable) behind a portal that half works.
+# Agents are restarted by their supervisors (start_agent) instead.
 set +e
-wait -n "${SERVICE_PIDS[@]}" "${AGENT_PIDS[@]}" "${REDIS_PIDS[@]}"
+wait -n "${SERVICE_PIDS[@]}" "${REDIS_PIDS[@]}"
 status=$?
 set -e
 if [ "$stopping" = 0 ]; then
