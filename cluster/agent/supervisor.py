@@ -18,95 +18,30 @@ Idempotency by (job_id, attempt):
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from cluster import protocol
-from cluster.agent import procs
-from cluster.agent.jobenv import job_environment
-from cluster.agent.logtail import read_new_lines
+from cluster.agent import procs, stopping
+from cluster.agent.attempt import Attempt, Key, marker_identity, read_exit_file
+from cluster.agent.launcher import Launcher
+from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
+from cluster.agent.orphans import orphan_attempt
+from cluster.agent.outcome import checkpointed, ended_at, outcome
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[str, dict[str, Any]], None]
-Key = tuple[str, int]
 
 # Newest attempt number remembered per job (for refusing old launches); the
 # oldest entries are forgotten beyond this many jobs.
 MAX_REMEMBERED_JOBS = 10_000
 _KILL_REASON_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-
-
-@dataclass
-class Attempt:
-    """One running attempt; everything but ``handle`` is saved in the state file."""
-
-    job_id: str | int
-    attempt: int
-    pgid: int
-    start_ticks: int | None
-    started_at: float
-    grace_period: float
-    time_limit: float | None
-    job_dir: str
-    checkpoint_dir: str
-    gpu_indices: list[int] = field(default_factory=list)
-    marker_before: list[int] | None = None  # [inode, mtime_ns] of the marker at launch
-    log_offset: int = 0
-    notice_at: float | None = None
-    kill_at: float | None = None
-    killed_at: float | None = None
-    reason: str | None = None
-    handle: procs.ProcessHandle | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def key(self) -> Key:
-        return (str(self.job_id), self.attempt)
-
-    @property
-    def log_path(self) -> Path:
-        return attempt_log_path(Path(self.job_dir), self.attempt)
-
-    @property
-    def exit_path(self) -> Path:
-        return Path(self.job_dir) / f"attempt-{self.attempt}.exit"
-
-    def to_state(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "handle"}
-
-    @classmethod
-    def from_state(cls, data: Mapping[str, Any]) -> "Attempt":
-        names = {f.name for f in fields(cls)} - {"handle"}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def attempt_log_path(job_dir: Path, attempt: int) -> Path:
-    """Where attempt ``attempt``'s stdout and stderr go (kept across requeues)."""
-    return job_dir / f"attempt-{attempt}.log"
-
-
-def _marker_identity(checkpoint_dir: Path) -> list[int] | None:
-    try:
-        st = (checkpoint_dir / protocol.CHECKPOINT_MARKER).stat()
-    except FileNotFoundError:
-        return None
-    return [st.st_ino, st.st_mtime_ns]
-
-
-def _read_exit_file(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 class Supervisor:
@@ -127,13 +62,15 @@ class Supervisor:
         final_log_bytes: int = 1024 * 1024,
     ) -> None:
         self.node = node
-        self.address = address or node  # master address of a launch that names no nodes
         self.workdir = workdir
         self.checkpoint_root = checkpoint_root
         self.gpu_count = gpu_count
         self.emit = emit
-        self.base_env = dict(os.environ if base_env is None else base_env)
         self.clock = clock
+        self.launcher = Launcher(node=node, workdir=workdir, checkpoint_root=checkpoint_root, address=address,
+                                 base_env=base_env, clock=clock)
+        # The variables every job starts from (the agent adds its lease here); shared with the launcher.
+        self.base_env = self.launcher.base_env
         self.log_chunk_bytes = log_chunk_bytes
         self.final_log_bytes = final_log_bytes
         self.attempts: dict[Key, Attempt] = {}
@@ -160,43 +97,22 @@ class Supervisor:
         return list(self.attempts)
 
     def stop_orphans(self, found: list[procs.FoundShim]) -> list[Key]:
-        """Stop live attempts of this work dir that the saved state does not list.
+        """Stop live attempts of this work dir that the saved state does not list (see orphans.py).
 
-        That happens only when the state file was lost or unreadable. Such an
-        attempt cannot be supervised as launched (its launch is unknown), and
-        the server no longer counts on it (no heartbeat lists it), so it is
-        stopped (SIGTERM, its GRACE_PERIOD, SIGKILL) and reported with reason
-        "stale". Its identity comes from its environment; a job id of digits
-        only is reported as an integer.
+        Each is stopped (SIGTERM, its GRACE_PERIOD, SIGKILL) and reported with
+        reason "stale". Returns their keys.
         """
         known = {a.pgid for a in self.attempts.values()}
         stopped = []
         for shim in found:
             if shim.pid in known:
                 continue
-            env = shim.env
-            try:
-                job = env[protocol.ENV_JOB_ID]
-                job_id = int(job) if job.isdigit() else protocol.check_job_id(job)
-                attempt = protocol.check_attempt(int(env[protocol.ENV_ATTEMPT]))
-                grace = protocol.check_seconds(float(env.get(protocol.ENV_GRACE_PERIOD, "0")), "grace_period")
-            except (KeyError, ValueError):
-                log.error("process group %d runs a job of this node without its identity; SIGKILL", shim.pid)
-                procs.signal_group(shim.pid, signal.SIGKILL)
+            att = orphan_attempt(shim, self.checkpoint_root, self.clock())
+            if att is None:
                 continue
-            checkpoint_dir = Path(env.get(protocol.ENV_CHECKPOINT_DIR, self.checkpoint_root / str(job_id)))
-            log_path = attempt_log_path(shim.exit_path.parent, attempt)
-            att = Attempt(
-                job_id=job_id, attempt=attempt, pgid=shim.pid, start_ticks=shim.start_ticks,
-                started_at=self.clock(), grace_period=grace, time_limit=None,
-                job_dir=str(shim.exit_path.parent), checkpoint_dir=str(checkpoint_dir),
-                marker_before=_marker_identity(checkpoint_dir),
-                log_offset=log_path.stat().st_size if log_path.exists() else 0,
-                handle=procs.AdoptedHandle(shim.pid, shim.start_ticks),
-            )
-            log.warning("%s attempt %d (process group %d) is not in the saved state; stopping it", job_id, attempt, shim.pid)
+            log.warning("%s attempt %d (process group %d) is not in the saved state; stopping it", att.job_id, att.attempt, shim.pid)
             self.attempts[att.key] = att
-            self._stop(att, protocol.EXIT_STALE, grace)
+            self._stop(att, protocol.EXIT_STALE, att.grace_period)
             stopped.append(att.key)
         return stopped
 
@@ -230,7 +146,7 @@ class Supervisor:
             return "failed"
         self._warn_shared_gpus(cmd)
         try:
-            att = self._spawn(cmd)
+            att = self.launcher.spawn(cmd)
         except OSError as exc:
             self._launch_failed(cmd, f"cannot start the job on node {self.node}: {exc}")
             return "failed"
@@ -310,18 +226,15 @@ class Supervisor:
         now = self.clock()
         for att in list(self.attempts.values()):
             if att.handle is not None and att.handle.alive():
-                self._enforce(att, now)
+                self.dirty = stopping.enforce(att, now) or self.dirty
             else:
                 self._finish(att, now)
 
     def stream_logs(self) -> None:
         """Report the complete new lines of every running attempt's log (one REPORT_LOG each)."""
         for att in self.attempts.values():
-            lines, offset = read_new_lines(att.log_path, att.log_offset, self.log_chunk_bytes)
-            if lines:
-                att.log_offset = offset
+            if stream_new_lines(att, self.log_chunk_bytes, self._emit_log):
                 self.dirty = True
-                self._emit_log(att, lines)
 
     # ----- internals ---------------------------------------------------------
 
@@ -364,55 +277,13 @@ class Supervisor:
             if shared:
                 log.warning("%s attempt %d shares GPUs %s with %s attempt %d", cmd.job_id, cmd.attempt, sorted(shared), att.job_id, att.attempt)
 
-    def _dirs(self, job: str) -> tuple[Path, Path, Path]:
-        job_dir = self.workdir / "jobs" / job
-        return job_dir, job_dir / "work", self.checkpoint_root / job
-
-    def _spawn(self, cmd: protocol.LaunchCommand) -> Attempt:
-        job_dir, cwd, checkpoint_dir = self._dirs(str(cmd.job_id))
-        for d in (job_dir, cwd, checkpoint_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        env = job_environment(self.base_env, cmd, node=self.node, checkpoint_dir=checkpoint_dir,
-                              address=self.address)
-        marker_before = _marker_identity(checkpoint_dir)
-        started_at = self.clock()
-        handle = procs.spawn(
-            cmd.command,
-            cwd=cwd,
-            env=env,
-            log_path=attempt_log_path(job_dir, cmd.attempt),
-            exit_path=job_dir / f"attempt-{cmd.attempt}.exit",
-        )
-        stat = procs.proc_stat(handle.pid)
-        att = Attempt(
-            job_id=cmd.job_id,
-            attempt=cmd.attempt,
-            pgid=handle.pid,
-            start_ticks=stat[1] if stat else None,
-            started_at=started_at,
-            grace_period=cmd.grace_period,
-            time_limit=cmd.time_limit,
-            job_dir=str(job_dir),
-            checkpoint_dir=str(checkpoint_dir),
-            gpu_indices=list(cmd.gpu_indices),
-            marker_before=marker_before,
-            handle=handle,
-        )
-        return att
-
     def _launch_failed(self, cmd: protocol.LaunchCommand, message: str) -> None:
         log.error("launch of %s attempt %d failed: %s", cmd.job_id, cmd.attempt, message)
         self._report_unstarted(cmd, message, protocol.EXIT_LAUNCH_FAILED)
 
     def _report_unstarted(self, cmd: protocol.LaunchCommand, message: str, reason: str) -> None:
         """Report an attempt that never started: the message in its log (file and REPORT_LOG), then its end."""
-        job_dir, _, _ = self._dirs(str(cmd.job_id))
-        try:
-            job_dir.mkdir(parents=True, exist_ok=True)
-            with open(attempt_log_path(job_dir, cmd.attempt), "a") as f:
-                f.write(f"[agent] {message}\n")
-        except OSError:
-            pass  # the work dir itself may be the problem; the report still says why
+        self.launcher.write_unstarted_log(cmd, message)
         ref = {"job_id": cmd.job_id, "attempt": cmd.attempt}
         self.emit(protocol.REPORT_LOG, {**ref, "lines": [f"[agent] {message}"]})
         self.emit(
@@ -422,81 +293,18 @@ class Supervisor:
         )
 
     def _stop(self, att: Attempt, reason: str, grace: float) -> None:
-        """Notice (SIGTERM to the group) now, SIGKILL at now + grace (or earlier if already due)."""
-        now = self.clock()
-        att.reason = reason
-        if att.notice_at is None:
-            att.notice_at = now
-            procs.signal_group(att.pgid, signal.SIGTERM)
-            log.info("SIGTERM to %s attempt %d (%s), SIGKILL in %gs", att.job_id, att.attempt, reason, grace)
-        deadline = now + grace
-        att.kill_at = deadline if att.kill_at is None else min(att.kill_at, deadline)
+        stopping.notice(att, reason, grace, self.clock())
         self.dirty = True
-        if att.kill_at <= now:
-            self._sigkill(att, now)
-
-    def _sigkill(self, att: Attempt, now: float) -> None:
-        if att.killed_at is None:
-            procs.signal_group(att.pgid, signal.SIGKILL)
-            att.killed_at = now
-            self.dirty = True
-            log.info("SIGKILL to %s attempt %d", att.job_id, att.attempt)
-
-    def _enforce(self, att: Attempt, now: float) -> None:
-        if att.kill_at is None and att.time_limit is not None and now >= att.started_at + att.time_limit:
-            log.info("%s attempt %d reached its time limit of %gs", att.job_id, att.attempt, att.time_limit)
-            self._stop(att, protocol.EXIT_TIMEOUT, att.grace_period)
-        elif att.kill_at is None and att.exit_path.exists():
-            # The command has ended but processes it started live on: the same
-            # contract as a notice (SIGTERM, grace, SIGKILL), without a notice.
-            record = _read_exit_file(att.exit_path)
-            if record is not None and not record.get("done"):
-                log.info("%s attempt %d: command ended, stopping the processes it left", att.job_id, att.attempt)
-                procs.signal_group(att.pgid, signal.SIGTERM)
-                att.kill_at = now + att.grace_period
-                self.dirty = True
-        if att.kill_at is not None and now >= att.kill_at:
-            self._sigkill(att, now)
-
-    def _outcome(self, att: Attempt, record: dict[str, Any] | None) -> tuple[int | None, int | None, str | None]:
-        """(exit_code, signal, reason) of an ended attempt; see docs/agent.md "Exit status"."""
-        reason = att.reason
-        if record and record.get("fenced"):
-            # The job stopped itself because this agent was gone too long: the server has
-            # (or will have) declared the node lost, so the attempt counts as lost, not failed.
-            main = record.get("main") or {}
-            return main.get("exit_code"), main.get("signal"), protocol.EXIT_LOST
-        main = record.get("main") if record else None
-        if main:
-            last = record.get("last") or main
-            if att.notice_at is not None and main.get("signal") is not None:
-                # The wrapping shell died of the notice; the job's own exit is
-                # that of its last process, unless we had to SIGKILL it.
-                if record.get("done") and last.get("exit_code") is not None:
-                    return last["exit_code"], None, reason
-                if att.killed_at is not None:
-                    return None, signal.SIGKILL, reason
-            return main.get("exit_code"), main.get("signal"), reason
-        status = att.handle.wait_status() if att.handle is not None else None
-        if status is not None and status < 0:
-            return None, -status, reason
-        if att.killed_at is not None:
-            return None, signal.SIGKILL, reason
-        return None, None, reason or protocol.EXIT_LOST
 
     def _finish(self, att: Attempt, now: float) -> None:
-        record = _read_exit_file(att.exit_path)
-        exit_code, sig, reason = self._outcome(att, record)
+        record = read_exit_file(att.exit_path)
+        exit_code, sig, reason = outcome(att, record)
         if not (record and record.get("done")):
             # The shim died before its descendants (killed, OOM): whatever is
             # left in the group must not outlive the attempt. After a clean
             # end the group is empty (the shim reaps every descendant).
             procs.signal_group(att.pgid, signal.SIGKILL)
-        self._flush_final_log(att)
-        marker_now = _marker_identity(Path(att.checkpoint_dir))
-        wrote_marker = marker_now is not None and marker_now != att.marker_before
-        exited_cleanly = att.notice_at is not None and att.killed_at is None and exit_code is not None
-        ended_at = (record or {}).get("ended_at") or ((record or {}).get("main") or {}).get("at") or now
+        flush_final_log(att, self.log_chunk_bytes, self.final_log_bytes, self.node, self._emit_log)
         del self.attempts[att.key]
         self.dirty = True
         log.info("%s attempt %d ended: exit_code=%s signal=%s reason=%s", att.job_id, att.attempt, exit_code, sig, reason)
@@ -507,28 +315,12 @@ class Supervisor:
                 "attempt": att.attempt,
                 "exit_code": exit_code,
                 "signal": sig,
-                "ended_at": ended_at,
+                "ended_at": ended_at(record, now),
                 "notice_at": att.notice_at,
-                "checkpointed": bool(wrote_marker or exited_cleanly),
+                "checkpointed": checkpointed(att, exit_code, marker_identity(Path(att.checkpoint_dir))),
                 "reason": reason,
             },
         )
 
-    def _flush_final_log(self, att: Attempt) -> None:
-        budget = self.final_log_bytes
-        while budget > 0:
-            lines, offset = read_new_lines(att.log_path, att.log_offset, min(self.log_chunk_bytes, budget), final=True)
-            if not lines:
-                break
-            budget -= offset - att.log_offset
-            att.log_offset = offset
-            self._emit_log(att, lines)
-        try:
-            left = att.log_path.stat().st_size - att.log_offset
-        except FileNotFoundError:
-            left = 0
-        if left > 0:
-            self._emit_log(att, [f"[agent] {left} more bytes not streamed; the full log is {att.log_path} on node {self.node}"])
-
     def _emit_log(self, att: Attempt, lines: list[str]) -> None:
-        self.emit(protocol.REPORT_LOG, {"job_id": att.job_id, "attempt": att.attempt, "lines": lines})
+        self.emit(*log_report(att, lines))

@@ -53,12 +53,11 @@ def test_a_renewed_lease_lets_the_job_run_and_no_lease_means_no_fence(tmp_path) 
 
 
 def test_fence_period_defaults_and_a_fenced_attempt_is_reported_lost(tmp_path) -> None:
-    from cluster.agent.supervisor import Supervisor
+    from cluster.agent.outcome import outcome
 
     assert parse_args(["--name", "n", "--gpus", "1"], {}).fence_after == 10.0
     assert parse_args(["--name", "n", "--gpus", "1", "--heartbeat", "30"], {}).fence_after == 60.0
     assert parse_args(["--name", "n", "--gpus", "1", "--fence-after", "0"], {}).fence_after == 0.0
-    supervisor = Supervisor(node="n", workdir=tmp_path, checkpoint_root=tmp_path, gpu_count=1, emit=lambda *a, **k: None)
 
     class Att:
         reason = None
@@ -67,4 +66,4 @@ def test_fence_period_defaults_and_a_fenced_attempt_is_reported_lost(tmp_path) -
         handle = None
 
     record = {"main": {"exit_code": None, "signal": 9}, "last": None, "done": True, "fenced": True}
-    assert supervisor._outcome(Att(), record) == (None, 9, protocol.EXIT_LOST)
+    assert outcome(Att(), record) == (None, 9, protocol.EXIT_LOST)
