@@ -58,7 +58,7 @@ def make_node(agent_broker_url: str, tmp_path: Path) -> Iterator[Callable[..., N
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator["PrivateRedis"]:
     """A redis-server of the test's own, which the test may stop and restart."""
-    from agent_testlib import PrivateRedis
+    from tests.cluster.agent.agent_testlib import PrivateRedis
 
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
