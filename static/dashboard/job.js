@@ -7,7 +7,8 @@
   const { el, time, dateTime } = Live;
   const config = document.currentScript.dataset; // jobId, cancelPageUrl, cancelApiUrl, logsUrl
   // attempt followed live, attempt shown, lines shown, whether the job has ended
-  const view = { following: null, shown: null, lines: 0, terminal: false };
+  // and the attempts that have ended (their empty log means the job printed nothing, not "not yet")
+  const view = { following: null, shown: null, lines: 0, terminal: false, ended: new Set(), latest: null };
 
   function setBadge(name) {
     const badge = document.getElementById("job-state");
@@ -67,6 +68,10 @@
       el("td", {}, a.signal === null ? "-" : String(a.signal)),
       el("td", {}, time(a.notice_at)), el("td", {}, time(a.vacated_at)), el("td", {}, yesNo(a.checkpointed)),
       el("td", {}, a.lost_gpu_seconds === null ? "-" : Number(a.lost_gpu_seconds).toFixed(1)))));
+    view.ended = new Set(attempts.filter((a) => a.ended_at).map((a) => a.number));
+    view.latest = attempts[attempts.length - 1].number;
+    const pre = document.getElementById("log");
+    if (pre && EMPTY_LOG_TEXTS.includes(pre.textContent.trim())) pre.textContent = emptyLogText();
     renderAttemptTabs(attempts.map((a) => a.number));
     renderPlans(attempts);
   }
@@ -120,15 +125,22 @@
   function writeLog(lines, reset, truncated) {
     const pre = logArea();
     const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-    if (reset || !view.lines) { pre.textContent = ""; } // also drops the "(no output yet)" placeholder
+    if (reset || !view.lines) { pre.textContent = ""; } // also drops the empty-log placeholder
     if (reset) view.lines = 0;
     if (reset && truncated) pre.append(el("span", { class: "muted" }, "… earlier lines left out; the API has them all\n"));
     if (lines.length) {
       pre.append(document.createTextNode(lines.join("\n") + "\n"));
       view.lines += lines.length;
     }
-    if (!view.lines && !truncated) pre.textContent = "(no output yet)";
+    if (!view.lines && !truncated) pre.textContent = emptyLogText();
     if (atBottom || reset) pre.scrollTop = pre.scrollHeight; // follow the tail unless the reader scrolled up
+  }
+
+  const EMPTY_LOG_TEXTS = ["(no output yet)", "(the job printed nothing)"];
+
+  function emptyLogText() {
+    const shown = view.shown === null ? view.latest : view.shown;
+    return view.ended.has(shown) ? "(the job printed nothing)" : "(no output yet)";
   }
 
   /* A finished attempt's log comes from the REST API; the live one streams over the socket and is

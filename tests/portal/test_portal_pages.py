@@ -137,3 +137,23 @@ def test_stylesheet_is_served_and_fluid() -> None:
     css = Path(__file__).resolve().parents[2].joinpath("static/portal/site.css").read_text()
     assert "@media" in css and "max-width" in css and "url(" not in css
     assert Client().get("/static/portal/site.css").status_code == 200
+
+
+def test_an_ended_attempt_with_an_empty_log_says_the_job_printed_nothing(roles, browser_as, make_job) -> None:
+    finished = make_job(roles.owner, JobState.COMPLETED)
+    running = make_job(roles.owner, JobState.RUNNING)
+    client = browser_as(roles.owner)
+    finished_html = client.get(f"/jobs/{finished.pk}/").content.decode()
+    running_html = client.get(f"/jobs/{running.pk}/").content.decode()
+    assert "(the job printed nothing)" in finished_html and "(no output yet)" not in finished_html
+    assert "(no output yet)" in running_html and "(the job printed nothing)" not in running_html
+
+
+def test_pages_link_the_favicon_and_favicon_ico_leads_to_it(roles, browser_as) -> None:
+    html = browser_as(roles.owner).get("/jobs/").content.decode()
+    icon = re.search(r'<link rel="icon" href="([^"]+)"', html).group(1)
+    assert icon == "/static/portal/favicon.ico"
+    served = Client().get(icon)
+    assert served.status_code == 200 and b"".join(served.streaming_content if served.streaming else [served.content])[:4] == b"\x00\x00\x01\x00"
+    moved = Client().get("/favicon.ico")
+    assert moved.status_code == 301 and moved["Location"] == icon
