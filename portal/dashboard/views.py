@@ -90,7 +90,8 @@ def simulation_page(request: HttpRequest) -> HttpResponse:
             except simulation.TooManyRuns as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(request, f"Simulation {run.pk} queued.")
+                # Tagged so the result page can take it down once the run has left QUEUED.
+                messages.success(request, f"Simulation {run.pk} queued.", extra_tags="run-queued")
                 return redirect("simulation-detail", run_id=run.pk)
         status = 400
     runs = list(_visible_runs(request.user)[:RUNS_LISTED])
@@ -172,7 +173,11 @@ def _finished_run(request: HttpRequest, run_id: int) -> SimulationRun:
 @require_GET
 @never_cache
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus exposition, for a bearer token (METRICS_TOKEN) or an allowed address (METRICS_ALLOWED_IPS)."""
+    """Prometheus exposition, for a bearer token (METRICS_TOKEN), an allowed address (METRICS_ALLOWED_IPS)
+    or a logged-in staff member (an administrator can look without configuring a scraper first)."""
+    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+        body, content_type = metrics.exposition()
+        return HttpResponse(body, content_type=content_type)
     status = metrics.access_decision(
         request.META.get("REMOTE_ADDR"),
         request.META.get("HTTP_AUTHORIZATION"),
@@ -186,7 +191,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if status != 200:
         configured = settings.METRICS_TOKEN or settings.METRICS_ALLOWED_IPS
         reason = "This address may not read the metrics." if configured else (
-            "Metrics are disabled: set METRICS_TOKEN or METRICS_ALLOWED_IPS.")
+            "Metrics are open to staff sessions only: set METRICS_TOKEN or METRICS_ALLOWED_IPS for a scraper.")
         return HttpResponse(reason + "\n", status=403, content_type="text/plain")
     body, content_type = metrics.exposition()
     return HttpResponse(body, content_type=content_type)

@@ -37,11 +37,22 @@
     Plotly.newPlot("figure", status.figure.data, layout, Live.PLOT_CONFIG);
   }
 
+  /* "Simulation N queued." was true when the page loaded; once the run has moved on it would
+   * contradict the state badge beside it. */
+  function dropQueuedNotice() {
+    for (const item of document.querySelectorAll(".messages li.run-queued")) {
+      const list = item.parentElement;
+      item.remove();
+      if (!list.children.length) list.remove();
+    }
+  }
+
   function render(status) {
     const badge = document.getElementById("run-state");
     badge.textContent = status.state;
     badge.className = "state state-" + status.state.toLowerCase();
     if (status.workload) document.getElementById("run-workload").textContent = status.workload;
+    if (status.state !== "QUEUED") dropQueuedNotice();
     renderProgress(status);
     if (status.state === "FAILED") {
       document.getElementById("error-box").hidden = false;

@@ -39,6 +39,7 @@ def test_a_synthetic_run_shows_progress_then_charts_and_downloads(live, browser_
     no_reload_marker(page)
     page.wait_for_selector("#results:not([hidden])", timeout=3 * UI_WAIT_MS)
     assert page.text_content("#run-state") == "SUCCEEDED"
+    assert page.locator(".messages li.run-queued").count() == 0  # "queued." no longer sits beside SUCCEEDED
     rows = page.locator("#summary-rows tr")
     assert [rows.nth(i).locator("th").text_content() for i in range(rows.count())] == [
         "fifo (baseline)", "fitgpp", "te-priority"]
