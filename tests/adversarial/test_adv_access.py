@@ -39,7 +39,7 @@ DASHBOARD = [
     ("page", "get", "/simulations/{run}/status/", {"anonymous": 302, "owner": 200, "other": 404, "staff": 200}),
     ("page", "get", "/simulations/{run}/results.json", {"anonymous": 302, "owner": 200, "other": 404, "staff": 200}),
     ("page", "get", "/simulations/{run}/report.html", {"anonymous": 302, "owner": 200, "other": 404, "staff": 200}),
-    ("metrics", "get", "/metrics", {"anonymous": 401, "owner": 401, "other": 401, "staff": 401}),
+    ("metrics", "get", "/metrics", {"anonymous": 401, "owner": 401, "other": 401, "staff": 200}),
 ]
 ALL_ROLES = [*ROLES, "agent"]
 

@@ -45,6 +45,20 @@ def test_metrics_are_refused_when_nothing_is_configured(client, settings):
     assert b"METRICS_TOKEN" in response.content
 
 
+@pytest.mark.parametrize("token", [None, "s3cret-token"])
+def test_a_staff_session_reads_the_metrics_and_a_user_session_does_not(client, settings, django_user_model, token):
+    settings.METRICS_TOKEN = token
+    settings.METRICS_ALLOWED_IPS = []
+    user = django_user_model.objects.create_user("ursula", password="pw")
+    client.force_login(user)
+    assert client.get("/metrics").status_code == (401 if token else 403)
+    django_user_model.objects.filter(pk=user.pk).update(is_staff=True)
+    ok = client.get("/metrics")
+    assert ok.status_code == 200 and b"gpusched_jobs" in ok.content
+    django_user_model.objects.filter(pk=user.pk).update(is_active=False)  # a disabled account is logged out
+    assert client.get("/metrics").status_code in (401, 403)
+
+
 def test_metrics_need_the_right_bearer_token(client, settings):
     settings.METRICS_TOKEN = "s3cret-token"
     settings.METRICS_ALLOWED_IPS = []
