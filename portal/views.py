@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -112,6 +113,11 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 
 def home(request: HttpRequest) -> HttpResponse:
     return redirect("job-list" if request.user.is_authenticated else "login")
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for on pages that link none (the admin's, the API docs)."""
+    return redirect(static("portal/favicon.ico"), permanent=True)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
