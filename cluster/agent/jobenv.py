@@ -31,8 +31,8 @@ def job_environment(
     jobs' output reaches the log (and the portal) as it is printed.
 
     The node-rank variables (GPUSCHED_NODES and friends) come from the launch;
-    a launch that names no nodes is a single-node job: this ``node``, rank 0,
-    master at ``address`` (default: the node name). MASTER_ADDR, MASTER_PORT,
+    a launch that names no nodes is a single-node job: this ``node``, rank 0;
+    a single-node job's master is 127.0.0.1 (``address`` serves multi-node jobs only). MASTER_ADDR, MASTER_PORT,
     NNODES and NODE_RANK, the names torchrun reads, copy them unless the
     launch's ``env`` sets them (a job that chose its own rendezvous keeps it);
     values inherited from the agent's environment are replaced.
@@ -75,7 +75,8 @@ def job_environment(
 def rank_environment(cmd: protocol.LaunchCommand, *, node: str, address: str = "") -> dict[str, str]:
     """GPUSCHED_NODES, _NUM_NODES, _NODE_RANK, _MASTER_ADDR and _MASTER_PORT of ``cmd`` on ``node``."""
     nodes = cmd.nodes or (node,)
-    master_addr = cmd.master_addr or (address or node if not cmd.nodes else nodes[0])
+    # A single-node job's rendezvous never leaves the host: loopback works whatever the advertised address.
+    master_addr = "127.0.0.1" if len(nodes) == 1 else cmd.master_addr or nodes[0]
     port = cmd.master_port or protocol.master_port(cmd.job_id, cmd.attempt)
     return {
         protocol.ENV_NODES: ",".join(nodes),

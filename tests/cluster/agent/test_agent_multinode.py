@@ -66,13 +66,21 @@ def test_the_launch_env_keeps_its_own_rendezvous_and_the_agents_environment_does
     assert env["GPUSCHED_NODE_RANK"] == "1"  # the contract variables cannot be spoofed
 
 
-def test_a_launch_without_nodes_is_a_single_node_job_mastered_at_the_agents_address() -> None:
+def test_a_launch_without_nodes_is_a_single_node_job_mastered_on_loopback() -> None:
     cmd = protocol.LaunchCommand(job_id=15, attempt=1, command="x", gpu_indices=(0,))
-    env = _env(cmd, node="gpu-b", address="gpu-b.example.org")
+    env = _env(cmd, node="gpu-b", address="192.0.2.2")
     assert (env["GPUSCHED_NODES"], env["GPUSCHED_NUM_NODES"], env["GPUSCHED_NODE_RANK"]) == ("gpu-b", "1", "0")
-    assert env["GPUSCHED_MASTER_ADDR"] == env["MASTER_ADDR"] == "gpu-b.example.org"
+    assert env["GPUSCHED_MASTER_ADDR"] == env["MASTER_ADDR"] == "127.0.0.1"
     assert env["GPUSCHED_MASTER_PORT"] == str(protocol.master_port(15, 1))
-    assert _env(cmd, node="gpu-b")["GPUSCHED_MASTER_ADDR"] == "gpu-b"  # no address known: the name
+    assert _env(cmd, node="gpu-b")["GPUSCHED_MASTER_ADDR"] == "127.0.0.1"
+
+
+def test_a_single_node_launch_from_the_server_is_mastered_on_loopback_not_the_advertised_address() -> None:
+    cmd = protocol.LaunchCommand(job_id=15, attempt=1, command="x", gpu_indices=(0,), nodes=("gpu-b",),
+                                 node_rank=0, master_addr="192.0.2.2", master_port=29612)
+    env = _env(cmd, node="gpu-b", address="192.0.2.2")
+    assert env["GPUSCHED_MASTER_ADDR"] == env["MASTER_ADDR"] == "127.0.0.1"
+    assert env["GPUSCHED_MASTER_PORT"] == "29612"
 
 
 def test_advertise_address_option() -> None:

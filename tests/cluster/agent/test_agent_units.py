@@ -299,8 +299,8 @@ def test_job_environment_sets_the_contract_last_and_drops_private_variables():
         "RESUME": "1", "GRACE_PERIOD": "30", "GPUSCHED_JOB_ID": "9", "GPUSCHED_ATTEMPT": "2", "GPUSCHED_NODE": "n1",
         # A launch without nodes (an older server): a single-node job mastered here.
         "GPUSCHED_NODES": "n1", "GPUSCHED_NUM_NODES": "1", "GPUSCHED_NODE_RANK": "0",
-        "GPUSCHED_MASTER_ADDR": "n1", "GPUSCHED_MASTER_PORT": "29565",
-        "MASTER_ADDR": "n1", "MASTER_PORT": "29565", "NNODES": "1", "NODE_RANK": "0",
+        "GPUSCHED_MASTER_ADDR": "127.0.0.1", "GPUSCHED_MASTER_PORT": "29565",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29565", "NNODES": "1", "NODE_RANK": "0",
     }
     first = jobenv.job_environment({}, protocol.LaunchCommand(job_id="a", attempt=1, command="x", grace_period=2.5),
                                    node="n", checkpoint_dir=Path("/c"))
