@@ -58,6 +58,11 @@ stop_all() {
         say "Node agents are stopping their jobs (each gets its grace period)..."
         stop_group $((${STOP_TIMEOUT:-45} + 5)) "${AGENT_PIDS[@]}"
     fi
+    # Nothing runs any more: drop the loop's flags, /metrics' histogram and the Channels layer's
+    # keys (queues holding undelivered reports and commands stay; see portal/runtime_keys.py).
+    if [ -n "${REDIS_URL:-}" ]; then
+        "$VENV/bin/python" "$ROOT/manage.py" clear_runtime_keys || say "could not clear the runtime keys in Redis"
+    fi
     stop_group 5 "${REDIS_PIDS[@]}"
     wait 2>/dev/null || true
 }
