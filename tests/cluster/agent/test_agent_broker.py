@@ -325,7 +325,7 @@ def test_a_second_agent_on_the_same_workdir_is_refused(node):
 
 
 def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_returns(private_redis, make_node):
-    from agent_testlib import ReportReader
+    from tests.cluster.agent.agent_testlib import ReportReader
 
     n = make_node(url=private_redis.url)
     n.start()
