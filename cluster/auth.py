@@ -40,3 +40,14 @@ def token_matches(node: str, token: object) -> bool:
     if expected is None:
         return True
     return isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())
+
+
+class AgentAuthError(Exception):
+    """A report did not carry the configured agent token."""
+
+
+def check_token(node: str, token: object) -> None:
+    """Raise AgentAuthError unless ``token`` is the token of ``node`` (see cluster/auth.py:
+    the node's own token when AGENT_SECRET is set, else AGENT_TOKEN; no check when neither is)."""
+    if not token_matches(node, token):
+        raise AgentAuthError(f"report from node {node!r} refused: wrong or missing agent token")

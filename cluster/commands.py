@@ -25,7 +25,7 @@ _RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "i
 
 def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     """Publish ``task`` with ``kwargs`` on ``node``'s queue; False (logged) if the broker refused."""
-    from portal.celery import app
+    from cluster.broker import app
 
     try:
         app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(node), retry=True, retry_policy=_RETRY_POLICY)

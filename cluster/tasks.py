@@ -30,7 +30,7 @@ from django import db
 from django.conf import settings
 from django.utils import timezone as dj_timezone
 
-from cluster import protocol, services
+from cluster import auth, liveness, protocol, registration, reports, tick as safety_tick
 from cluster.protocol import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -126,11 +126,11 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 return None
             try:
                 node = parse_node(node)
-                services.check_token(node, kwargs.get("token", ""))
+                auth.check_token(node, kwargs.get("token", ""))
                 result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
             except ProtocolError as exc:
                 log.error("%s from node %r dropped: %s", name, node, exc)
-            except services.AgentAuthError as exc:
+            except auth.AgentAuthError as exc:
                 log.error("%s dropped: %s", name, exc)
             except (db.OperationalError, db.InterfaceError) as exc:
                 log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
@@ -217,7 +217,7 @@ def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gp
              agent_version: Any = "", address: Any = "", **_extra: Any) -> None:
     if not isinstance(agent_version, str):
         raise ProtocolError("agent_version", f"must be a string, got {agent_version!r}")
-    services.register_node(
+    registration.register_node(
         node,
         gpus=parse_count(gpus, "gpus"),
         cpus=parse_amount(cpus, "cpus"),
@@ -231,13 +231,13 @@ def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gp
 
 @report_task(protocol.REPORT_HEARTBEAT)
 def heartbeat(node: str, running: Any = (), **_extra: Any) -> None:
-    services.heartbeat(node, parse_running(running), dj_timezone.now())
+    liveness.heartbeat(node, parse_running(running), dj_timezone.now())
 
 
 @report_task(protocol.REPORT_STARTED)
 def started(node: str, job_id: Any = None, attempt: Any = None, pid: Any = None, started_at: Any = None,
             **_extra: Any) -> None:
-    services.attempt_started(
+    reports.attempt_started(
         node,
         parse_job_id(job_id),
         protocol.check_attempt(attempt),
@@ -254,7 +254,7 @@ def exited(node: str, job_id: Any = None, attempt: Any = None, exit_code: Any = 
         raise ProtocolError("checkpointed", f"must be true or false, got {checkpointed!r}")
     if reason is not None and not isinstance(reason, str):
         raise ProtocolError("reason", f"must be a string or null, got {reason!r}")
-    services.attempt_exited(
+    reports.attempt_exited(
         node,
         parse_job_id(job_id),
         protocol.check_attempt(attempt),
@@ -270,10 +270,20 @@ def exited(node: str, job_id: Any = None, attempt: Any = None, exit_code: Any = 
 
 @report_task(protocol.REPORT_LOG, once=True)
 def log_lines(node: str, job_id: Any = None, attempt: Any = None, lines: Any = (), **_extra: Any) -> None:
-    services.append_log(
+    reports.append_log(
         parse_job_id(job_id),
         protocol.check_attempt(attempt),
         parse_strings(lines, "lines", MAX_LINES_PER_REPORT),
         dj_timezone.now(),
         node=node,
     )
+
+
+# Named in the scheduler's namespace, as Celery beat's schedule (settings.CELERY_BEAT_SCHEDULE) knows it.
+TICK_TASK = "scheduler.tick"
+
+
+@shared_task(name=TICK_TASK, ignore_result=True)
+def tick() -> dict[str, object]:
+    """Celery beat's periodic safety tick (``cluster.tick``)."""
+    return safety_tick.tick()

@@ -1,18 +1,12 @@
-"""The Celery application of the portal.
+"""The Celery application, where ``celery -A portal`` looks for it.
 
-Configuration comes from Django settings prefixed ``CELERY_``; tasks are found
-in every installed app's ``tasks`` module. Agents' queues (``node.<name>``) are
-not consumed here: a portal worker listens on the default queue only.
+The app itself is defined below the web face, in ``cluster.broker``, so that
+the scheduling loop and the agent services send messages without importing
+``portal``.
 """
 
 from __future__ import annotations
 
-import os
+from cluster.broker import app
 
-from celery import Celery
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-
-app = Celery("portal")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+__all__ = ("app",)

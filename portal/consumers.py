@@ -18,9 +18,9 @@ Messages to the browser are JSON objects with a ``type``:
 
 * cluster page: ``{"type": "cluster", "state": {...}}`` (``selectors.cluster_state``);
   the browser may send ``{"type": "refresh"}`` to get a fresh state;
-* latency page: ``{"type": "latency", "state": {...}}`` (``selectors.latency_stats``);
+* latency page: ``{"type": "latency", "state": {...}}`` (``latency.latency_stats``);
   the browser may send ``{"window": seconds}`` (one of ``LATENCY_WINDOWS``);
-* job page: ``{"type": "job", "state": {...}}`` (``selectors.job_state``) and
+* job page: ``{"type": "job", "state": {...}}`` (``job_page.job_state``) and
   ``{"type": "log", "attempt": N, "lines": [...], "reset": bool, "truncated": bool}``:
   ``reset`` replaces what the page shows (first message of an attempt),
   otherwise the lines are appended.
@@ -36,7 +36,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal import access, realtime
-from portal.dashboard import selectors
+from portal.dashboard import job_page, latency, selectors
 
 logger = logging.getLogger(__name__)
 
@@ -154,14 +154,14 @@ class LatencyConsumer(_LiveConsumer):
 
     async def receive_json(self, content: dict, **kwargs: object) -> None:
         window = content.get("window") if isinstance(content, dict) else None
-        if window in selectors.LATENCY_WINDOWS:
+        if window in latency.LATENCY_WINDOWS:
             self.window = window
             await self.push()
         else:
-            await self.send_json({"type": "error", "message": f"window must be one of {list(selectors.LATENCY_WINDOWS)}"})
+            await self.send_json({"type": "error", "message": f"window must be one of {list(latency.LATENCY_WINDOWS)}"})
 
     async def refresh(self) -> None:
-        state = await database_sync_to_async(selectors.latency_stats)(self.window)
+        state = await database_sync_to_async(latency.latency_stats)(self.window)
         await self.send_json({"type": "latency", "state": state})
 
     async def latency_changed(self, message: dict) -> None:
@@ -173,10 +173,10 @@ def _window_from_query(query: bytes) -> int:
 
     values = parse_qs(query.decode("latin-1")).get("window", [])
     try:
-        window = int(values[0]) if values else selectors.DEFAULT_LATENCY_WINDOW
+        window = int(values[0]) if values else latency.DEFAULT_LATENCY_WINDOW
     except ValueError:
-        return selectors.DEFAULT_LATENCY_WINDOW
-    return window if window in selectors.LATENCY_WINDOWS else selectors.DEFAULT_LATENCY_WINDOW
+        return latency.DEFAULT_LATENCY_WINDOW
+    return window if window in latency.LATENCY_WINDOWS else latency.DEFAULT_LATENCY_WINDOW
 
 
 class JobConsumer(_LiveConsumer):
@@ -198,7 +198,7 @@ class JobConsumer(_LiveConsumer):
         return realtime.job_group(self.job_id)
 
     async def authorize(self, user) -> bool:  # noqa: ANN001
-        return await database_sync_to_async(selectors.job_for)(user, self.job_id) is not None
+        return await database_sync_to_async(job_page.job_for)(user, self.job_id) is not None
 
     async def refresh(self) -> None:
         state = await database_sync_to_async(self._state)()
@@ -209,8 +209,8 @@ class JobConsumer(_LiveConsumer):
         await self.refresh_log()
 
     def _state(self) -> dict | None:
-        job = selectors.job_for(self.scope["user"], self.job_id)
-        return selectors.job_state(job) if job is not None else None
+        job = job_page.job_for(self.scope["user"], self.job_id)
+        return job_page.job_state(job) if job is not None else None
 
     async def refresh_log(self) -> None:
         async with self.log_lock:
@@ -222,7 +222,7 @@ class JobConsumer(_LiveConsumer):
             return
         reset = latest != self.log_attempt
         after = None if reset else self.log_after
-        lines, last, truncated = await database_sync_to_async(selectors.log_chunks_after)(
+        lines, last, truncated = await database_sync_to_async(job_page.log_chunks_after)(
             self.job_id, latest, after
         )
         if not reset and not lines:

@@ -5,8 +5,9 @@ the database anyway (submit-to-start latency, preemptions, lost GPU-seconds) is
 computed from the database at scrape time, so every web process reports the
 same numbers and nothing is lost when a process restarts. The one measurement
 the database does not hold, the duration of a scheduling cycle, is recorded by
-the loop (a Celery worker, another process) with :func:`record_cycle_duration`
-into a Redis hash that the scrape reads.
+the loop (a Celery worker, another process) with
+``scheduler.cycle_metrics.record_cycle_duration`` into a Redis hash that the
+scrape reads.
 
 Metric names (all prefixed ``gpusched_``):
 
@@ -29,84 +30,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
-from django.conf import settings
-
-logger = logging.getLogger(__name__)
-
-PREFIX = "gpusched"
-
-#: Upper bounds (seconds) of the cycle-duration histogram.
-CYCLE_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-#: Upper bounds (seconds) of the submit-to-start histogram: sub-second TE starts up to day-long BE waits.
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0,
-)
-
-CYCLE_KEY = f"{PREFIX}:metrics:scheduling_cycle_seconds"
-
-_redis_client = None
-
-
-def _redis():
-    """A process-wide Redis client with short timeouts (metrics must never stall a caller)."""
-    global _redis_client
-    if _redis_client is None:
-        import redis
-
-        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    return _redis_client
-
-
-def _le(bound: float) -> str:
-    return "+Inf" if math.isinf(bound) else repr(float(bound))
-
-
-# --- Recording (the scheduling loop) ----------------------------------------
-
-
-def record_cycle_duration(seconds: float) -> bool:
-    """Add one scheduling cycle of ``seconds`` wall time to the histogram.
-
-    Returns True when stored. Never raises: a bad value or an unreachable Redis
-    is logged and the sample dropped.
-    """
-    try:
-        value = float(seconds)
-    except (TypeError, ValueError):
-        logger.warning("cycle duration %r is not a number; not recorded", seconds)
-        return False
-    if not math.isfinite(value) or value < 0:
-        logger.warning("cycle duration %r is not a finite non-negative number; not recorded", seconds)
-        return False
-    try:
-        pipe = _redis().pipeline(transaction=True)
-        for bound in (*CYCLE_BUCKETS, math.inf):
-            if value <= bound:
-                pipe.hincrby(CYCLE_KEY, _le(bound), 1)
-        pipe.hincrbyfloat(CYCLE_KEY, "sum", value)
-        pipe.hincrby(CYCLE_KEY, "count", 1)
-        pipe.execute()
-    except Exception as exc:  # redis.RedisError and socket errors alike
-        logger.warning("cycle duration not recorded (%s: %s)", type(exc).__name__, exc)
-        return False
-    return True
-
-
-def _cycle_histogram() -> tuple[list[tuple[str, float]], float] | None:
-    """(cumulative buckets, sum) from Redis, or None when Redis cannot be read."""
-    try:
-        raw = _redis().hgetall(CYCLE_KEY)
-    except Exception as exc:
-        logger.warning("cycle histogram not readable (%s: %s)", type(exc).__name__, exc)
-        return None
-    values = {k.decode(): float(v) for k, v in raw.items()}
-    buckets = [(_le(b), values.get(_le(b), 0.0)) for b in (*CYCLE_BUCKETS, math.inf)]
-    return buckets, values.get("sum", 0.0)
-
+from portal.dashboard.metrics_state import LATENCY_BUCKETS, metrics_state
+from scheduler.cycle_metrics import PREFIX, le_label, read_cycle_histogram
 
 # --- Collecting (the scrape) -------------------------------------------------
 
@@ -117,9 +45,7 @@ class SchedulerCollector:
     def collect(self) -> Iterator:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        from portal.dashboard import selectors
-
-        state = selectors.metrics_state()
+        state = metrics_state()
 
         queue = GaugeMetricFamily(f"{PREFIX}_queue_length", "Pending jobs by class and pending reason.",
                                   labels=["job_class", "reason"])
@@ -154,7 +80,7 @@ class SchedulerCollector:
             nodes.add_metric([node_state], n)
         yield nodes
 
-        cycle = _cycle_histogram()
+        cycle = read_cycle_histogram()
         if cycle is not None:
             hist = HistogramMetricFamily(f"{PREFIX}_scheduling_cycle_seconds",
                                          "Wall time of one scheduling cycle (snapshot, decide, apply).")
@@ -165,7 +91,7 @@ class SchedulerCollector:
                                         "Seconds from submission to a job's first start.", labels=["job_class"])
         for job_class in ("TE", "BE"):
             counts, total = state.latency.get(job_class, ([0] * (len(LATENCY_BUCKETS) + 1), 0.0))
-            buckets = [(_le(b), c) for b, c in zip((*LATENCY_BUCKETS, math.inf), counts)]
+            buckets = [(le_label(b), c) for b, c in zip((*LATENCY_BUCKETS, math.inf), counts)]
             latency.add_metric([job_class], buckets, sum_value=total)
         yield latency
 

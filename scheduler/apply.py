@@ -65,21 +65,16 @@ from django.utils import timezone
 from cluster import commands
 from cluster.models import Gpu, NodeState
 from cluster.protocol import EXIT_CANCEL
-from portal import realtime
-from scheduler import quotas, reconfigure
+from scheduler import announce, quotas, reconfigure, transitions
 from scheduler.bulkwrite import update_each
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
+from scheduler.transitions import MESSAGE_LENGTH, Conflict
 from scheduler.snapshot import CycleInput, JobRow
 
 log = logging.getLogger(__name__)
 
-MESSAGE_LENGTH = 500  # JobEvent.message and Job.pending_message
 PREEMPTIBLE = (JobState.STARTING, JobState.RUNNING)
-
-
-class Conflict(Exception):
-    """A conditional write found the database changed since the snapshot."""
 
 
 @dataclass(slots=True)
@@ -292,8 +287,8 @@ def _write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
     if not claims:
         return
     ids = [c.row.pk for c in claims]
-    moved = Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(
-        state=JobState.STARTING,
+    moved = transitions.move_set(
+        ids, expect=[JobState.PENDING], to=JobState.STARTING,
         attempt_count=F("attempt_count") + 1,
         started_at=at,
         first_started_at=Coalesce(F("first_started_at"), Value(at)),
@@ -312,8 +307,8 @@ def _write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
     )
     launches = {c.row.pk: _plan_fields(c) for c in claims}  # after the attempts exist (reconfigure.record_start)
     _write_events([
-        JobEvent(job_id=c.row.pk, at=at, from_state=JobState.PENDING, to_state=JobState.STARTING,
-                 reason=c.decision.reason.value, message=c.decision.message[:MESSAGE_LENGTH])
+        transitions.event(c.row.pk, at=at, from_state=JobState.PENDING, to=JobState.STARTING,
+                          reason=c.decision.reason.value, message=c.decision.message)
         for c in claims
     ])
     sends = []
@@ -337,8 +332,8 @@ def _write_preemptions(preempts: list[tuple[Preempt, JobRow]], at: datetime, out
     if not preempts:
         return
     ids = [row.pk for _, row in preempts]
-    moved = Job.objects.filter(pk__in=ids, state__in=PREEMPTIBLE).update(
-        state=JobState.PREEMPTING, preemption_count=F("preemption_count") + 1)
+    moved = transitions.move_set(ids, expect=PREEMPTIBLE, to=JobState.PREEMPTING,
+                                 preemption_count=F("preemption_count") + 1)
     current = {row.pk: row.attempt_count for _, row in preempts}
     attempts = {job: pk for pk, job, number in Attempt.objects.filter(job_id__in=ids)
                 .values_list("pk", "job_id", "number") if current[job] == number}
@@ -349,8 +344,8 @@ def _write_preemptions(preempts: list[tuple[Preempt, JobRow]], at: datetime, out
     if moved != len(ids) or noticed != len(ids):  # impossible under the locks; never half-apply
         raise Conflict(f"locked rows changed: {moved} of {len(ids)} jobs, {noticed} attempts written")
     _write_events([
-        JobEvent(job_id=row.pk, at=at, from_state=row.state, to_state=JobState.PREEMPTING,
-                 reason=d.reason.value, message=d.message[:MESSAGE_LENGTH])
+        transitions.event(row.pk, at=at, from_state=row.state, to=JobState.PREEMPTING,
+                          reason=d.reason.value, message=d.message)
         for d, row in preempts
     ])
     sends = []
@@ -372,10 +367,8 @@ def _on_commit(sends: list[Callable[[], object]]) -> None:
 
 
 def _write_events(events: list[JobEvent]) -> None:
-    """Store transitions; ``bulk_create`` sends no signals, so the jobs' pages are told here."""
-    JobEvent.objects.bulk_create(events, batch_size=5000)
-    for event in events:
-        realtime.publish_job_changed(event.job_id)
+    """Store a set's transitions (``transitions.record_events``); tests fail a cycle half-way here."""
+    transitions.record_events(events)
 
 
 # --- pending reasons --------------------------------------------------------------------
@@ -411,7 +404,7 @@ def _write_pends(pends: dict[int, tuple[str, str]]) -> int:
             # No JobEvent is written for a new reason. A job of the batch that left PENDING
             # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
             for pk in batch:
-                realtime.publish_job_changed(pk)
+                announce.job_changed(pk)
         written += changed
     return written
 

@@ -36,8 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from portal import metrics
-from scheduler import apply, snapshot
+from scheduler import apply, coordination, cycle_metrics, snapshot, triggers
 from scheduler.core.policy import Policy, make_policy
 
 log = logging.getLogger(__name__)
@@ -104,7 +103,7 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
             applied = apply.apply_decisions(decisions, cycle)
             applied.cancel_kills = apply.request_cancel_kills(timezone.now())
     seconds = time.perf_counter() - started
-    metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
+    cycle_metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)
     if applied.started or applied.preempted or applied.reconfigured or applied.skipped or applied.cancel_kills:
         log.info(
@@ -115,22 +114,13 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     return report
 
 
-@functools.lru_cache(maxsize=4)
-def _redis_for(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-
-
-def redis_client() -> redis.Redis:
-    return _redis_for(settings.REDIS_URL)
-
-
 def run_requested_cycles(client: redis.Redis | None = None) -> int:
     """Mark a cycle as requested and run cycles while requests remain and the lock is ours.
 
     Returns the number of cycles this call ran (0 when another runner holds the
     lock: that runner will serve the request).
     """
-    client = client or redis_client()
+    client = client or coordination.redis_client()
     client.set(REQUEST_KEY, "1")
     ran = 0
     while True:
@@ -159,44 +149,4 @@ def _release(lock: redis.lock.Lock) -> None:
 
 
 def _hand_over() -> None:
-    from scheduler.triggers import request_scheduling
-
-    request_scheduling()
-
-
-LAST_TICK_KEY = "gpusched:scheduler:last-tick"
-DEAF_UNTIL_KEY = "gpusched:scheduler:no-node-loss-until"
-
-
-def tick() -> dict[str, object]:
-    """The periodic safety tick: node-lost detection, overdue commands re-sent, then a cycle.
-
-    Nodes are declared lost only if the server could have heard them: after a
-    gap between two completed ticks longer than the node-lost delay (PostgreSQL
-    or Redis was down, or no worker ran), heartbeats sent meanwhile were never
-    recorded, so loss detection waits one more node-lost delay for the agents
-    to be heard again instead of requeueing every job of live nodes.
-    """
-    from cluster import services
-
-    now = timezone.now()
-    client = redis_client()
-    lost = services.detect_lost_nodes(now) if _may_declare_nodes_lost(client, now) else []
-    resent = services.resend_overdue_commands(now)
-    cycles = run_requested_cycles(client)
-    client.set(LAST_TICK_KEY, now.timestamp())
-    return {"lost_nodes": lost, "resent": resent, "cycles": cycles}
-
-
-def _may_declare_nodes_lost(client: redis.Redis, now: datetime) -> bool:
-    from cluster.services import lost_after
-
-    window = lost_after().total_seconds()
-    last = client.get(LAST_TICK_KEY)
-    if last is None or now.timestamp() - float(last) > window:
-        client.set(DEAF_UNTIL_KEY, now.timestamp() + window)
-        log.warning("no completed tick for more than %.0f s: node-loss detection waits %.0f s for heartbeats",
-                    window, window)
-        return False
-    until = client.get(DEAF_UNTIL_KEY)
-    return until is None or now.timestamp() >= float(until)
+    triggers.request_scheduling()

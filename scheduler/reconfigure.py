@@ -37,15 +37,13 @@ from django.db import transaction
 from django.db.models import F
 
 from cluster import commands
-from scheduler import elastic
+from scheduler import elastic, transitions
 from scheduler.core.decisions import Reconfigure, Start
-from scheduler.models import Attempt, Job, JobEvent, JobState, NoticeReason, PendingReason
+from scheduler.models import Attempt, Job, JobState, NoticeReason, PendingReason
 from scheduler.snapshot import JobRow
+from scheduler.transitions import Conflict
 
 log = logging.getLogger(__name__)
-
-MESSAGE_LENGTH = 500
-
 
 def describe(plan: str, gpus: int) -> str:
     """``"ga on 2 GPUs"``; a job without a plan is described by its GPUs alone."""
@@ -54,10 +52,8 @@ def describe(plan: str, gpus: int) -> str:
 
 
 def apply_reconfigure(d: Reconfigure, row: JobRow, now: datetime) -> bool:
-    """Write one Reconfigure (see the module doc); raise ``apply.Conflict`` when the job is
+    """Write one Reconfigure (see the module doc); raise ``transitions.Conflict`` when the job is
     no longer RUNNING in the attempt read, or the decision breaks the job's declared range."""
-    from scheduler.apply import Conflict  # apply imports this module
-
     if row.state != JobState.RUNNING:
         raise Conflict(f"cannot reconfigure a job read as {row.state}")
     job = Job.objects.filter(pk=row.pk).only("model", "plan", "allowed_plans", "num_gpus", "min_gpus",
@@ -71,8 +67,8 @@ def apply_reconfigure(d: Reconfigure, row: JobRow, now: datetime) -> bool:
     plan = d.plan or job.plan
     if plan != job.plan and plan not in (job.allowed_plans or []):
         raise Conflict(f"plan {plan!r} is not allowed (allowed: {job.allowed_plans or [job.plan]})")
-    moved = Job.objects.filter(pk=row.pk, state=JobState.RUNNING, attempt_count=row.attempt_count).update(
-        state=JobState.PREEMPTING,
+    moved = transitions.move_set(
+        [row.pk], expect=[JobState.RUNNING], to=JobState.PREEMPTING, where={"attempt_count": row.attempt_count},
         reconfiguration_count=F("reconfiguration_count") + 1,
         last_reconfigured_at=now,
         target_plan=plan,
@@ -89,8 +85,8 @@ def apply_reconfigure(d: Reconfigure, row: JobRow, now: datetime) -> bool:
     held = sum(len(v) for v in row.allocation.values())
     change = f"{describe(old or '', held)} -> {describe(plan, gpus)}"
     message = f"{change}: {d.message}" if d.message else change
-    JobEvent.objects.create(job_id=row.pk, at=now, from_state=JobState.RUNNING, to_state=JobState.PREEMPTING,
-                            reason=PendingReason.RECONFIGURED, message=message[:MESSAGE_LENGTH])
+    transitions.record_event(row.pk, at=now, from_state=JobState.RUNNING, to=JobState.PREEMPTING,
+                             reason=PendingReason.RECONFIGURED, message=message)
     for node in row.allocation:
         transaction.on_commit(
             lambda node=node: commands.preempt(node, row.pk, row.attempt_count, float(row.grace_period))

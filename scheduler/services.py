@@ -1,17 +1,15 @@
-"""Writes to scheduler data: submission, cancellation and state transitions.
+"""Writes to scheduler data on a user's behalf: submission and cancellation.
 
-Every state change goes through ``transition``, which is a conditional update
-plus one ``JobEvent``: it succeeds only if the job is still in one of the
-expected states, so concurrent writers (the loop, agent reports, a user
-cancelling) never overwrite each other's transitions.
+A job is created ``PENDING``; every later change of its state goes through
+``scheduler.transitions`` (a conditional update plus one ``JobEvent``), so
+concurrent writers (the loop, agent reports, a user cancelling) never
+overwrite each other's transitions.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -19,8 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal import realtime
-from scheduler import elastic, quotas
+from scheduler import announce, elastic, quotas, transitions
 from scheduler.models import (
     ACTIVE_STATES,
     DEFAULT_GRACE_PERIOD_S,
@@ -228,7 +225,7 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
             JobEvent(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted") for job in jobs
         )
         # bulk_create sends no signals: announce the new queue entries ourselves.
-        realtime.publish_job_submitted(jobs[0].pk)
+        announce.job_submitted(jobs[0].pk)
         transaction.on_commit(lambda: request_scheduling())
     for job, event in zip(jobs, events, strict=True):
         _as_prefetched(job, [event])
@@ -291,37 +288,6 @@ def _lock_quota_subjects(owner) -> None:  # noqa: ANN001
     list(Group.objects.select_for_update().filter(user=owner).order_by("pk").values_list("pk", flat=True))
 
 
-def transition(
-    job_id: int,
-    *,
-    expect: Iterable[str],
-    to: str,
-    reason: str = "",
-    message: str = "",
-    at: datetime | None = None,
-    **fields: object,
-) -> bool:
-    """Move job ``job_id`` to state ``to`` if it is in one of ``expect``; record the event.
-
-    ``fields`` are further columns to set in the same conditional update.
-    Returns False, changing nothing, when the job is missing or in another
-    state. Runs in the caller's transaction if there is one.
-    """
-    expected = set(expect)
-    at = at or timezone.now()
-    with transaction.atomic():
-        for _ in range(3):  # the state may change between the read and the update
-            current = Job.objects.filter(pk=job_id).values_list("state", flat=True).first()
-            if current is None or current not in expected:
-                return False
-            if Job.objects.filter(pk=job_id, state=current).update(state=to, **fields) == 1:
-                JobEvent.objects.create(
-                    job_id=job_id, at=at, from_state=current, to_state=to, reason=reason, message=message[:500]
-                )
-                return True
-    return False
-
-
 def cancel_job(job: Job, by) -> Job:  # noqa: ANN001 - a user model instance
     """Cancel ``job``: a waiting job is CANCELLED at once, a running one becomes CANCELLING.
 
@@ -339,9 +305,10 @@ def cancel_job(job: Job, by) -> Job:  # noqa: ANN001 - a user model instance
             if job.state == JobState.CANCELLING:
                 break
             if job.state in ACTIVE_STATES:
-                done = transition(job.pk, expect=ACTIVE_STATES, to=JobState.CANCELLING, reason="Cancelled", message=who, at=now)
+                done = transitions.move(job.pk, expect=ACTIVE_STATES - {JobState.CANCELLING}, to=JobState.CANCELLING,
+                                        reason="Cancelled", message=who, at=now)
             else:  # PENDING or NODE_LOST: no process of ours runs
-                done = transition(
+                done = transitions.move(
                     job.pk, expect={JobState.PENDING, JobState.NODE_LOST}, to=JobState.CANCELLED,
                     reason="Cancelled", message=who, at=now, ended_at=now, pending_reason="", pending_message="",
                 )

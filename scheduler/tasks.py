@@ -1,4 +1,8 @@
-"""Celery tasks of the scheduling loop: thin adapters over ``scheduler.loop``."""
+"""Celery tasks of the scheduling loop: thin adapters over ``scheduler.loop``.
+
+The periodic safety tick (``scheduler.tick``) is a task of ``cluster.tasks``:
+it starts with node liveness, which lives in ``cluster``.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +11,8 @@ from celery import shared_task
 from scheduler import loop
 from scheduler.triggers import RUN_CYCLE_TASK
 
-TICK_TASK = "scheduler.tick"
-
 
 @shared_task(name=RUN_CYCLE_TASK, ignore_result=True)
 def run_cycle() -> int:
     """Serve a scheduling request (debounced; see scheduler.loop). Returns cycles run here."""
     return loop.run_requested_cycles()
-
-
-@shared_task(name=TICK_TASK, ignore_result=True)
-def tick() -> dict[str, object]:
-    """Celery beat's periodic safety tick (settings.CELERY_BEAT_SCHEDULE)."""
-    return loop.tick()

@@ -30,6 +30,8 @@ import logging
 
 from django.conf import settings
 
+from scheduler import coordination
+
 RUN_CYCLE_TASK = "scheduler.run_cycle"
 LEADING_KEY = "gpusched:scheduler:request-sent"
 TRAILING_KEY = "gpusched:scheduler:request-delayed"
@@ -51,11 +53,9 @@ def request_scheduling() -> bool:
 
 def _debounce() -> float | None:
     """Seconds to delay this request's message (0: send now), or None: a pending message covers it."""
-    from scheduler.loop import redis_client
-
     window_ms = max(1, int(DEBOUNCE_S * 1000))
     try:
-        client = redis_client()
+        client = coordination.redis_client()
         if client.set(LEADING_KEY, "1", nx=True, px=window_ms):
             return 0.0
         if client.set(TRAILING_KEY, "1", nx=True, px=window_ms):
@@ -67,7 +67,7 @@ def _debounce() -> float | None:
 
 
 def _send(countdown: float) -> bool:
-    from portal.celery import app
+    from cluster.broker import app
 
     try:
         app.send_task(

@@ -50,11 +50,11 @@ def sent(monkeypatch) -> SentCommands:  # noqa: ANN001
 
 @pytest.fixture
 def no_triggers(monkeypatch) -> list[str]:  # noqa: ANN001
-    """Scheduling requests made by the cluster services are counted instead of enqueued."""
-    import cluster.services
+    """Scheduling requests made by the agent-report services are counted instead of enqueued."""
+    import scheduler.triggers
 
     calls: list[str] = []
-    monkeypatch.setattr(cluster.services, "request_scheduling", lambda: calls.append("cycle") or True)
+    monkeypatch.setattr(scheduler.triggers, "request_scheduling", lambda: calls.append("cycle") or True)
     return calls
 
 

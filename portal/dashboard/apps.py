@@ -13,5 +13,7 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         from portal import realtime
+        from scheduler import announce
 
         realtime.connect_signals()
+        announce.subscribe(realtime)  # the loop's and the agent services' announcements become live hints

@@ -20,7 +20,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from portal import metrics
-from portal.dashboard import report, selectors, simulation
+from portal.dashboard import latency, report, selectors, simulation
 from portal.dashboard.forms import SimulationForm
 from portal.dashboard.models import ACTIVE_RUN_STATES, RunState, SimulationRun
 
@@ -40,14 +40,14 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def latency_page(request: HttpRequest) -> HttpResponse:
     try:
-        window = int(request.GET.get("window", selectors.DEFAULT_LATENCY_WINDOW))
+        window = int(request.GET.get("window", latency.DEFAULT_LATENCY_WINDOW))
     except ValueError:
-        window = selectors.DEFAULT_LATENCY_WINDOW
-    if window not in selectors.LATENCY_WINDOWS:
-        window = selectors.DEFAULT_LATENCY_WINDOW
+        window = latency.DEFAULT_LATENCY_WINDOW
+    if window not in latency.LATENCY_WINDOWS:
+        window = latency.DEFAULT_LATENCY_WINDOW
     return render(request, "dashboard/latency.html", {
-        "initial_state": selectors.latency_stats(window),
-        "windows": [(w, _window_label(w)) for w in selectors.LATENCY_WINDOWS],
+        "initial_state": latency.latency_stats(window),
+        "windows": [(w, _window_label(w)) for w in latency.LATENCY_WINDOWS],
     })
 
 

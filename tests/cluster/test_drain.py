@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from cluster import drain, services
+from cluster import drain, liveness, reports
 from cluster.models import Node, NodeState
 from scheduler import loop
 from scheduler.models import Job, JobState
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _run(job: Job, node: str) -> None:
-    services.attempt_started(node, job.pk, 1, 4242, timezone.now())
+    reports.attempt_started(node, job.pk, 1, 4242, timezone.now())
 
 
 def test_a_draining_node_gets_no_new_job_while_its_running_job_finishes(sent, no_triggers,
@@ -43,9 +43,9 @@ def test_a_draining_node_gets_no_new_job_while_its_running_job_finishes(sent, no
     assert [n for n, _ in sent.launches] == [other]  # one fits on the other node, none on the draining one
     assert Job.objects.get(pk=waiting[1].pk).state == JobState.PENDING
 
-    services.heartbeat(node, [(first.pk, 1)], timezone.now())  # heartbeats keep it DRAINING
+    liveness.heartbeat(node, [(first.pk, 1)], timezone.now())  # heartbeats keep it DRAINING
     assert Node.objects.get(name=node).state == NodeState.DRAINING
-    services.attempt_exited(node, first.pk, 1, exit_code=0, signal=None, ended_at=timezone.now(), notice_at=None,
+    reports.attempt_exited(node, first.pk, 1, exit_code=0, signal=None, ended_at=timezone.now(), notice_at=None,
                             checkpointed=False, reason=None, now=timezone.now())
     assert Job.objects.get(pk=first.pk).state == JobState.COMPLETED
     assert drain.status(node).drained

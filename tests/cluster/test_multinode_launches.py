@@ -11,7 +11,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from cluster import protocol, services, tasks
+from cluster import overdue, protocol, reports, tasks
 from cluster.models import Node
 from scheduler import apply, snapshot
 from scheduler.core.decisions import Start
@@ -86,7 +86,7 @@ def test_a_re_sent_launch_names_the_same_ranks_and_master_as_the_first(sent, set
                              attempt_count=3, grace_period=5)
     Attempt.objects.create(job=job, number=3, gpu_allocation={"b": [0], "a": [0]}, state="STARTING",
                            started_at=now - timedelta(seconds=5))
-    services.resend_overdue_commands(now)
+    overdue.resend_overdue_commands(now)
     assert sorted((node, kw["nodes"], kw["node_rank"], kw["master_addr"], kw["master_port"], kw["resume"])
                   for node, kw in sent.launches) == [
         ("a", ["a", "b"], 0, "10.0.0.1", protocol.master_port(job.pk, 3), True),
@@ -101,13 +101,13 @@ def _running_on_two_nodes(sent, capture) -> Job:  # noqa: ANN001
     with capture(execute=True), transaction.atomic():
         apply.apply_decisions([Start(str(job.pk), Placement.of({"a": 1, "b": 1}))], cycle)
     for node in ("a", "b"):
-        services.attempt_started(node, job.pk, 1, 4242, timezone.now())
+        reports.attempt_started(node, job.pk, 1, 4242, timezone.now())
     return job
 
 
 def _exit(job: Job, node: str, code: int | None, reason: str | None = None) -> str | None:
     now = timezone.now()
-    return services.attempt_exited(node, job.pk, 1, exit_code=code, signal=None, ended_at=now, notice_at=None,
+    return reports.attempt_exited(node, job.pk, 1, exit_code=code, signal=None, ended_at=now, notice_at=None,
                                    checkpointed=False, reason=reason, now=now)
 
 

@@ -78,7 +78,7 @@ def test_a_message_delivered_again_too_often_is_dropped(marks) -> None:
 
 def test_the_task_drops_a_report_delivered_again_too_often(marks, monkeypatch, caplog) -> None:
     handled = []
-    monkeypatch.setattr(tasks.services, "heartbeat", lambda *a, **k: handled.append(a))
+    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda *a, **k: handled.append(a))
     req = request(redelivered=True)
     key = tasks.REDELIVERIES_KEY.format(id=req.id, retries=0)
     marks.set(key, tasks.MAX_REDELIVERIES)

@@ -8,7 +8,7 @@ import pytest
 from celery.exceptions import Retry
 from django import db
 
-from cluster import services, tasks
+from cluster import liveness, reports, tasks
 
 
 @pytest.mark.parametrize("error", [db.OperationalError("server closed the connection"), db.InterfaceError("gone")])
@@ -16,13 +16,13 @@ def test_a_report_is_retried_while_the_database_is_unreachable(monkeypatch, erro
     def down(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise error
 
-    monkeypatch.setattr(services, "attempt_exited", down)
+    monkeypatch.setattr(reports, "attempt_exited", down)
     with pytest.raises(Retry):
         tasks.exited(node="n1", job_id=1, attempt=1, exit_code=0, signal=None, ended_at=time.time(),
                      notice_at=None, checkpointed=False, reason=None, token="")
 
 
 def test_a_bug_is_not_retried(monkeypatch) -> None:
-    monkeypatch.setattr(services, "heartbeat", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(liveness, "heartbeat", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         tasks.heartbeat(node="n1", running=[], token="")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from cluster import protocol, services
+from cluster import liveness, overdue, protocol, registration, reports
 from cluster.models import Gpu, Node, NodeState
 from scheduler.models import Attempt, AttemptLog, AttemptState, Job, JobEvent, JobState
 from tests.live_helpers import allocation_problems, make_node, make_user
@@ -40,7 +40,7 @@ def exit_report(job: Job, node: str = "n1", attempt: int | None = None, **kw: An
     now = timezone.now()
     values = {"exit_code": 0, "signal": None, "ended_at": now, "notice_at": None, "checkpointed": False,
               "reason": None, "now": now, **kw}
-    return services.attempt_exited(node, job.pk, attempt or job.attempt_count, **values)
+    return reports.attempt_exited(node, job.pk, attempt or job.attempt_count, **values)
 
 
 # --- register and heartbeat ------------------------------------------------------------
@@ -49,7 +49,7 @@ def exit_report(job: Job, node: str = "n1", attempt: int | None = None, **kw: An
 def test_register_creates_the_node_and_its_gpus_and_reconciles(sent, no_triggers, django_capture_on_commit_callbacks) -> None:
     now = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
-        services.register_node("n1", gpus=2, cpus=8, mem_gb=32, gpu_models=["A100", "A100"], agent_version="1.0", now=now)
+        registration.register_node("n1", gpus=2, cpus=8, mem_gb=32, gpu_models=["A100", "A100"], agent_version="1.0", now=now)
     node = Node.objects.get(name="n1")
     assert (node.state, node.gpus, node.cpus, node.mem_gb, node.agent_version) == (NodeState.UP, 2, 8, 32, "1.0")
     assert list(node.devices.values_list("index", "model_name")) == [(0, "A100"), (1, "A100")]
@@ -62,7 +62,7 @@ def test_re_register_resizes_keeps_held_gpus_and_keeps_current_attempts(owner, s
     make_node("n1", 4)
     job = placed_job(owner, {"n1": [3]})
     with django_capture_on_commit_callbacks(execute=True):
-        services.register_node("n1", gpus=2, cpus=0, mem_gb=0, gpu_models=[], agent_version="", now=timezone.now())
+        registration.register_node("n1", gpus=2, cpus=0, mem_gb=0, gpu_models=[], agent_version="", now=timezone.now())
     assert sorted(Gpu.objects.filter(node__name="n1").values_list("index", flat=True)) == [0, 1, 3]  # 3 is held
     assert sent.of(protocol.AGENT_RECONCILE) == [("n1", {"keep": [[job.pk, 1]]})]
 
@@ -70,7 +70,7 @@ def test_re_register_resizes_keeps_held_gpus_and_keeps_current_attempts(owner, s
 def test_a_lost_node_that_registers_again_is_up(sent, no_triggers, django_capture_on_commit_callbacks) -> None:
     make_node("n1", 1, state=NodeState.NODE_LOST)
     with django_capture_on_commit_callbacks(execute=True):
-        services.register_node("n1", gpus=1, cpus=0, mem_gb=0, gpu_models=[], agent_version="", now=timezone.now())
+        registration.register_node("n1", gpus=1, cpus=0, mem_gb=0, gpu_models=[], agent_version="", now=timezone.now())
     assert Node.objects.get(name="n1").state == NodeState.UP
 
 
@@ -82,7 +82,7 @@ def test_heartbeat_stops_attempts_the_database_does_not_expect(owner, sent, no_t
     Gpu.objects.filter(allocated_to=finished).update(allocated_to=None)
     before = Node.objects.get(name="n1").last_heartbeat
     with django_capture_on_commit_callbacks(execute=True):
-        stale = services.heartbeat("n1", [(current.pk, 2), (current.pk, 1), (finished.pk, 1), (999, 1)],
+        stale = liveness.heartbeat("n1", [(current.pk, 2), (current.pk, 1), (finished.pk, 1), (999, 1)],
                                    timezone.now())
     assert stale == sorted([(current.pk, 1), (finished.pk, 1), (999, 1)])
     kills = sorted((kw["job_id"], kw["attempt"], kw["reason"], kw["grace_period"]) for _, kw in sent.of(protocol.AGENT_KILL))
@@ -91,7 +91,7 @@ def test_heartbeat_stops_attempts_the_database_does_not_expect(owner, sent, no_t
 
 
 def test_heartbeat_of_an_unknown_node_is_ignored(sent) -> None:
-    assert services.heartbeat("ghost", [(1, 1)], timezone.now()) == []
+    assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
     assert not Node.objects.exists() and sent.items == []
 
 
@@ -99,7 +99,7 @@ def test_a_lost_node_that_heartbeats_again_is_up_and_reconciled(owner, sent, no_
                                                                 django_capture_on_commit_callbacks) -> None:
     make_node("n1", 1, state=NodeState.NODE_LOST)
     with django_capture_on_commit_callbacks(execute=True):
-        stale = services.heartbeat("n1", [(5, 1)], timezone.now())
+        stale = liveness.heartbeat("n1", [(5, 1)], timezone.now())
     assert Node.objects.get(name="n1").state == NodeState.UP
     assert stale == [(5, 1)]
     assert sent.of(protocol.AGENT_RECONCILE) == [("n1", {"keep": []})]
@@ -112,14 +112,14 @@ def test_started_moves_the_current_attempt_to_running(owner, sent) -> None:
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, state=JobState.STARTING)
     started_at = timezone.now() - timedelta(seconds=1)
-    assert services.attempt_started("n1", job.pk, 1, 4242, started_at) is True
+    assert reports.attempt_started("n1", job.pk, 1, 4242, started_at) is True
     job.refresh_from_db()
     attempt = Attempt.objects.get(job=job)
     assert job.state == JobState.RUNNING and job.started_at == started_at
     assert (attempt.state, attempt.pid, attempt.started_at) == (AttemptState.RUNNING, 4242, started_at)
     assert JobEvent.objects.filter(job=job, from_state=JobState.STARTING, to_state=JobState.RUNNING).count() == 1
     # A repeated report changes nothing more.
-    assert services.attempt_started("n1", job.pk, 1, 4242, started_at) is True
+    assert reports.attempt_started("n1", job.pk, 1, 4242, started_at) is True
     assert JobEvent.objects.filter(job=job, to_state=JobState.RUNNING).count() == 1
 
 
@@ -127,7 +127,7 @@ def test_started_of_a_stale_attempt_stops_it(owner, sent, django_capture_on_comm
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, attempt=3)
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.attempt_started("n1", job.pk, 2, 1, timezone.now()) is False
+        assert reports.attempt_started("n1", job.pk, 2, 1, timezone.now()) is False
     assert sent.of(protocol.AGENT_KILL) == [
         ("n1", {"job_id": job.pk, "attempt": 2, "grace_period": 0.0, "reason": protocol.EXIT_STALE})
     ]
@@ -138,7 +138,7 @@ def test_a_job_preempted_before_its_start_report_stays_preempting(owner, sent) -
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, state=JobState.PREEMPTING)
     Attempt.objects.filter(job=job).update(state=AttemptState.STARTING)
-    services.attempt_started("n1", job.pk, 1, 7, timezone.now())
+    reports.attempt_started("n1", job.pk, 1, 7, timezone.now())
     job.refresh_from_db()
     assert job.state == JobState.PREEMPTING and Attempt.objects.get(job=job).state == AttemptState.RUNNING
 
@@ -290,9 +290,9 @@ def test_log_lines_are_stored_and_served_by_the_api(owner) -> None:
 
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]})
-    assert services.append_log(job.pk, 1, ["step 1/3", "step 2/3"], timezone.now())
-    assert services.append_log(job.pk, 1, ["bad\x00byte"], timezone.now())
-    assert services.append_log(job.pk, 7, ["unknown attempt"], timezone.now()) is False
+    assert reports.append_log(job.pk, 1, ["step 1/3", "step 2/3"], timezone.now())
+    assert reports.append_log(job.pk, 1, ["bad\x00byte"], timezone.now())
+    assert reports.append_log(job.pk, 7, ["unknown attempt"], timezone.now()) is False
     api = APIClient()
     api.force_authenticate(owner)
     body = api.get(f"/api/v1/jobs/{job.pk}/logs/").json()
@@ -315,7 +315,7 @@ def test_a_silent_node_is_lost_and_its_jobs_requeued(owner, sent, no_triggers, s
     safe = placed_job(owner, {"alive": [0]})
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.detect_lost_nodes(now) == ["silent"]
+        assert liveness.detect_lost_nodes(now) == ["silent"]
     assert Node.objects.get(name="silent").state == NodeState.NODE_LOST
     assert Node.objects.get(name="alive").state == NodeState.UP
     for job in (lost_job, spanning):
@@ -330,7 +330,7 @@ def test_a_silent_node_is_lost_and_its_jobs_requeued(owner, sent, no_triggers, s
     assert safe.state == JobState.RUNNING
     assert allocation_problems() == []
     assert not Gpu.objects.filter(node__name__in=["silent", "other"], allocated_to__isnull=False).exists()
-    assert services.detect_lost_nodes(now) == []  # already lost
+    assert liveness.detect_lost_nodes(now) == []  # already lost
 
 
 def test_a_cancelling_job_on_a_lost_node_is_cancelled(owner, sent, no_triggers, settings) -> None:
@@ -338,7 +338,7 @@ def test_a_cancelling_job_on_a_lost_node_is_cancelled(owner, sent, no_triggers, 
     make_node("n1", 1)
     Node.objects.update(last_heartbeat=timezone.now() - timedelta(seconds=10))
     job = placed_job(owner, {"n1": [0]}, state=JobState.CANCELLING)
-    services.detect_lost_nodes(timezone.now())
+    liveness.detect_lost_nodes(timezone.now())
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED and Attempt.objects.get(job=job).state == AttemptState.NODE_LOST
 
@@ -352,7 +352,7 @@ def test_overdue_stops_and_launches_are_re_sent(owner, sent, settings) -> None:
     patient = placed_job(owner, {"n1": [1]}, state=JobState.CANCELLING, grace=5)
     Attempt.objects.filter(job=patient).update(notice_at=now - timedelta(seconds=6))  # not overdue yet
     starting = placed_job(owner, {"n1": [2]}, state=JobState.STARTING, started_ago=3)
-    resent = services.resend_overdue_commands(now)
+    resent = overdue.resend_overdue_commands(now)
     assert sorted(resent) == sorted([(protocol.AGENT_PREEMPT, preempting.pk, 1), (protocol.AGENT_LAUNCH, starting.pk, 1)])
     assert ("n1", {"job_id": preempting.pk, "attempt": 1, "grace_period": 0.0}) in sent.of(protocol.AGENT_PREEMPT)
     ((_, launch),) = sent.launches
@@ -368,13 +368,13 @@ def test_an_attempt_missing_from_heartbeats_for_too_long_is_lost(owner, sent, no
     running = placed_job(owner, {"n1": [0]})
     cancelling = placed_job(owner, {"n1": [1]}, state=JobState.CANCELLING)
     t0 = timezone.now()
-    services.heartbeat("n1", [], t0)
+    liveness.heartbeat("n1", [], t0)
     marks = {a.job_id: a.unseen_since for a in Attempt.objects.all()}
     assert marks == {running.pk: {"n1": t0.timestamp()}, cancelling.pk: {"n1": t0.timestamp()}}
-    services.heartbeat("n1", [], t0 + timedelta(seconds=3))  # within the limit: nothing yet
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=3))  # within the limit: nothing yet
     assert {j.state for j in Job.objects.all()} == {JobState.RUNNING, JobState.CANCELLING}
 
-    services.heartbeat("n1", [], t0 + timedelta(seconds=5))
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5))
     running.refresh_from_db()
     cancelling.refresh_from_db()
     assert running.state == JobState.PENDING and running.pending_reason == "NodeLost"
@@ -388,10 +388,10 @@ def test_a_listed_attempt_clears_its_mark(owner, sent, no_triggers, settings) ->
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]})
     t0 = timezone.now()
-    services.heartbeat("n1", [], t0)  # e.g. sent before the agent got the launch
-    services.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=1))
+    liveness.heartbeat("n1", [], t0)  # e.g. sent before the agent got the launch
+    liveness.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=1))
     assert Attempt.objects.get(job=job).unseen_since == {}
-    services.heartbeat("n1", [], t0 + timedelta(seconds=6))  # a new gap starts here
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=6))  # a new gap starts here
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
@@ -403,11 +403,11 @@ def test_a_lost_rank_of_a_multi_node_attempt_stops_the_others(owner, sent, no_tr
     make_node("n2", 1)
     job = placed_job(owner, {"n1": [0], "n2": [0]}, grace=3)
     t0 = timezone.now()
-    services.heartbeat("n1", [(job.pk, 1)], t0)
-    services.heartbeat("n2", [], t0)
+    liveness.heartbeat("n1", [(job.pk, 1)], t0)
+    liveness.heartbeat("n2", [], t0)
     with django_capture_on_commit_callbacks(execute=True):
-        services.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=5))
-        services.heartbeat("n2", [], t0 + timedelta(seconds=5))
+        liveness.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=5))
+        liveness.heartbeat("n2", [], t0 + timedelta(seconds=5))
     assert Attempt.objects.get(job=job).unseen_since == {"n2": t0.timestamp()}
     assert sent.of(protocol.AGENT_KILL) == [
         ("n1", {"job_id": job.pk, "attempt": 1, "grace_period": 3.0, "reason": protocol.EXIT_STALE})

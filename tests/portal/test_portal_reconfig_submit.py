@@ -142,7 +142,7 @@ def test_the_job_page_api_and_cli_show_the_plan_history(roles, browser_as, api_a
 
 
 def test_the_live_job_page_state_carries_the_plan_history(roles, make_job) -> None:
-    from portal.dashboard.selectors import job_state
+    from portal.dashboard.job_page import job_state
 
     job = _with_history(roles.owner, make_job)
     state = job_state(Job.objects.get(pk=job.pk))

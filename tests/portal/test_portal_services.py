@@ -8,22 +8,22 @@ from collections.abc import Callable
 import pytest
 from django.db import connection
 
-from scheduler import services
+from scheduler import services, transitions
 from scheduler.models import Job, JobEvent, JobState, Quota
 
 
 @pytest.mark.django_db
 def test_transition_moves_only_from_expected_states_and_records_one_event(roles, make_job) -> None:
     job = make_job(roles.owner)
-    assert services.transition(job.pk, expect={JobState.RUNNING}, to=JobState.COMPLETED) is False
-    assert services.transition(job.pk, expect={JobState.PENDING}, to=JobState.STARTING, reason="Scheduled",
+    assert transitions.move(job.pk, expect={JobState.RUNNING}, to=JobState.COMPLETED) is False
+    assert transitions.move(job.pk, expect={JobState.PENDING}, to=JobState.STARTING, reason="Scheduled",
                                message="on n1", attempt_count=1) is True
     job.refresh_from_db()
     assert (job.state, job.attempt_count) == (JobState.STARTING, 1)
     event = JobEvent.objects.filter(job=job).order_by("-id").first()
     assert (event.from_state, event.to_state, event.reason, event.message) == ("PENDING", "STARTING", "Scheduled",
                                                                                "on n1")
-    assert services.transition(job.pk + 999, expect={JobState.PENDING}, to=JobState.STARTING) is False
+    assert transitions.move(job.pk + 999, expect={JobState.PENDING}, to=JobState.STARTING) is False
 
 
 def run_together(workers: list[Callable[[], object]]) -> list[object]:
@@ -65,7 +65,7 @@ def test_concurrent_submissions_cannot_overrun_the_pending_limit(roles) -> None:
 def test_concurrent_transitions_from_one_state_succeed_once(roles, make_job) -> None:
     job = make_job(roles.owner)
     targets = [JobState.STARTING, JobState.CANCELLED] * 4
-    results = run_together([lambda t=t: services.transition(job.pk, expect={JobState.PENDING}, to=t)
+    results = run_together([lambda t=t: transitions.move(job.pk, expect={JobState.PENDING}, to=t)
                             for t in targets])
     assert results.count(True) == 1 and results.count(False) == 7
     assert JobEvent.objects.filter(job=job, from_state=JobState.PENDING).count() == 1

@@ -109,12 +109,12 @@ def test_a_request_after_the_window_sends_again(broker, monkeypatch) -> None:
 
 
 def test_redis_unavailable_for_the_debounce_still_sends(broker, monkeypatch) -> None:
-    from scheduler import loop
+    from scheduler import coordination
 
     class Broken:
         def set(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             raise redis.ConnectionError("down")
 
-    monkeypatch.setattr(loop, "redis_client", lambda: Broken())
+    monkeypatch.setattr(coordination, "redis_client", lambda: Broken())
     assert [request_scheduling() for _ in range(3)] == [True, True, True]
     assert queued_tasks(broker) == [RUN_CYCLE_TASK] * 3

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from cluster.models import Gpu
-from scheduler import apply, loop
+from scheduler import apply, coordination, loop
 from scheduler.models import Attempt, Job, JobEvent, JobState
 from tests.live_helpers import allocation_problems, make_node, make_user, submit
 
@@ -85,7 +85,7 @@ def test_a_worker_killed_mid_cycle_leaves_no_half_applied_state(redis_url, setti
     schedules the jobs normally.
     """
     settings.REDIS_URL = redis_url
-    client = loop.redis_client()
+    client = coordination.redis_client()
     client.delete(loop.LOCK_KEY, loop.REQUEST_KEY)
     make_node("n1", 4)
     alice = make_user("alice")

@@ -22,7 +22,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from cluster import protocol, services
+from cluster import protocol, reports
 from scheduler import loop
 from scheduler import services as job_services
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
@@ -70,7 +70,7 @@ class FakeAgents:
             self.gpus[(node, index)] = key
         self.running[key][node] = indices
         now = timezone.now()
-        services.attempt_started(node, key[0], key[1], 1000 + key[0], now)
+        reports.attempt_started(node, key[0], key[1], 1000 + key[0], now)
 
     def exit(self, node: str, key: tuple[int, int], reason: str | None, code: int | None) -> None:
         indices = self.running.get(key, {}).pop(node, None)
@@ -81,7 +81,7 @@ class FakeAgents:
         for index in indices:
             del self.gpus[(node, index)]
         now = timezone.now()
-        services.attempt_exited(node, key[0], key[1], exit_code=code, signal=None, ended_at=now,
+        reports.attempt_exited(node, key[0], key[1], exit_code=code, signal=None, ended_at=now,
                                 notice_at=now if reason else None, checkpointed=reason == protocol.EXIT_PREEMPT,
                                 reason=reason, now=now)
 

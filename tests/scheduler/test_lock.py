@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import loop
+from scheduler import coordination, loop
 
 pytestmark = pytest.mark.redis
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.redis
 def client(redis_url, settings, monkeypatch):  # noqa: ANN001, ANN201
     """The test Redis, with the loop's keys cleared, and cycles counted instead of run."""
     settings.REDIS_URL = redis_url
-    client = loop.redis_client()
+    client = coordination.redis_client()
     client.delete(loop.LOCK_KEY, loop.REQUEST_KEY)
     yield client
     client.delete(loop.LOCK_KEY, loop.REQUEST_KEY)

@@ -89,7 +89,7 @@ def test_a_quota_holds_jobs_that_fit_the_cluster(alice, nodes, sent, django_capt
 def test_te_job_preempts_a_victim_once_and_starts_when_it_vacates(
     alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
 ) -> None:
-    from cluster import services
+    from cluster import reports
 
     nodes(("n1", 2))
     short_grace = submit(alice, "be-short", grace_period=2)
@@ -114,7 +114,7 @@ def test_te_job_preempts_a_victim_once_and_starts_when_it_vacates(
     assert sent.items == []
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.attempt_exited(
+        reports.attempt_exited(
             "n1", short_grace.pk, 1, exit_code=143, signal=None, ended_at=timezone.now(), notice_at=None,
             checkpointed=True, reason=protocol.EXIT_PREEMPT, now=timezone.now(),
         )
@@ -131,7 +131,7 @@ def test_te_job_preempts_a_victim_once_and_starts_when_it_vacates(
     # When a GPU frees up, the victim resumes as attempt 2 with RESUME=1.
     Job.objects.filter(pk=long_grace.pk).update(state=JobState.RUNNING)
     with django_capture_on_commit_callbacks(execute=True):
-        services.attempt_exited("n1", long_grace.pk, 1, exit_code=0, signal=None, ended_at=timezone.now(),
+        reports.attempt_exited("n1", long_grace.pk, 1, exit_code=0, signal=None, ended_at=timezone.now(),
                                 notice_at=None, checkpointed=False, reason=None, now=timezone.now())
     sent.clear()
     assert cycle(django_capture_on_commit_callbacks).applied.started == [short_grace.pk]

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from cluster import protocol
-from cluster import services as agent_services
+from cluster import reports
 from cluster.models import Gpu
 from scheduler import loop, snapshot
 from scheduler.core.decisions import Decision, Reason, Reconfigure, Start
@@ -46,12 +46,12 @@ def elastic_job(owner, **fields):  # noqa: ANN001, ANN201
 
 
 def run(job: Job, node: str) -> None:
-    agent_services.attempt_started(node, job.pk, job.attempt_count, 4242, timezone.now())
+    reports.attempt_started(node, job.pk, job.attempt_count, 4242, timezone.now())
 
 
 def exit_on(job: Job, node: str, number: int, *, reason: str | None, code: int | None) -> str | None:
     now = timezone.now()
-    return agent_services.attempt_exited(node, job.pk, number, exit_code=code, signal=None, ended_at=now,
+    return reports.attempt_exited(node, job.pk, number, exit_code=code, signal=None, ended_at=now,
                                          notice_at=None, checkpointed=True, reason=reason, now=now)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import loop, triggers
+from scheduler import coordination, loop, triggers
 from scheduler.models import Job, JobState
 from tests.live_helpers import make_node
 
@@ -18,7 +18,7 @@ def messages(redis_url, settings, monkeypatch) -> list[float]:  # noqa: ANN001
     """The test Redis for the debounce and the loop; run_cycle messages recorded (their countdown) instead of sent."""
     settings.REDIS_URL = redis_url
     settings.SCHEDULER_AUTORUN = True
-    client = loop.redis_client()
+    client = coordination.redis_client()
     keys = (triggers.LEADING_KEY, triggers.TRAILING_KEY, loop.REQUEST_KEY, loop.LOCK_KEY)
     client.delete(*keys)
     sent: list[float] = []

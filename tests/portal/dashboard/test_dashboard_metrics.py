@@ -8,6 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from portal import metrics
+from scheduler import cycle_metrics
 
 pytestmark = pytest.mark.django_db
 
@@ -26,12 +27,12 @@ def cycle_key(settings, redis_url):  # noqa: ANN001
     import redis
 
     settings.REDIS_URL = redis_url
-    metrics._redis_client = None
+    cycle_metrics._redis_client = None
     client = redis.Redis.from_url(redis_url)
-    client.delete(metrics.CYCLE_KEY)
+    client.delete(cycle_metrics.CYCLE_KEY)
     yield client
-    client.delete(metrics.CYCLE_KEY)
-    metrics._redis_client = None
+    client.delete(cycle_metrics.CYCLE_KEY)
+    cycle_metrics._redis_client = None
 
 
 # --- Access ----------------------------------------------------------------------------
@@ -144,11 +145,11 @@ def test_metrics_expose_queue_jobs_gpus_latency_and_preemptions(client, settings
 
 def test_cycle_durations_recorded_by_the_loop_appear_as_a_histogram(client, settings, cycle_key):
     settings.METRICS_TOKEN = "t"
-    assert metrics.record_cycle_duration(0.003)
-    assert metrics.record_cycle_duration(0.2)
-    assert metrics.record_cycle_duration(12.0)
-    assert not metrics.record_cycle_duration(-1)
-    assert not metrics.record_cycle_duration("fast")
+    assert cycle_metrics.record_cycle_duration(0.003)
+    assert cycle_metrics.record_cycle_duration(0.2)
+    assert cycle_metrics.record_cycle_duration(12.0)
+    assert not cycle_metrics.record_cycle_duration(-1)
+    assert not cycle_metrics.record_cycle_duration("fast")
     s = samples(client.get("/metrics", HTTP_AUTHORIZATION="Bearer t").content)
     bucket = lambda le: s[("gpusched_scheduling_cycle_seconds_bucket", (("le", le),))]  # noqa: E731
     assert (bucket("0.005"), bucket("0.25"), bucket("10.0"), bucket("30.0"), bucket("+Inf")) == (1, 2, 2, 3, 3)
@@ -158,11 +159,11 @@ def test_cycle_durations_recorded_by_the_loop_appear_as_a_histogram(client, sett
 
 def test_recording_never_raises_when_redis_is_down(settings, caplog):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    metrics._redis_client = None
+    cycle_metrics._redis_client = None
     try:
-        assert metrics.record_cycle_duration(0.1) is False
+        assert cycle_metrics.record_cycle_duration(0.1) is False
         assert "not recorded" in caplog.text
         body, _ = metrics.exposition()  # the scrape still answers, without the cycle histogram
         assert b"gpusched_queue_length" in body and b"gpusched_scheduling_cycle_seconds" not in body
     finally:
-        metrics._redis_client = None
+        cycle_metrics._redis_client = None

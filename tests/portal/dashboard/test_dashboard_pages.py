@@ -61,7 +61,7 @@ def test_cluster_page_shows_others_jobs_without_their_command(browser_as, roles,
 
 
 def test_latency_page_window_falls_back_to_the_default_on_a_bad_value(browser_as, roles):
-    from portal.dashboard.selectors import DEFAULT_LATENCY_WINDOW
+    from portal.dashboard.latency import DEFAULT_LATENCY_WINDOW
 
     assert initial_state(browser_as(roles.owner).get("/latency/?window=3600"))["window_s"] == 3600
     assert initial_state(browser_as(roles.owner).get("/latency/?window=17"))["window_s"] == DEFAULT_LATENCY_WINDOW
@@ -102,7 +102,7 @@ def test_collectstatic_copies_plotly_js_from_the_package(settings, tmp_path):
 def test_live_state_reads_take_a_fixed_number_of_queries(roles, make_job, make_node, django_assert_num_queries, scale):
     """The pages and /metrics are refreshed on every push: their cost must not grow with the cluster."""
     from cluster.models import Gpu
-    from portal.dashboard import selectors
+    from portal.dashboard import latency, metrics_state, selectors
     from scheduler.models import JobState
 
     for n in range(scale):
@@ -115,6 +115,6 @@ def test_live_state_reads_take_a_fixed_number_of_queries(roles, make_job, make_n
     with django_assert_num_queries(8):
         selectors.cluster_state(roles.owner)
     with django_assert_num_queries(9):
-        selectors.latency_stats()
+        latency.latency_stats()
     with django_assert_num_queries(7):
-        selectors.metrics_state()
+        metrics_state.metrics_state()

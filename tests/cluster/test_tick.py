@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from cluster.models import Node, NodeState
-from scheduler import loop
+from cluster import tick
+from scheduler import coordination, loop
 from tests.live_helpers import make_node  # noqa: F401
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
@@ -21,8 +22,8 @@ def client(redis_url, settings, no_triggers):  # noqa: ANN001, ANN201
     settings.REDIS_URL = redis_url
     settings.AGENT_HEARTBEAT_SECONDS = 1.0
     settings.NODE_LOST_HEARTBEATS = 2
-    redis = loop.redis_client()
-    keys = (loop.LAST_TICK_KEY, loop.DEAF_UNTIL_KEY, loop.LOCK_KEY, loop.REQUEST_KEY)
+    redis = coordination.redis_client()
+    keys = (tick.LAST_TICK_KEY, tick.DEAF_UNTIL_KEY, loop.LOCK_KEY, loop.REQUEST_KEY)
     redis.delete(*keys)
     yield redis
     redis.delete(*keys)
@@ -35,21 +36,21 @@ def _silent_node() -> None:
 
 def test_after_a_gap_in_ticks_silent_nodes_get_one_more_delay(client, sent) -> None:
     _silent_node()
-    client.set(loop.LAST_TICK_KEY, time.time() - 60)  # the server was away for a minute
-    assert loop.tick()["lost_nodes"] == []
-    assert loop.tick()["lost_nodes"] == []  # still within the delay after the gap
+    client.set(tick.LAST_TICK_KEY, time.time() - 60)  # the server was away for a minute
+    assert tick.tick()["lost_nodes"] == []
+    assert tick.tick()["lost_nodes"] == []  # still within the delay after the gap
     assert Node.objects.get(name="silent").state == NodeState.UP
-    client.set(loop.DEAF_UNTIL_KEY, time.time() - 0.1)  # the delay has passed; ticks kept running
-    assert loop.tick()["lost_nodes"] == ["silent"]
+    client.set(tick.DEAF_UNTIL_KEY, time.time() - 0.1)  # the delay has passed; ticks kept running
+    assert tick.tick()["lost_nodes"] == ["silent"]
 
 
 def test_with_regular_ticks_a_silent_node_is_lost_at_once(client, sent) -> None:
     _silent_node()
-    client.set(loop.LAST_TICK_KEY, time.time() - 0.5)
-    assert loop.tick()["lost_nodes"] == ["silent"]
+    client.set(tick.LAST_TICK_KEY, time.time() - 0.5)
+    assert tick.tick()["lost_nodes"] == ["silent"]
 
 
 def test_the_first_tick_ever_waits_too(client, sent) -> None:
     _silent_node()
-    assert loop.tick()["lost_nodes"] == []
-    assert float(client.get(loop.DEAF_UNTIL_KEY)) > time.time()
+    assert tick.tick()["lost_nodes"] == []
+    assert float(client.get(tick.DEAF_UNTIL_KEY)) > time.time()

@@ -1,0 +1,25 @@
+"""The Celery application: the project's one connection to the message broker.
+
+It carries agent commands (``cluster.commands``, on each node's queue), the
+scheduling loop's own tasks (``scheduler.triggers``) and the web face's
+background work. It lives at the bottom of the layers so that ``cluster/`` and
+``scheduler/`` can send messages without importing the web face;
+``portal.celery`` names it for ``celery -A portal``.
+
+Configuration comes from Django settings prefixed ``CELERY_``; tasks are found
+in every installed app's ``tasks`` module. Agents' queues (``node.<name>``) are
+not consumed here: a portal worker listens on the default queue only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+# Named "portal" as before the move: task routing and existing deployments know it by that name.
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,154 @@
+"""Node liveness: heartbeats, attempts a node stopped listing, and nodes declared lost.
+
+A node is alive while its agent's heartbeats arrive (every
+``AGENT_HEARTBEAT_SECONDS``). A node silent for ``lost_after()`` is NODE_LOST:
+its attempts end as lost and their jobs are requeued (``detect_lost_nodes``,
+run by the periodic tick, ``cluster.tick``). An attempt a live node's
+heartbeats leave out for ``unseen_limit()`` ends the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from cluster import commands, protocol
+from cluster.models import Gpu, Node, NodeState
+from cluster.reports import attempt_exited
+from cluster.selectors import expected_attempts
+from cluster.settlement import held_query, settle, stop_other_nodes
+from scheduler import announce, triggers
+from scheduler.models import ACTIVE_STATES, OPEN_ATTEMPT_STATES, Attempt, AttemptState, Job
+
+log = logging.getLogger(__name__)
+
+
+def lost_after() -> timedelta:
+    """Silence after which an agent's node is NODE_LOST."""
+    return timedelta(seconds=settings.AGENT_HEARTBEAT_SECONDS * settings.NODE_LOST_HEARTBEATS)
+
+
+def unseen_limit() -> timedelta:
+    """How long a node's heartbeats may leave out an attempt it should run: twice the node-lost delay."""
+    return 2 * lost_after()
+
+
+def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> list[tuple[int, int]]:
+    """Record that ``name`` is alive and compare what its agent runs with what the database expects.
+
+    * An attempt the agent runs that the database does not expect there is
+      stale: the agent is told to stop it (AGENT_KILL reason stale).
+    * An attempt the database expects there that the agent's heartbeats have
+      not listed for longer than ``unseen_limit()`` is gone (the agent lost it,
+      or never got its launch): it ends as if the agent had reported it lost,
+      so its job is requeued (or, if it was being cancelled, cancelled).
+      Waiting that long, rather than acting on one heartbeat, leaves time for
+      an exit report handled in parallel by another worker.
+    * A node marked NODE_LOST that heartbeats again is UP again and reconciled.
+
+    Returns the stale ``(job_id, attempt)`` told to stop.
+    """
+    running = set(running)
+    with transaction.atomic():
+        if Node.objects.filter(name=name).update(last_heartbeat=now) != 1:
+            log.warning("heartbeat from unknown node %r ignored (it registers when its agent starts)", name)
+            return []
+        came_back = Node.objects.filter(name=name, state=NodeState.NODE_LOST).update(state=NodeState.UP) == 1
+        expected = expected_attempts(name)
+        gone = _track_unseen(name, expected, running, now)
+        stale = sorted(running - expected)
+        for job_id, attempt in stale:
+            log.warning("node %s runs job %s attempt %d, which is not current there; stopping it", name, job_id, attempt)
+            transaction.on_commit(
+                lambda job_id=job_id, attempt=attempt: commands.kill(name, job_id, attempt, 0.0, protocol.EXIT_STALE)
+            )
+        if came_back:
+            log.info("node %s is back from NODE_LOST", name)
+            announce.cluster_changed()
+            transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
+            transaction.on_commit(triggers.request_scheduling)
+    for job_id, attempt in gone:
+        log.warning("node %s has not listed job %s attempt %d for over %s; ending it as lost",
+                    name, job_id, attempt, unseen_limit())
+        attempt_exited(name, job_id, attempt, exit_code=None, signal=None, ended_at=now, notice_at=None,
+                       checkpointed=False, reason=protocol.EXIT_LOST, now=now)
+    return stale
+
+
+def _track_unseen(
+    name: str, expected: set[tuple[int, int]], running: set[tuple[int, int]], now: datetime
+) -> list[tuple[int, int]]:
+    """Update ``Attempt.unseen_since[name]`` for the attempts expected on ``name``; return those
+    unseen for longer than ``unseen_limit()``.
+
+    Only heartbeats write this field, so a plain read-modify-write is enough:
+    a lost update between two heartbeats of one multi-node attempt delays the
+    verdict by one heartbeat at most.
+    """
+    if not expected:
+        return []
+    where = Q(pk__in=[])
+    for job_id, attempt in expected:
+        where |= Q(job_id=job_id, number=attempt)
+    stamp = now.timestamp()
+    limit = unseen_limit().total_seconds()
+    gone = []
+    for pk, job_id, number, marks in Attempt.objects.filter(where).values_list("pk", "job_id", "number", "unseen_since"):
+        marks = dict(marks or {})
+        if (job_id, number) in running:
+            if name not in marks:
+                continue
+            del marks[name]
+        elif name not in marks:
+            marks[name] = stamp
+        else:
+            if stamp - marks[name] > limit:
+                gone.append((job_id, number))
+            continue
+        Attempt.objects.filter(pk=pk).update(unseen_since=marks)
+    return sorted(gone)
+
+
+def detect_lost_nodes(now: datetime) -> list[str]:
+    """Mark nodes silent for too long NODE_LOST, end their attempts and requeue their jobs."""
+    cutoff = now - lost_after()
+    silent = Node.objects.filter(state__in=[NodeState.UP, NodeState.DRAINING]).filter(
+        Q(last_heartbeat__lt=cutoff) | Q(last_heartbeat__isnull=True, registered_at__lt=cutoff)
+    )
+    lost = []
+    for node in silent:
+        with transaction.atomic():
+            # Conditional on the heartbeat read: one that arrived meanwhile keeps the node.
+            if Node.objects.filter(pk=node.pk, state=node.state, last_heartbeat=node.last_heartbeat).update(
+                state=NodeState.NODE_LOST
+            ) != 1:
+                continue
+            announce.cluster_changed()
+            job_ids = set(Gpu.objects.filter(node=node, allocated_to__isnull=False).values_list("allocated_to", flat=True))
+            for job_id in sorted(job_ids):
+                _lose_attempt(job_id, node.name, now)
+            transaction.on_commit(triggers.request_scheduling)
+        log.warning("node %s is NODE_LOST (no heartbeat since %s); jobs requeued: %s", node.name,
+                    node.last_heartbeat, sorted(job_ids))
+        lost.append(node.name)
+    return lost
+
+
+def _lose_attempt(job_id: int, node: str, now: datetime) -> None:
+    job = Job.objects.select_for_update().get(pk=job_id)
+    att = Attempt.objects.select_for_update().filter(job=job, number=job.attempt_count).first()
+    if job.state not in ACTIVE_STATES or att is None or node not in (att.gpu_allocation or {}):
+        # GPUs held without a current attempt here: nothing runs for them any more.
+        Gpu.objects.filter(node__name=node, allocated_to=job).update(allocated_to=None)
+        return
+    stop_other_nodes(job, att, except_node=node, grace=0.0)
+    held_query(job, att).update(allocated_to=None)
+    if att.state in OPEN_ATTEMPT_STATES:
+        att.state = AttemptState.NODE_LOST
+    att.ended_at = att.ended_at or now
+    settle(job, att, now)

@@ -1,0 +1,64 @@
+"""Commands whose effect is overdue are sent again (the periodic tick, ``cluster.tick``)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db.models import F
+
+from cluster import commands, protocol
+from cluster.liveness import lost_after
+from cluster.models import Node, NodeState
+from cluster.settlement import held_query
+from scheduler import elastic
+from scheduler.models import Attempt, AttemptState, JobState
+
+log = logging.getLogger(__name__)
+
+
+def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
+    """Re-send commands whose effect is overdue; agents ignore repeats.
+
+    * a stop (preempt, cancel) whose grace period ended more than the
+      node-lost delay ago is re-sent with no grace (SIGKILL);
+    * a launch not reported started within the node-lost delay is re-sent.
+
+    Only nodes that are UP get them (a lost node is reconciled when it returns).
+    Returns ``(task, job_id, attempt)`` of each command re-sent.
+    """
+    slack = lost_after()
+    up = set(Node.objects.filter(state=NodeState.UP).values_list("name", flat=True))
+    resent: list[tuple[str, int, int]] = []
+    stopping = Attempt.objects.filter(
+        job__state__in=[JobState.PREEMPTING, JobState.CANCELLING],
+        number=F("job__attempt_count"),
+        notice_at__isnull=False,
+    ).select_related("job")
+    for att in stopping:
+        if att.notice_at + timedelta(seconds=att.job.grace_period) + slack > now:
+            continue
+        held = set(held_query(att.job, att).values_list("node__name", flat=True)) & up
+        for name in sorted(held):
+            if att.job.state == JobState.PREEMPTING:
+                commands.preempt(name, att.job_id, att.number, 0.0)
+                resent.append((protocol.AGENT_PREEMPT, att.job_id, att.number))
+            else:
+                commands.kill(name, att.job_id, att.number, 0.0, protocol.EXIT_CANCEL)
+                resent.append((protocol.AGENT_KILL, att.job_id, att.number))
+    starting = Attempt.objects.filter(
+        job__state=JobState.STARTING, state=AttemptState.STARTING, number=F("job__attempt_count"),
+        started_at__lt=now - slack,
+    ).select_related("job")
+    for att in starting:
+        allocation = att.gpu_allocation or {}
+        plan = elastic.attempt_launch_fields(att.job, att)  # the plan the first launch named
+        # The same ranks and master as the first launch: ranks follow the sorted node names.
+        for name, cmd in commands.launches_for(att.job, att.number, allocation,
+                                               commands.node_addresses(allocation), **plan):
+            if name in up:
+                commands.launch(name, cmd)
+                resent.append((protocol.AGENT_LAUNCH, att.job_id, att.number))
+    if resent:
+        log.warning("re-sent overdue commands: %s", resent)
+    return resent

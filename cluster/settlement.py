@@ -1,0 +1,133 @@
+"""How an attempt ends: its outcome from the agents' exit reports, its ledger, and the job's next state.
+
+Attempt outcome (from the exit report's ``reason``, see cluster/protocol.py):
+
+===============================  ==============  =========================================
+reason                           attempt         job
+===============================  ==============  =========================================
+None (exited by itself)          COMPLETED/FAIL  COMPLETED if exit code 0, else FAILED
+preempt                          PREEMPTED       PENDING (next attempt), CANCELLED if cancelling
+preempt, notice for reconfigure  RECONFIGURED    PENDING, target pinned; CANCELLED if cancelling
+cancel                           CANCELLED       CANCELLED
+timeout                          TIMEOUT         TIMEOUT
+launch-failed                    FAILED          FAILED
+stale, lost, agent-stop, other   NODE_LOST       NODE_LOST -> PENDING, CANCELLED if cancelling
+===============================  ==============  =========================================
+
+An attempt on several nodes ends when its last node has reported or when one
+of its nodes is lost. Its outcome is that of the first report, except that a
+rank exiting 0 only completes the attempt if every other rank does too: a
+later report of any other outcome replaces it (``outcome_after``). A failed
+or lost rank stops the others. GPUs are freed per node as each node reports.
+Progress and lost work follow ``scheduler.accounting``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from cluster import commands, protocol
+from cluster.models import Gpu
+from scheduler import transitions
+from scheduler.accounting import attempt_work_seconds, lost_gpu_seconds
+from scheduler.models import OPEN_ATTEMPT_STATES, Attempt, AttemptState, Job, JobState, NoticeReason, PendingReason
+
+
+def classify_exit(reason: str | None, exit_code: int | None) -> str:
+    """The attempt outcome (an ``AttemptState``) of one exit report; see the module table."""
+    if reason is None:
+        return AttemptState.COMPLETED if exit_code == 0 else AttemptState.FAILED
+    return {
+        protocol.EXIT_PREEMPT: AttemptState.PREEMPTED,
+        protocol.EXIT_CANCEL: AttemptState.CANCELLED,
+        protocol.EXIT_TIMEOUT: AttemptState.TIMEOUT,
+        protocol.EXIT_LAUNCH_FAILED: AttemptState.FAILED,
+    }.get(reason, AttemptState.NODE_LOST)
+
+
+TERMINAL_JOB_STATE = {
+    AttemptState.COMPLETED: JobState.COMPLETED,
+    AttemptState.FAILED: JobState.FAILED,
+    AttemptState.TIMEOUT: JobState.TIMEOUT,
+    AttemptState.CANCELLED: JobState.CANCELLED,
+}
+
+
+def outcome_after(att: Attempt, reported: str) -> str:
+    """The attempt's outcome once one more of its nodes reported ``reported``.
+
+    The first report decides, except over a completion: a rank that exited 0
+    while another rank then fails, is preempted or is lost did not complete
+    the job. A reconfiguration notice turns PREEMPTED into RECONFIGURED, which
+    is counted apart from preemptions.
+    """
+    if reported == AttemptState.PREEMPTED and att.notice_reason == NoticeReason.RECONFIGURE:
+        reported = AttemptState.RECONFIGURED
+    if att.state in OPEN_ATTEMPT_STATES or att.state == AttemptState.COMPLETED:
+        return reported
+    return att.state
+
+
+def held_elsewhere(job: Job, att: Attempt) -> bool:
+    return held_query(job, att).exists()
+
+
+def held_query(job: Job, att: Attempt):  # noqa: ANN202 - a GPU queryset
+    where = Q(pk__in=[])
+    for name, indices in (att.gpu_allocation or {}).items():
+        where |= Q(node__name=name, index__in=indices)
+    return Gpu.objects.filter(where, allocated_to=job)
+
+
+def stop_other_nodes(job: Job, att: Attempt, except_node: str, grace: float) -> None:
+    nodes = set(held_query(job, att).exclude(node__name=except_node).values_list("node__name", flat=True))
+    for name in sorted(nodes):
+        transaction.on_commit(
+            lambda name=name: commands.kill(name, job.pk, att.number, grace, protocol.EXIT_STALE)
+        )
+
+
+def settle(job: Job, att: Attempt, now: datetime) -> None:
+    """The attempt has vacated every GPU: record its ledger and move the job on."""
+    work = attempt_work_seconds(att.started_at, att.notice_at or att.ended_at or now, att.number,
+                                settings.SCHEDULER_RESUME_OVERHEAD)
+    kept = att.state == AttemptState.COMPLETED or bool(att.checkpointed)
+    if att.state in (AttemptState.PREEMPTED, AttemptState.RECONFIGURED, AttemptState.NODE_LOST):
+        att.lost_gpu_seconds = lost_gpu_seconds(work, att.gpu_count, kept)
+    att.ended_at = att.ended_at or now
+    att.save()
+    progress = job.progress_seconds + (work if kept else 0.0)
+    outcome = att.state
+    where = ", ".join(att.node_names)
+    if outcome in TERMINAL_JOB_STATE:
+        transitions.move_locked(job, TERMINAL_JOB_STATE[outcome], outcome.title(), _exit_text(att, where),
+              ended_at=att.ended_at, exit_code=att.exit_code, progress_seconds=progress)
+    elif job.state == JobState.CANCELLING:
+        transitions.move_locked(job, JobState.CANCELLED, "Cancelled", f"stopped on {where}", ended_at=att.ended_at,
+              exit_code=att.exit_code, progress_seconds=progress)
+    elif outcome == AttemptState.PREEMPTED:
+        kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
+        message = f"attempt {att.number} vacated {where}; {kept_text}"
+        transitions.move_locked(job, JobState.PENDING, PendingReason.PREEMPTED, message, progress_seconds=progress,
+              pending_reason=PendingReason.PREEMPTED, pending_message=message)
+    elif outcome == AttemptState.RECONFIGURED:
+        kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
+        target = f"{job.target_plan} on {job.target_gpus} GPU{'s' if job.target_gpus != 1 else ''}"
+        message = f"attempt {att.number} vacated {where}; {kept_text}; relaunching with {target}"
+        transitions.move_locked(job, JobState.PENDING, PendingReason.RECONFIGURED, message, progress_seconds=progress,
+              pending_reason=PendingReason.RECONFIGURED, pending_message=message)
+    else:
+        message = f"attempt {att.number} lost on {where}"
+        transitions.move_locked(job, JobState.NODE_LOST, PendingReason.NODE_LOST, message, progress_seconds=progress)
+        transitions.move_locked(job, JobState.PENDING, PendingReason.NODE_LOST, "requeued", pending_reason=PendingReason.NODE_LOST,
+              pending_message=message)
+
+
+def _exit_text(att: Attempt, where: str) -> str:
+    if att.signal is not None:
+        return f"attempt {att.number} on {where} ended by signal {att.signal}"
+    return f"attempt {att.number} on {where} exited with code {att.exit_code}"

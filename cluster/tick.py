@@ -1,0 +1,47 @@
+"""The periodic safety tick (Celery beat): node-loss detection, overdue commands re-sent, then a cycle.
+
+Nodes are declared lost only if the server could have heard them: after a
+gap between two completed ticks longer than the node-lost delay (PostgreSQL
+or Redis was down, or no worker ran), heartbeats sent meanwhile were never
+recorded, so loss detection waits one more node-lost delay for the agents
+to be heard again instead of requeueing every job of live nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import redis
+from django.utils import timezone
+
+from cluster import liveness, overdue
+from scheduler import coordination, loop
+
+log = logging.getLogger(__name__)
+
+LAST_TICK_KEY = "gpusched:scheduler:last-tick"
+DEAF_UNTIL_KEY = "gpusched:scheduler:no-node-loss-until"
+
+
+def tick() -> dict[str, object]:
+    """One tick: lost nodes (when they could have been heard), overdue commands, requested cycles."""
+    now = timezone.now()
+    client = coordination.redis_client()
+    lost = liveness.detect_lost_nodes(now) if _may_declare_nodes_lost(client, now) else []
+    resent = overdue.resend_overdue_commands(now)
+    cycles = loop.run_requested_cycles(client)
+    client.set(LAST_TICK_KEY, now.timestamp())
+    return {"lost_nodes": lost, "resent": resent, "cycles": cycles}
+
+
+def _may_declare_nodes_lost(client: redis.Redis, now: datetime) -> bool:
+    window = liveness.lost_after().total_seconds()
+    last = client.get(LAST_TICK_KEY)
+    if last is None or now.timestamp() - float(last) > window:
+        client.set(DEAF_UNTIL_KEY, now.timestamp() + window)
+        log.warning("no completed tick for more than %.0f s: node-loss detection waits %.0f s for heartbeats",
+                    window, window)
+        return False
+    until = client.get(DEAF_UNTIL_KEY)
+    return until is None or now.timestamp() >= float(until)

@@ -1,0 +1,52 @@
+"""Announcements of changes the live pages show: the writers below the web face call these.
+
+The scheduling loop and the agent-report services must not import the web
+face, yet the browser should hear about what they change. They announce it
+here; a publisher subscribes when Django starts (the dashboard app's
+``ready`` subscribes ``portal.realtime``) and turns each announcement into a
+live-update hint. With no publisher subscribed an announcement does nothing.
+
+A publisher is any object with the three methods of :class:`Publisher`; each
+is looked up on every call, so a publisher's functions may be replaced after
+it subscribed. Publishers must not raise (``portal.realtime`` never does) and
+must be safe inside a transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Publisher(Protocol):
+    def publish_job_changed(self, job: Any) -> None: ...
+
+    def publish_job_submitted(self, job: Any) -> None: ...
+
+    def publish_cluster_changed(self) -> None: ...
+
+
+_publishers: list[Publisher] = []
+
+
+def subscribe(publisher: Publisher) -> None:
+    """Send every later announcement to ``publisher`` too (idempotent)."""
+    if not any(p is publisher for p in _publishers):
+        _publishers.append(publisher)
+
+
+def job_changed(job: Any) -> None:
+    """A job's state, reason, attempts or ledger changed (``job``: a Job or its id)."""
+    for publisher in _publishers:
+        publisher.publish_job_changed(job)
+
+
+def job_submitted(job: Any) -> None:
+    """A job entered the queue (``job``: a Job or its id)."""
+    for publisher in _publishers:
+        publisher.publish_job_submitted(job)
+
+
+def cluster_changed() -> None:
+    """Nodes or GPUs changed in a way that is not a job transition."""
+    for publisher in _publishers:
+        publisher.publish_cluster_changed()
