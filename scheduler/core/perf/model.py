@@ -77,7 +77,18 @@ MEMORY_CODES = {"none": 0, "zero-offload": 1, "zero-dp": 2}
 
 @dataclass(frozen=True, slots=True)
 class Coeffs:
-    """The seven fitted coefficients, named as in the authors' code."""
+    """The fitted coefficients: the authors' seven, named as in their code,
+    and two for 3D plans that only measured 3D rows can identify.
+
+    ``k_3d`` is the compute of the 3D (tensor and pipeline parallel)
+    implementation relative to the data-parallel runs the forward curve was
+    fitted on (t5's 3D runs do about 2.1x the work per sample of its
+    data-parallel runs, gpt2's about the same); ``k_stage`` is the time, in
+    ms, each pipeline-stage boundary adds to an iteration beyond the
+    activation transfer (scheduling the stage's send and receive, the
+    stages' imbalance). Their defaults (1 and 0) are the form before they
+    were fitted.
+    """
 
     k_bwd: float
     k_sync: float
@@ -86,6 +97,8 @@ class Coeffs:
     k_const: float
     k_off: float
     k_swap: float
+    k_3d: float = 1.0
+    k_stage: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -253,7 +266,7 @@ def components(f: Features, m: ModelInputs, k: Coeffs, fwd: ForwardCurve, env: E
     zero = offload | zero_dp
 
     bubble = (MICRO_BATCHES + pp - 1.0) / (MICRO_BATCHES * pp)
-    t_fwd = np.where(is3d, fwd.at(1.0) * bubble / (tp * dp), fwd.at(f.n))
+    t_fwd = np.where(is3d, k.k_3d * fwd.at(1.0) * bubble / (tp * dp), fwd.at(f.n))
     t_bwd = k.k_bwd * t_fwd + f.gc * t_fwd
 
     # Gradients are all-reduced (two ring passes) while the backward pass runs;
@@ -280,7 +293,7 @@ def components(f: Features, m: ModelInputs, k: Coeffs, fwd: ForwardCurve, env: E
     samples = m.global_batch / dp
     t_tp = _group_collective_ms(tp, f.tp_cross, f, env, TP_BYTES / 2.0 * samples * m.seq_hid / MIB, 2.0)
     boundary = PP_BYTES * samples * (m.seq_hid / m.layers) / MIB
-    t_pp = boundary * (f.pp_cross / f.net + f.pp_local / env.nvlink_gbps)
+    t_pp = boundary * (f.pp_cross / f.net + f.pp_local / env.nvlink_gbps) + k.k_stage * (f.pp_cross + f.pp_local)
     t_extra = np.where(is3d, t_tp + t_pp, 0.0)
 
     total = t_fwd + t_sync + t_opt + t_extra + k.k_const

@@ -29,8 +29,9 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from scheduler.core.perf.catalog import CATALOG, ModelSpec, spec_for
-from scheduler.core.perf.data import load_env_bandwidth, load_profile
+from scheduler.core.perf.data import load_env_bandwidth, load_placements, load_profile
 from scheduler.core.perf.fit import FitResult, fit_all
+from scheduler.core.perf.holdout import SAMPLED_PER_MODEL, SAMPLE_SEED, sample_rows
 from scheduler.core.perf.model import Env, features, iter_time_ms
 from scheduler.core.perf.plans import (
     Plan,
@@ -72,8 +73,11 @@ class ThroughputModel:
 
     @classmethod
     def from_traces(cls, morphling_dir: str | Path, env: Env | None = None,
-                    models: Iterable[str] | None = None, fit_nvlink: bool = True) -> "ThroughputModel":
-        """Fit every catalog model (or ``models``) from ``<dir>/profiles``.
+                    models: Iterable[str] | None = None, fit_nvlink: bool = True,
+                    sampled_per_model: int = SAMPLED_PER_MODEL, seed: int = SAMPLE_SEED) -> "ThroughputModel":
+        """Fit every catalog model (or ``models``) from ``<dir>/profiles``
+        and ``sampled_per_model`` measured rows of ``<dir>/placements``
+        (``holdout.sample_rows``; 0: the profiles only).
 
         The inter-node default bandwidth comes from ``profiles/env_params.json``
         unless ``env`` is given. The intra-node bandwidth is fitted per model
@@ -85,7 +89,10 @@ class ThroughputModel:
             env = Env(net_gbps=load_env_bandwidth(root / "profiles" / "env_params.json"))
         specs = [spec_for(m) for m in models] if models is not None else list(CATALOG.values())
         profiles = {s.name: (s, load_profile(root / "profiles" / s.profile)) for s in specs}
-        return cls(fit_all(profiles, env, fit_nvlink))
+        rows = {s.name: sample_rows(s.name, load_placements(root / "placements" / f"{s.placements}.csv"),
+                                    per_model=sampled_per_model, seed=seed)
+                for s in specs} if sampled_per_model else {}
+        return cls(fit_all(profiles, env, fit_nvlink, rows))
 
     def models(self) -> list[str]:
         return sorted(self._fits)

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
 from scheduler.core.perf.catalog import CATALOG, spec_for
 from scheduler.core.perf.data import PlacementRow
+from scheduler.core.perf.holdout import RowKey, plan_group, row_key
 from scheduler.core.perf.model import Coeffs
 from scheduler.core.perf.plans import Plan
 from scheduler.core.perf.throughput import ThroughputModel
@@ -60,6 +61,7 @@ class RowResult:
     placement: str
     measured_s: float
     predicted_s: float
+    seen: bool = False
 
     @property
     def error(self) -> float:
@@ -96,6 +98,7 @@ class GroupResult:
     all: Stats
     single_node: Stats
     multi_node: Stats
+    held_out: Stats = Stats(0, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,23 +138,26 @@ class Validation:
     coefficients: list[CoeffComparison]
     net_gbps: float
     paper: PaperView | None = None
+    models_held_out: dict[str, Stats] | None = None
 
     def overall(self) -> Stats:
         return Stats.of([r.error for r in self.rows])
+
+    def overall_held_out(self) -> Stats:
+        return Stats.of([r.error for r in self.rows if not r.seen])
+
+    def sampled(self) -> list[RowResult]:
+        """The rows the fit saw (``holdout``)."""
+        return [r for r in self.rows if r.seen]
 
 
 GROUP_ORDER = ("ga", "gc", "zero-dp", "zero-dp+gc", "zero-offload", "zero-offload+gc", "3D tp+pp", "3D dp+tp+pp")
 
 
-def plan_group(plan: Plan) -> str:
-    """Table label: the plan name, or the paper's two 3D families."""
-    if plan.is_3d:
-        return "3D dp+tp+pp" if plan.dp > 1 else "3D tp+pp"
-    return plan.name
-
-
-def predict_rows(tm: ThroughputModel, model: str, rows: Sequence[PlacementRow]) -> list[RowResult]:
-    """Predictions for one model's measured rows (vectorized)."""
+def predict_rows(tm: ThroughputModel, model: str, rows: Sequence[PlacementRow],
+                 seen: Collection[RowKey] = frozenset()) -> list[RowResult]:
+    """Predictions for one model's measured rows (vectorized); ``seen`` names
+    the rows the fit used (``holdout.row_key``)."""
     queries = [
         (r.plan, r.placement,
          sum(r.placement) * (OFFLOAD_THREADS if r.plan.memory == "zero-offload" else 1.0), None)
@@ -160,7 +166,8 @@ def predict_rows(tm: ThroughputModel, model: str, rows: Sequence[PlacementRow]) 
     predicted = tm.iter_times(model, queries)
     name = spec_for(model).name
     return [
-        RowResult(name, plan_group(r.plan), r.plan.name, "".join(map(str, r.placement)), r.iter_s, float(p))
+        RowResult(name, plan_group(r.plan), r.plan.name, "".join(map(str, r.placement)), r.iter_s, float(p),
+                  row_key(name, r) in seen)
         for r, p in zip(rows, predicted)
     ]
 
@@ -190,12 +197,16 @@ def paper_view(rows: Sequence[RowResult], groups: Sequence[GroupResult],
 
 
 def validate(tm: ThroughputModel, placements: Mapping[str, Sequence[PlacementRow]],
-             authors: Mapping[str, Mapping[str, float]]) -> Validation:
-    """Errors per model and plan group, and the coefficient comparison."""
+             authors: Mapping[str, Mapping[str, float]], seen: Collection[RowKey] = frozenset()) -> Validation:
+    """Errors per model and plan group, and the coefficient comparison.
+
+    ``seen`` names the placement rows the fit used; every figure is given
+    over all rows and, as ``held_out``, over the rows the fit did not see.
+    """
     rows: list[RowResult] = []
     order = list(CATALOG)
     for model in sorted(placements, key=lambda m: (order.index(spec_for(m).name), m)):
-        rows.extend(predict_rows(tm, model, placements[model]))
+        rows.extend(predict_rows(tm, model, placements[model], seen))
     by_group: dict[tuple[str, str], list[RowResult]] = defaultdict(list)
     by_model: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -207,6 +218,7 @@ def validate(tm: ThroughputModel, placements: Mapping[str, Sequence[PlacementRow
             Stats.of([r.error for r in rs]),
             Stats.of([r.error for r in rs if not r.multi_node]),
             Stats.of([r.error for r in rs if r.multi_node]),
+            Stats.of([r.error for r in rs if not r.seen]),
         )
         for (model, group), rs in sorted(by_group.items(), key=lambda kv: (
             [r.model for r in rows].index(kv[0][0]), GROUP_ORDER.index(kv[0][1])))
@@ -217,8 +229,9 @@ def validate(tm: ThroughputModel, placements: Mapping[str, Sequence[PlacementRow
         for m in dict.fromkeys(r.model for r in rows)
     ]
     env = tm.fit(rows[0].model).env if rows else None
+    held = {m: Stats.of([r.error for r in rows if r.model == m and not r.seen]) for m in by_model}
     return Validation(rows, groups, {m: Stats.of(e) for m, e in by_model.items()}, coefficients,
-                      env.net_gbps if env else float("nan"), paper_view(rows, groups))
+                      env.net_gbps if env else float("nan"), paper_view(rows, groups), held)
 
 
 def _pct(value: float | None) -> str:
@@ -229,28 +242,32 @@ def render_text(v: Validation) -> str:
     """The report ``python -m scheduler.perf validate`` prints."""
     out = [
         "Performance model vs measured iteration times (placements/*.csv)",
-        f"fitted from profiles/ only; inter-node bandwidth {v.net_gbps:.2f} GB/s; "
-        "relative error |pred - meas| / meas in %",
+        f"fitted from profiles/ and {len(v.sampled())} sampled 3D placement rows (held out: every other row); "
+        f"inter-node bandwidth {v.net_gbps:.2f} GB/s; relative error |pred - meas| / meas in %",
         "",
-        f"{'model':8} {'plan':14} {'rows':>4} {'avg':>6} {'max':>6} | {'1-node':>6} {'avg':>6} {'max':>6} "
-        f"| {'multi':>5} {'avg':>6} {'max':>6}",
+        f"{'model':8} {'plan':14} {'rows':>4} {'avg':>6} {'max':>6} | {'held':>4} {'avg':>6} {'max':>6} "
+        f"| {'1-node':>6} {'avg':>6} {'max':>6} | {'multi':>5} {'avg':>6} {'max':>6}",
     ]
     for g in v.groups:
-        a, s, m = g.all, g.single_node, g.multi_node
+        a, h, s, m = g.all, g.held_out, g.single_node, g.multi_node
         out.append(
             f"{g.model:8} {g.group:14} {a.count:4d} {_pct(a.avg_pct):>6} {_pct(a.max_pct):>6} | "
+            f"{h.count:4d} {_pct(h.avg_pct):>6} {_pct(h.max_pct):>6} | "
             f"{s.count:6d} {_pct(s.avg_pct):>6} {_pct(s.max_pct):>6} | "
             f"{m.count:5d} {_pct(m.avg_pct):>6} {_pct(m.max_pct):>6}"
         )
     out.append("")
     for model, st in v.models.items():
         out.append(f"{model:8} all plans: {st.count} rows, avg {_pct(st.avg_pct)} %, max {_pct(st.max_pct)} %")
-    overall = v.overall()
+    overall, held = v.overall(), v.overall_held_out()
     out.append(f"overall: {overall.count} rows, avg {_pct(overall.avg_pct)} %, max {_pct(overall.max_pct)} %")
+    out.append(f"held out: {held.count} rows, avg {_pct(held.avg_pct)} %, max {_pct(held.max_pct)} %")
+    out.append("sampled by the fit: " + (", ".join(f"{r.model} {r.plan}@{r.placement}" for r in v.sampled()) or "none"))
     out.append("")
     lo, hi = PAPER_AVG_RANGE
     out.append(f"paper (arXiv 2408.08586): avg {lo}-{hi} % per model and plan, max {PAPER_MAX} %")
-    for label, pick in (("all rows", lambda g: g.all), ("single-node rows", lambda g: g.single_node),
+    for label, pick in (("all rows", lambda g: g.all), ("held-out rows", lambda g: g.held_out),
+                        ("single-node rows", lambda g: g.single_node),
                         ("multi-node rows", lambda g: g.multi_node)):
         present = [g for g in v.groups if pick(g).count]
         inside = [g for g in present if pick(g).within_paper()]
@@ -304,10 +321,14 @@ def to_json(v: Validation) -> dict:
         "net_gbps": v.net_gbps,
         "paper": {"avg_pct_range": list(PAPER_AVG_RANGE), "max_pct": PAPER_MAX},
         "overall": asdict(overall),
+        "overall_held_out": asdict(v.overall_held_out()),
         "models": {m: asdict(s) for m, s in v.models.items()},
+        "models_held_out": {m: asdict(s) for m, s in (v.models_held_out or {}).items()},
+        "sampled_rows": [{"model": r.model, "plan": r.plan, "placement": r.placement} for r in v.sampled()],
         "groups": [
-            {"model": g.model, "plan": g.group, "all": asdict(g.all), "single_node": asdict(g.single_node),
-             "multi_node": asdict(g.multi_node), "within_paper": g.all.within_paper()}
+            {"model": g.model, "plan": g.group, "all": asdict(g.all), "held_out": asdict(g.held_out),
+             "single_node": asdict(g.single_node), "multi_node": asdict(g.multi_node),
+             "within_paper": g.all.within_paper(), "held_out_within_paper": g.held_out.within_paper()}
             for g in v.groups
         ],
         "coefficients": [
@@ -324,7 +345,8 @@ def to_json(v: Validation) -> dict:
         },
         "rows": [
             {"model": r.model, "plan": r.plan, "group": r.group, "placement": r.placement,
-             "measured_s": r.measured_s, "predicted_s": r.predicted_s, "error_pct": 100.0 * r.error}
+             "measured_s": r.measured_s, "predicted_s": r.predicted_s, "error_pct": 100.0 * r.error,
+             "held_out": not r.seen}
             for r in v.rows
         ],
     }

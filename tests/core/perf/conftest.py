@@ -17,6 +17,7 @@ from scheduler.core.perf.__main__ import morphling_dir
 from scheduler.core.perf.catalog import CATALOG
 from scheduler.core.perf.data import load_authors_params, load_placements
 from scheduler.core.perf.fit import FitResult
+from scheduler.core.perf.holdout import row_key, sample_all
 from scheduler.core.perf.model import Coeffs, Env, ForwardCurve, ModelInputs
 from scheduler.core.perf.throughput import ThroughputModel
 from scheduler.core.perf.validate import validate
@@ -46,7 +47,8 @@ def placements(morphling: Path):
 
 @pytest.fixture(scope="session")
 def validation(fitted, placements, morphling):
-    return validate(fitted, placements, load_authors_params(morphling / "profiles" / "fitted_params.csv"))
+    seen = {row_key(name, r) for name, rows in sample_all(placements).items() for r in rows}
+    return validate(fitted, placements, load_authors_params(morphling / "profiles" / "fitted_params.csv"), seen)
 
 
 SYNTHETIC_COEFFS = Coeffs(k_bwd=1.8, k_sync=2.0, k_opt=0.08, k_os_offload=1.6, k_const=15.0, k_off=30.0, k_swap=60.0)
