@@ -23,7 +23,7 @@ from typing import Any
 
 from cluster import protocol
 from cluster.agent import __version__, procs, statefile
-from cluster.agent.broker import BrokerDown, BrokerLink
+from cluster.agent.broker import CONNECT_TIMEOUT, BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
 from cluster.agent.messages import decode_task, is_expired
 from cluster.agent.resources import NodeResources
@@ -70,6 +70,8 @@ class Agent:
         self._outbox_dirty = False
         self.lease_path = config.workdir / LEASE_FILE
         self._next_lease = 0.0
+        # When a heartbeat last reached the broker (the server's view of this node's liveness).
+        self._last_heartbeat_ok = time.time()
         if config.fence_after > 0:
             self.supervisor.base_env.update({ENV_LEASE: str(self.lease_path), ENV_FENCE_AFTER: f"{config.fence_after:g}"})
         self.handlers = {
@@ -85,6 +87,7 @@ class Agent:
         self.config.workdir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = statefile.lock_workdir(self.config.workdir)
         try:
+            self._last_heartbeat_ok = self._lease_age_reference()
             self._renew_lease(time.time())  # before adopting: the jobs' shims are watching it
             self._restore()
             self._queue_register()
@@ -101,6 +104,7 @@ class Agent:
     def step(self) -> None:
         """One loop iteration: commands, supervision, logs, reports, heartbeat, state."""
         self._service_broker()
+        self._fence_if_cut_off(time.time())
         self.supervisor.tick()
         now = time.time()
         self._renew_lease(now)
@@ -122,6 +126,42 @@ class Agent:
         except OSError as exc:
             log.warning("lease file %s not renewed: %s", self.lease_path, exc)
         self._next_lease = now + min(1.0, self.config.fence_after / 4)
+
+    def _lease_age_reference(self) -> float:
+        """At start: the previous agent's last sign of life (the lease's mtime), else now.
+
+        Until a heartbeat gets through, fencing counts from there, so a restart
+        that cannot reach the broker does not extend the jobs' time."""
+        try:
+            return min(self.lease_path.stat().st_mtime, time.time())
+        except OSError:
+            return time.time()
+
+    def _fence_if_cut_off(self, now: float) -> None:
+        """While the broker is unreachable, stop the jobs before the server gives up on this node.
+
+        The server declares the node lost ``AGENT_HEARTBEAT_SECONDS x
+        NODE_LOST_HEARTBEATS`` after the last heartbeat it got, then starts the
+        jobs elsewhere. Counting from the last heartbeat that reached the broker,
+        each attempt gets SIGKILL at K = ``F - CONNECT_TIMEOUT`` (F =
+        ``--fence-after``; a reconnect attempt may block the loop that long, so
+        the jobs are gone by F; K = F / 2 for F of 4 s or less) and SIGTERM its
+        grace period before, but not before K / 2: a broker outage shorter
+        than that costs the jobs nothing. The attempts stopped here are
+        reported with reason ``lost`` once the broker is back.
+        """
+        fence = self.config.fence_after
+        if fence <= 0 or self.broker.connected:
+            return
+        silent = now - self._last_heartbeat_ok
+        kill_at = fence - CONNECT_TIMEOUT if fence > 2 * CONNECT_TIMEOUT else fence / 2
+        for att in list(self.supervisor.attempts.values()):
+            if att.reason == protocol.EXIT_LOST or silent < max(kill_at - att.grace_period, kill_at / 2):
+                continue
+            log.warning("no heartbeat has reached the broker for %.1fs: stopping %s attempt %d before the "
+                        "server declares this node lost (fence %gs)", silent, att.job_id, att.attempt, fence)
+            self.supervisor.kill({"job_id": att.job_id, "attempt": att.attempt, "reason": protocol.EXIT_LOST,
+                                  "grace_period": max(0.0, kill_at - silent)})
 
     def _request_stop(self, signum: int, _frame: Any) -> None:
         log.info("received %s; stopping", signal.Signals(signum).name)
@@ -193,6 +233,7 @@ class Agent:
             self._broker_lost()
             return
         self._next_heartbeat = now + self.config.heartbeat
+        self._last_heartbeat_ok = now
 
     def _flush_outbox(self) -> None:
         while self.outbox and self.broker.connected:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 # a small window is enough and limits what a crashed agent leaves unacked.
 PREFETCH = 16
 CONNECT_TIMEOUT = 2.0  # seconds
+SOCKET_TIMEOUT = 2.0  # seconds a broker command may take; above kombu's 1 s BRPOP wait
 
 
 class BrokerDown(ConnectionError):
@@ -45,6 +46,9 @@ class BrokerLink:
             accept_content=["json"],
             broker_connection_retry_on_startup=False,
             broker_connection_timeout=CONNECT_TIMEOUT,
+            # A broker cut off without closing the connection (a network partition) makes a
+            # publish fail after this long instead of blocking the loop until TCP gives up.
+            broker_transport_options={"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT},
         )
         name = node_queue(node)
         # The same declaration Celery makes for a missing queue named in send_task(queue=...).

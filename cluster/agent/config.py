@@ -31,7 +31,7 @@ class AgentConfig:
     kill_jobs_on_exit: bool
     report_queue: str
     log_level: str
-    # Seconds without this agent (its lease file not renewed) after which its jobs kill themselves.
+    # Seconds without this agent (lease not renewed) or without a heartbeat through the broker, after which its jobs are gone.
     fence_after: float = 0.0
     # Where other nodes reach this one (multi-node jobs' master address); "": default_advertise_address().
     advertise_address: str = ""
@@ -151,9 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "default route's interface)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--fence-after", type=_non_negative("--fence-after"),
-                   help="seconds without this agent after which its jobs kill themselves, so that a job the server "
+                   help="seconds without this agent, or without a heartbeat reaching the broker, after which its jobs "
+                        "are gone (SIGTERM first, within their grace period, then SIGKILL), so that a job the server "
                         "restarts elsewhere never runs twice (default: 2 x --heartbeat, at least 10; 0: never). Keep it below the "
-                        "server's node-lost delay, AGENT_HEARTBEAT_SECONDS x NODE_LOST_HEARTBEATS")
+                        "server's node-lost delay minus one heartbeat, AGENT_HEARTBEAT_SECONDS x (NODE_LOST_HEARTBEATS - 1)")
     return p
 
 

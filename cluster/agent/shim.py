@@ -24,9 +24,11 @@ process ends (``done`` false) and again when the last descendant has ended
      "last": {...the last process to end...}, "done": bool, "ended_at": epoch|null}
 
 Fencing. When the agent gives ``GPUSCHED_AGENT_LEASE`` (a file it touches
-while it runs) and ``GPUSCHED_FENCE_AFTER`` (seconds), the shim checks the
-file's age every second or so; once the agent has been gone longer than that,
-it SIGKILLs every other process of its group and records ``"fenced": true``.
+while it runs) and ``GPUSCHED_FENCE_AFTER`` (seconds, F), the shim checks the
+file's age every second or so; once the agent has been gone for
+``max(F - GRACE_PERIOD, F / 2)`` it sends the group SIGTERM (the job's notice,
+so it can checkpoint), at F it SIGKILLs every other process of its group, and
+it records ``"fenced": true``.
 The server restarts the jobs of a node whose agent fell silent elsewhere; the
 fence makes sure the old processes are gone by then, so no job runs twice. An
 agent that restarts within the fence period adopts its jobs as before.
@@ -79,41 +81,60 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Fence:
-    """Kills the rest of the process group once the agent's lease file is older than ``after`` seconds."""
+    """Stops the rest of the process group once the agent's lease file is older than ``after`` seconds:
+    SIGTERM when it is ``max(after - grace, after / 2)`` old, SIGKILL at ``after``."""
 
-    def __init__(self, lease: str | None, after: float) -> None:
+    def __init__(self, lease: str | None, after: float, grace: float = 0.0) -> None:
         self.lease, self.after, self.fenced = lease, after, False
+        self.notice_age = max(after - grace, after / 2)
+        self.kill_at: float | None = None  # epoch of the SIGKILL, once the notice is given
 
     @classmethod
     def from_env(cls) -> "Fence":
-        try:
-            after = float(os.environ.get(ENV_FENCE_AFTER) or 0)
-        except ValueError:
-            after = 0.0
-        return cls(os.environ.get(ENV_LEASE) or None, after)
+        return cls(os.environ.get(ENV_LEASE) or None, _seconds(ENV_FENCE_AFTER), _seconds("GRACE_PERIOD"))
 
     @property
     def active(self) -> bool:
         return self.lease is not None and self.after > 0
 
     def check(self, *_args: object) -> None:
-        """SIGALRM handler: fence once the lease is stale (a missing file is not stale: nothing to judge)."""
-        if self.fenced:
+        """SIGALRM handler: fence once the lease is stale (a missing file is not stale: nothing to judge).
+        Once the notice is given the SIGKILL follows at its time, whatever the lease does meanwhile."""
+        now = time.time()
+        if self.kill_at is None:
+            try:
+                mtime = os.stat(self.lease).st_mtime
+            except OSError:
+                return
+            if now - mtime <= self.notice_age:
+                return
+            self.fenced = True
+            self.kill_at = mtime + self.after
+            grace = max(0.0, self.kill_at - now)
+            print(f"gpusched: the node agent has been gone for {now - mtime:.0f} s: stopping this job so that it "
+                  f"cannot run twice (SIGTERM, then SIGKILL in {grace:.1f} s)" if grace else
+                  f"gpusched: the node agent has been gone for {now - mtime:.0f} s (more than {self.after:g} s): "
+                  "stopping this job so that it cannot run twice", file=sys.stderr, flush=True)
+            if grace:
+                os.killpg(0, signal.SIGTERM)  # the shim itself ignores it (no-op handler)
+                signal.setitimer(signal.ITIMER_REAL, grace, min(1.0, self.after / 4))
+                return
+        if now < self.kill_at:
             return
-        try:
-            age = time.time() - os.stat(self.lease).st_mtime
-        except OSError:
-            return
-        if age <= self.after:
-            return
-        self.fenced = True
-        print(f"gpusched: the node agent has been gone for {age:.0f} s (more than {self.after:g} s): "
-              "stopping this job so that it cannot run twice", file=sys.stderr, flush=True)
+        self.kill_at = float("inf")  # once
         for pid in _group_members():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def _seconds(name: str) -> float:
+    """A non-negative number of seconds from the environment; 0 when unset or malformed."""
+    try:
+        return max(0.0, float(os.environ.get(name) or 0))
+    except ValueError:
+        return 0.0
 
 
 def _group_members() -> list[int]:

@@ -67,3 +67,58 @@ def test_fence_period_defaults_and_a_fenced_attempt_is_reported_lost(tmp_path) -
 
     record = {"main": {"exit_code": None, "signal": 9}, "last": None, "done": True, "fenced": True}
     assert outcome(Att(), record) == (None, 9, protocol.EXIT_LOST)
+
+
+def test_a_stale_lease_gives_the_job_its_notice_and_grace_before_the_sigkill(tmp_path) -> None:
+    """GRACE_PERIOD 1 s and a 2 s fence: SIGTERM once the lease is 1 s old, SIGKILL at 2 s. A job that
+    saves on SIGTERM exits by itself, checkpointed; one that ignores it is SIGKILLed at the end."""
+    lease = tmp_path / "agent.lease"
+    lease.touch()
+    os.environ["GRACE_PERIOD"] = "1"
+    try:
+        polite, polite_exit = _run_shim(tmp_path, "trap 'echo saved; exit 0' TERM; sleep 60 & wait", lease, 2)
+        out, _ = polite.communicate(timeout=30)
+        stubborn_dir = tmp_path / "stubborn"
+        stubborn_dir.mkdir()
+        stubborn, stubborn_exit = _run_shim(stubborn_dir, "trap 'echo ignored' TERM; while :; do sleep 0.1; done",
+                                            lease, 2)
+        lease.touch()
+        stubborn_out, _ = stubborn.communicate(timeout=30)
+    finally:
+        del os.environ["GRACE_PERIOD"]
+    record = json.loads(polite_exit.read_text())
+    assert record["fenced"] is True and record["main"] == {**record["main"], "exit_code": 0, "signal": None}
+    assert b"saved" in out and b"SIGTERM, then SIGKILL in" in out
+    record = json.loads(stubborn_exit.read_text())
+    assert record["fenced"] is True and record["main"]["signal"] == 9
+    assert b"ignored" in stubborn_out
+
+
+def test_an_agent_cut_off_from_the_broker_stops_its_jobs_with_their_grace_and_reports_them_lost(
+        private_redis, make_node) -> None:
+    """The broker goes away under a running agent (fence 6 s: SIGKILL 4 s after the last heartbeat that got
+    through, SIGTERM 1 s before for a job with a 1 s grace period). The job saves and exits on SIGTERM
+    while the broker is still away; once it is back, the exit is reported as lost (so the server requeues
+    it), with the notice and checkpointed, and the job's last log lines arrive before it."""
+    from tests.cluster.agent.agent_testlib import ReportReader
+
+    n = make_node("--fence-after", "6", url=private_redis.url)
+    n.start()
+    n.reports.wait(protocol.REPORT_REGISTER)
+    n.launch("cut", 1, "trap 'echo saved; exit 0' TERM; echo running; sleep 300 & wait", grace_period=1)
+    n.reports.wait(protocol.REPORT_STARTED, job_id="cut")
+    private_redis.stop()
+    exit_file = n.job_dir("cut") / "attempt-1.exit"
+    deadline = time.monotonic() + 120
+    while not (exit_file.exists() and json.loads(exit_file.read_text()).get("done")):
+        assert time.monotonic() < deadline, n.agent_output()[-3000:]
+        time.sleep(0.2)
+    assert n.agent.poll() is None
+    private_redis.start()
+    n.reports.close()
+    n.reports = ReportReader(private_redis.url, n.name, n.report_queue)
+    exited = n.reports.wait(protocol.REPORT_EXITED, job_id="cut")
+    assert (exited["exit_code"], exited["signal"], exited["reason"]) == (0, None, protocol.EXIT_LOST)
+    assert exited["checkpointed"] is True and exited["notice_at"] is not None
+    assert n.reports.log_lines("cut", 1)[-1] == "saved"
+    assert "no heartbeat has reached the broker" in n.agent_output()
