@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from scheduler.core.fairshare import TenantUsage
 
 
 class JobClass(str, Enum):
@@ -186,9 +189,10 @@ class PendingJob:
 class Snapshot:
     """The cluster as one scheduling cycle sees it.
 
-    ``pending`` is in submission order (submit time, then job id). Collections
-    are read-only to policies: a policy returns decisions and never mutates the
-    snapshot.
+    ``pending`` is in submission order (submit time, then job id); the queue
+    policies consider a higher ``priority`` first within a class
+    (``scheduler.core.queue_order``). Collections are read-only to policies: a
+    policy returns decisions and never mutates the snapshot.
     """
 
     nodes: list[Node]
@@ -206,3 +210,12 @@ class Snapshot:
     order, for a caller that keeps its queue incrementally, so that policies
     find the TE queue without a pass over every pending job. None: policies
     filter ``pending``."""
+    tenants: "Mapping[str, TenantUsage] | None" = None
+    """Fair share: every tenant's configured share and decayed usage, kept by
+    the caller (``scheduler.core.fairshare``); a job's tenant is
+    ``spec.tenant``, one missing here has the default share and no usage.
+    None: fair share off, tenants are ignored."""
+    uniform_priority: bool | None = None
+    """Optional: True when every pending job has the same ``priority`` (False
+    when not), for a caller that keeps count, so that policies skip a pass
+    over the queue to find out. None: policies check ``pending``."""

@@ -2,8 +2,9 @@
 
 BE queue discipline (all policies except ``fifo-strict``):
 
-* Jobs are considered in arrival order (submit time, then job id), which the
-  snapshot already guarantees; nothing is re-sorted.
+* Jobs are considered by priority (higher first), then in arrival order
+  (submit time, then job id), which the snapshot already guarantees; with
+  equal priorities nothing is re-sorted (``scheduler.core.queue_order``).
 * A job that does not fit does not block the jobs behind it.
 * A job with a ``hold_reason`` (e.g. QuotaExceeded) stays pending with that
   reason and blocks nobody.
@@ -27,13 +28,23 @@ from typing import Sequence
 
 from scheduler.core.decisions import Decision, Pend, Reason, Start
 from scheduler.core.model import PendingJob, Placement, Snapshot
+from scheduler.core.fair_queue import FairView, reclaim
 from scheduler.core.placement import FreeCapacity, per_unit
+from scheduler.core.queue_order import by_priority, uniform_priority
 from scheduler.core.reservation import Reservation, capacity_units, reserve
 
 DEFAULT_STARVATION_THRESHOLD = 6 * 3600.0
 """Seconds the oldest BE job may wait before it gets a reservation. Six hours:
 far beyond the typical wait of a job that fits (minutes), short next to the
 multi-day waits large jobs suffer without it on a busy cluster."""
+
+DEFAULT_RECLAIM_MIN_RUNTIME = 600.0
+"""Seconds a BE job runs in its attempt before fair-share reclaim may preempt
+it: ten minutes, so a job restored from its checkpoint makes progress before
+it can be stopped again, and short next to the hours a BE job runs."""
+
+DEFAULT_RECLAIM_MAX_PREEMPTIONS = 3
+"""Preemption limit of reclaim for policies without their own ``max_preemptions``."""
 
 NO_NODES: frozenset[str] = frozenset()
 
@@ -167,28 +178,45 @@ class QueuePolicy:
     ``starvation_threshold``: seconds (default 6 h) after which the oldest
     eligible pending job gets a reservation; ``None`` disables the rule.
     ``explain``: emit a ``Pend`` for every job not started (default True).
+    ``reclaim_min_runtime``: with fair share on (``Snapshot.tenants``), seconds
+    a BE job of a borrowing tenant must have run in its attempt before it may
+    be preempted to give GPUs back (default 600); ``None``: no reclaim.
     """
 
     name = "fifo"
     te_first = False
 
-    def __init__(self, *, starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD, explain: bool = True) -> None:
+    def __init__(self, *, starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD, explain: bool = True,
+                 reclaim_min_runtime: float | None = DEFAULT_RECLAIM_MIN_RUNTIME) -> None:
         check_non_negative("starvation_threshold", starvation_threshold, allow_none=True)
+        check_non_negative("reclaim_min_runtime", reclaim_min_runtime, allow_none=True)
         self.starvation_threshold = starvation_threshold
         self.explain = bool(explain)
+        self.reclaim_min_runtime = None if reclaim_min_runtime is None else float(reclaim_min_runtime)
 
     # --- the one entry point ------------------------------------------------
 
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         cyc = Cycle(snapshot, now, self.explain)
         pending = snapshot.pending
-        te = self.te_queue(snapshot)
+        uniform = uniform_priority(snapshot)
+        te = by_priority(self.te_queue(snapshot), uniform)
+        fair = FairView(snapshot, snapshot.tenants) if snapshot.tenants is not None else None
+        if fair is not None:
+            te = fair.bound_te(te)[0]
+            be = fair.order(pending)
+        else:
+            be = by_priority(pending, uniform)
         skip = {p.spec.id for p in te} if te else None
         cyc.te_queue = te
+        # The oldest job starves, whatever its priority: arrival order here.
         guard = self.starving(cyc, pending, skip)
         if te:
             self.te_pass(cyc, te, guard)
-        self.be_pass(cyc, pending, skip, guard)
+        self.be_pass(cyc, be, skip, guard)
+        if fair is not None and self.reclaim_min_runtime is not None:
+            max_preemptions = getattr(self, "max_preemptions", DEFAULT_RECLAIM_MAX_PREEMPTIONS)
+            reclaim(cyc, fair, be, skip, self.reclaim_min_runtime, max_preemptions)
         return cyc.out
 
     def te_queue(self, snapshot: Snapshot) -> list[PendingJob]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from scheduler.core.decisions import Decision, Reason
+from scheduler.core.fair_queue import FairView
 from scheduler.core.model import Snapshot
 from scheduler.core.policies.base import Cycle, QueuePolicy
 from scheduler.core.policy import register
+from scheduler.core.queue_order import by_priority, uniform_priority
 
 
 @register("fifo")
@@ -21,9 +23,12 @@ class Fifo(QueuePolicy):
 @register("fifo-strict")
 class FifoStrict(QueuePolicy):
     """Textbook FIFO: the first job that does not fit blocks every job behind
-    it (they get ``Priority``). Held jobs (e.g. over quota) and jobs larger
+    it (they get ``Priority``); "first" is the highest priority, then the
+    earliest arrival. Held jobs (e.g. over quota) and jobs larger
     than the whole cluster do not block, or the queue would stop for good.
-    No anti-starvation rule: strict order already prevents starvation."""
+    No anti-starvation rule: strict order already prevents starvation. With
+    fair share on, the queue is in fair order; no reclaim (nothing is
+    preempted by a strict queue)."""
 
     name = "fifo-strict"
 
@@ -34,7 +39,11 @@ class FifoStrict(QueuePolicy):
         cyc = Cycle(snapshot, now, self.explain)
         explain = cyc.explain
         head = None
-        for job in snapshot.pending:
+        if snapshot.tenants is not None:
+            queue = FairView(snapshot, snapshot.tenants).order(snapshot.pending)
+        else:
+            queue = by_priority(snapshot.pending, uniform_priority(snapshot))
+        for job in queue:
             if job.hold_reason is not None:
                 if explain:
                     cyc.pend_hold(job)

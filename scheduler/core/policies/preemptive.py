@@ -7,6 +7,7 @@ from scheduler.core.decisions import Preempt, Reason
 from scheduler.core.model import JobClass, PendingJob, Snapshot
 from scheduler.core.placement import per_unit
 from scheduler.core.policies.base import (
+    DEFAULT_RECLAIM_MIN_RUNTIME,
     DEFAULT_STARVATION_THRESHOLD,
     Cycle,
     StarvationGuard,
@@ -62,8 +63,10 @@ class PreemptivePolicy(TePriority):
         max_preemptions: int = DEFAULT_MAX_PREEMPTIONS,
         starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
         explain: bool = True,
+        reclaim_min_runtime: float | None = DEFAULT_RECLAIM_MIN_RUNTIME,
     ) -> None:
-        super().__init__(starvation_threshold=starvation_threshold, explain=explain)
+        super().__init__(starvation_threshold=starvation_threshold, explain=explain,
+                         reclaim_min_runtime=reclaim_min_runtime)
         check_non_negative("te_time_limit", te_time_limit)
         if not isinstance(max_preemptions, int) or isinstance(max_preemptions, bool) or max_preemptions < 0:
             raise ValueError(f"max_preemptions must be an integer >= 0, got {max_preemptions!r}")
