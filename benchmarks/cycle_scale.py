@@ -140,7 +140,7 @@ def _cycle_phases(repeat: int) -> dict:
     from django.db import transaction
     from django.utils import timezone
 
-    from scheduler import apply, loop, snapshot
+    from scheduler import apply, cancel_kills, loop, snapshot
 
     policy = loop.current_policy()
     now = timezone.now()
@@ -163,7 +163,7 @@ def _cycle_phases(repeat: int) -> dict:
         t = time.perf_counter()
         with transaction.atomic():
             applied = apply.apply_decisions(decisions, cycle)
-            applied.cancel_kills = apply.request_cancel_kills(timezone.now())
+            applied.cancel_kills = cancel_kills.request_cancel_kills(timezone.now())
             apply_s = time.perf_counter() - t
         commit_s = time.perf_counter() - t - apply_s
     kinds: dict[str, int] = {}

@@ -11,8 +11,10 @@ agents treat repeats as no-ops, so re-sending is always safe.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from django.db import transaction
 
 from cluster import protocol
 
@@ -104,3 +106,11 @@ def kill(node: str, job_id: int, attempt: int, grace_period: float, reason: str)
 def reconcile(node: str, keep: Iterable[tuple[int, int]]) -> bool:
     """AGENT_RECONCILE: the agent stops every attempt it runs that is not in ``keep``."""
     return send(node, protocol.AGENT_RECONCILE, {"keep": [[job, attempt] for job, attempt in sorted(keep)]})
+
+
+def on_commit(sends: list[Callable[[], object]]) -> None:
+    """Send agent commands after the commit, all from one callback (one per command cost
+    ~0.1 ms each to register at thousands per cycle). Commands never raise: a command
+    the broker refuses is logged and the tick re-sends it, so one cannot stop the others."""
+    if sends:
+        transaction.on_commit(lambda: [send() for send in sends])

@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import apply, coordination, cycle_metrics, snapshot, triggers
+from scheduler import apply, cancel_kills, coordination, cycle_metrics, snapshot, triggers
 from scheduler.core.policy import Policy, make_policy
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
         decisions = policy.decide(cycle.snapshot, now.timestamp())
         with transaction.atomic():
             applied = apply.apply_decisions(decisions, cycle)
-            applied.cancel_kills = apply.request_cancel_kills(timezone.now())
+            applied.cancel_kills = cancel_kills.request_cancel_kills(timezone.now())
     seconds = time.perf_counter() - started
     cycle_metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)

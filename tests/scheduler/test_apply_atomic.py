@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from cluster.models import Gpu
-from scheduler import apply, coordination, loop
+from scheduler import apply, coordination, loop, transitions
 from scheduler.models import Attempt, Job, JobEvent, JobState
 from tests.live_helpers import allocation_problems, make_node, make_user, submit
 
@@ -35,7 +35,7 @@ def test_an_exception_after_some_writes_rolls_back_everything(sent, monkeypatch,
     make_node("n1", 4)
     alice = make_user("alice")
     jobs = [submit(alice, f"j{i}") for i in range(3)]
-    real_events = apply._write_events
+    real_events = transitions.record_events
     written = []
 
     def events_then_fail(events) -> None:  # noqa: ANN001
@@ -43,7 +43,7 @@ def test_an_exception_after_some_writes_rolls_back_everything(sent, monkeypatch,
         written.append(JobEvent.objects.filter(to_state=JobState.STARTING).count())
         raise RuntimeError("worker died")
 
-    monkeypatch.setattr(apply, "_write_events", events_then_fail)
+    monkeypatch.setattr(transitions, "record_events", events_then_fail)
     with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError, match="worker died"):
         loop.run_cycle()
     assert written == [3]  # the three starts were fully written (their events last) before the failure
@@ -57,19 +57,19 @@ KILLER = textwrap.dedent(
     import django
     django.setup()
     from cluster import commands
-    from scheduler import apply, loop
+    from scheduler import apply, loop, transitions
 
     marker = sys.argv[1]
     commands.send = lambda *args: open(marker, "a").write(repr(args) + "\\n") and True
     from scheduler.models import JobEvent
-    real_events = apply._write_events
+    real_events = transitions.record_events
 
     def events_then_die(events):
         real_events(events)
         open(marker + ".writes", "w").write(str(JobEvent.objects.filter(to_state="STARTING").count()))
         os.kill(os.getpid(), signal.SIGKILL)
 
-    apply._write_events = events_then_die
+    transitions.record_events = events_then_die
     loop.run_requested_cycles()
     """
 )

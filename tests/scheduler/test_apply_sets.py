@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from cluster import protocol
 from cluster.models import Gpu
-from scheduler import apply, bulkwrite, loop, snapshot
+from scheduler import apply, bulkwrite, loop, snapshot, transitions
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
 from scheduler.core.model import Placement
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
@@ -121,7 +121,7 @@ def test_a_batch_the_database_rolls_back_reports_and_sends_nothing(
         assert loop.run_cycle().applied.started == [victim.pk]
     waiting = submit(alice, "waiting")
     cycle = snapshot.build(timezone.now())
-    real_events, calls = apply._write_events, []
+    real_events, calls = transitions.record_events, []
 
     def fail_on_the_starts(events) -> None:  # noqa: ANN001
         calls.append(len(events))
@@ -129,7 +129,7 @@ def test_a_batch_the_database_rolls_back_reports_and_sends_nothing(
             raise OperationalError("deadlock detected")
         real_events(events)
 
-    monkeypatch.setattr(apply, "_write_events", fail_on_the_starts)
+    monkeypatch.setattr(transitions, "record_events", fail_on_the_starts)
     sent.clear()
     applied = _apply([Preempt(str(victim.pk), None), _start(waiting, {"n1": 1})], cycle,
                      django_capture_on_commit_callbacks)
