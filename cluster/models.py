@@ -13,6 +13,10 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+#: Longest agent version and GPU model name stored; registration cuts longer ones.
+AGENT_VERSION_LENGTH = 64
+GPU_MODEL_LENGTH = 100
+
 NODE_NAME_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
     "Node names are 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit.",
@@ -40,7 +44,7 @@ class Node(models.Model):
     mem_gb = models.FloatField(default=0.0)
     state = models.CharField(max_length=10, choices=NodeState.choices, default=NodeState.UP)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
-    agent_version = models.CharField(max_length=64, blank=True, default="")
+    agent_version = models.CharField(max_length=AGENT_VERSION_LENGTH, blank=True, default="")
     # Where the other nodes of a multi-node job reach this one (its agent's
     # --advertise-address); rank 0's becomes the job's master address.
     address = models.CharField(max_length=253, blank=True, default="")
@@ -59,7 +63,7 @@ class Gpu(models.Model):
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="devices")
     index = models.PositiveIntegerField(help_text="Index on the node, as in CUDA_VISIBLE_DEVICES.")
-    model_name = models.CharField(max_length=100, blank=True, default="")
+    model_name = models.CharField(max_length=GPU_MODEL_LENGTH, blank=True, default="")
     memory_mb = models.PositiveIntegerField(null=True, blank=True)
     allocated_to = models.ForeignKey(
         "scheduler.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="gpus"

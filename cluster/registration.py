@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db import transaction
 
 from cluster import commands
-from cluster.models import Gpu, Node, NodeState
+from cluster.models import AGENT_VERSION_LENGTH, GPU_MODEL_LENGTH, Gpu, Node, NodeState
 from cluster.selectors import expected_attempts
 from scheduler import triggers
 
@@ -35,7 +35,7 @@ def register_node(
         )
         came_back = node.state == NodeState.NODE_LOST
         node.gpus, node.cpus, node.mem_gb = gpus, cpus, mem_gb
-        node.agent_version = agent_version[:64]
+        node.agent_version = agent_version[:AGENT_VERSION_LENGTH]
         node.address = address or name
         node.last_heartbeat = now
         if came_back:
@@ -56,8 +56,8 @@ def _sync_gpus(node: Node, gpu_models: Sequence[str]) -> None:
         model = gpu_models[index] if index < len(gpu_models) else ""
         gpu = existing.get(index)
         if gpu is None:
-            Gpu.objects.create(node=node, index=index, model_name=model[:100])
-        elif gpu.model_name != model[:100]:
-            Gpu.objects.filter(pk=gpu.pk).update(model_name=model[:100])
+            Gpu.objects.create(node=node, index=index, model_name=model[:GPU_MODEL_LENGTH])
+        elif gpu.model_name != model[:GPU_MODEL_LENGTH]:
+            Gpu.objects.filter(pk=gpu.pk).update(model_name=model[:GPU_MODEL_LENGTH])
     # A GPU still held stays until its attempt vacates; the snapshot ignores indices >= gpus.
     Gpu.objects.filter(node=node, index__gte=node.gpus, allocated_to__isnull=True).delete()

@@ -11,7 +11,7 @@ from cluster.models import Gpu, Node
 
 
 @dataclass(frozen=True, slots=True)
-class GpuView:
+class GpuListing:
     index: int
     model_name: str
     memory_mb: int | None
@@ -20,11 +20,11 @@ class GpuView:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeView:
+class NodeListing:
     name: str
     state: str
     gpus_declared: int
-    gpu_views: list[GpuView]
+    gpu_views: list[GpuListing]
     free_gpus: int
     cpus: float
     mem_gb: float
@@ -32,7 +32,7 @@ class NodeView:
     agent_version: str
 
 
-def nodes_for(user) -> list[NodeView]:  # noqa: ANN001 - a user model instance
+def nodes_for(user) -> list[NodeListing]:  # noqa: ANN001 - a user model instance
     """Every node with its GPUs, in two queries.
 
     Which job holds a GPU is shown only to staff and to that job's owner; other
@@ -46,10 +46,10 @@ def nodes_for(user) -> list[NodeView]:  # noqa: ANN001 - a user model instance
         for gpu in node.devices.all():
             job = gpu.allocated_to
             visible = job is not None and (user.is_staff or job.owner_id == user.pk)
-            gpu_views.append(GpuView(gpu.index, gpu.model_name, gpu.memory_mb, job is not None,
+            gpu_views.append(GpuListing(gpu.index, gpu.model_name, gpu.memory_mb, job is not None,
                                      job.pk if visible else None))
         views.append(
-            NodeView(node.name, node.state, node.gpus, gpu_views, sum(not g.allocated for g in gpu_views),
+            NodeListing(node.name, node.state, node.gpus, gpu_views, sum(not g.allocated for g in gpu_views),
                      node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version)
         )
     return views

@@ -42,13 +42,12 @@ from scheduler.core.perf.catalog import spec_for
 from scheduler.core.perf.data import DataError, load_placements
 from scheduler.core.perf.fit import FitError
 from scheduler.core.perf.plans import PlanError, check_plan_fits, parse_plan
-from scheduler.core.perf.throughput import ThroughputModel, packed_placement
+from scheduler.core.perf.throughput import NODE_GPUS, ThroughputModel, packed_placement
 
 log = logging.getLogger(__name__)
 
-NODE_GPUS = 8
-"""GPUs per node of the reference allocation (the user's plan on the requested
-GPUs packed onto nodes of this size), as in the traces the model is fitted on."""
+# NODE_GPUS: GPUs per node of the reference allocation (the user's plan on the requested
+# GPUs packed onto nodes of this size), as in the traces the model is fitted on.
 MAX_ALLOWED_PLANS = 16
 
 #: Job fields (model instance attributes or ``values()`` keys) the snapshot needs for them.

@@ -32,6 +32,8 @@ PRIORITY_RANGE = (-1000, 1000)
 MAX_NAME_LENGTH = 200
 MAX_COMMAND_LENGTH = 16 * 1024
 DEFAULT_GRACE_PERIOD_S = 30
+#: Longest ``JobEvent.message`` and ``Job.pending_message``; writers cut longer texts (scheduler.transitions).
+MESSAGE_LENGTH = 500
 
 
 class JobClass(models.TextChoices):
@@ -100,7 +102,7 @@ class Job(models.Model):
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.PENDING)
     pending_reason = models.CharField(max_length=32, blank=True, default="")
-    pending_message = models.CharField(max_length=500, blank=True, default="")
+    pending_message = models.CharField(max_length=MESSAGE_LENGTH, blank=True, default="")
 
     submitted_at = models.DateTimeField(default=timezone.now)
     first_started_at = models.DateTimeField(null=True, blank=True)
@@ -298,7 +300,7 @@ class JobEvent(models.Model):
     from_state = models.CharField(max_length=12, blank=True, default="", help_text="Empty for submission.")
     to_state = models.CharField(max_length=12, choices=JobState.choices)
     reason = models.CharField(max_length=32, blank=True, default="")
-    message = models.CharField(max_length=500, blank=True, default="")
+    message = models.CharField(max_length=MESSAGE_LENGTH, blank=True, default="")
 
     class Meta:
         ordering = ["job_id", "at", "id"]

@@ -9,9 +9,8 @@ from django.db import DatabaseError, transaction
 from scheduler import announce
 from scheduler.bulkwrite import update_each
 from scheduler.core.decisions import Pend
-from scheduler.models import Job, JobState
+from scheduler.models import MESSAGE_LENGTH, Job, JobState
 from scheduler.snapshot import JobRow
-from scheduler.transitions import MESSAGE_LENGTH
 
 log = logging.getLogger("scheduler.apply")
 

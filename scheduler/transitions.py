@@ -31,10 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler import announce
-from scheduler.models import Job, JobEvent, JobState
-
-#: Longest ``JobEvent.message`` and ``Job.pending_message`` stored; longer texts are cut.
-MESSAGE_LENGTH = 500
+from scheduler.models import MESSAGE_LENGTH, Job, JobEvent, JobState
 
 _ENDINGS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED})
 _REQUEUES = frozenset({JobState.PENDING, JobState.NODE_LOST})

@@ -31,6 +31,3 @@ def validation_error(errors: dict[str, list[str]]) -> Response:
 def json_not_found(request, exception=None) -> JsonResponse:  # noqa: ANN001 - Django handler signature
     return JsonResponse({"detail": "Not found."}, status=404)
 
-
-def json_server_error(request) -> JsonResponse:  # noqa: ANN001
-    return JsonResponse({"detail": "Server error."}, status=500)
