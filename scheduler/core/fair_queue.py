@@ -3,11 +3,12 @@
 Active when the snapshot carries ``tenants`` (``scheduler.core.fairshare``);
 without it nothing here runs and every policy decides as before.
 
-* **Order.** Tenants below their entitlement (max-min fair part of the cluster
-  given present demand and shares) come first, then the others; within each
-  group, by fair-share factor (Slurm classic ``2^(-U/S)`` on decayed usage,
-  higher first), then tenant name. Within a tenant: priority (higher first),
-  then the user's decayed usage (less first), then arrival.
+* **Order.** Jobs that keep their tenant within its entitlement (max-min
+  fair part of the cluster given present demand and shares) come first, by
+  fair-share factor (Slurm classic ``2^(-U/S)`` on decayed usage, higher
+  first); then the jobs beyond, interleaved by the share their tenant would
+  reach (``FairView.order``). Within a tenant: priority (higher first), then
+  the user's decayed usage (less first), then arrival.
 * **TE bound.** TE jobs keep their privilege (ahead of BE, preemption) only
   while their tenant's TE GPUs (running plus started this cycle) stay within
   its entitlement; the rest queue as BE in fair order. A flood of TE jobs
@@ -69,16 +70,35 @@ class FairView:
         return self.alloc.get(tenant, 0.0) + extra <= self.entitled.get(tenant, 0.0) + _EPS
 
     def order(self, jobs: Sequence[PendingJob]) -> list[PendingJob]:
-        """``jobs`` (arrival order) in fair order (module doc); stable."""
-        factor, tenants = self.factor, self.tenants
-        under = {t: self.alloc.get(t, 0.0) < self.entitled.get(t, 0.0) - _EPS for t in tenants}
+        """``jobs`` (arrival order) in fair order (module doc).
 
-        def key(p: PendingJob) -> tuple:
-            s = p.spec
-            t = s.tenant
-            return (not under[t], -factor[t], t, -s.priority, tenants[t].users.get(s.user, 0.0))
-
-        return sorted(jobs, key=key)
+        Each tenant's jobs are first put in its own order (priority, user
+        usage, arrival); walking that order, a job whose GPUs, added to what
+        the tenant holds and to the jobs before it, stay within the
+        entitlement is *within*, the rest *beyond*. Within jobs come first,
+        by fair-share factor; beyond jobs follow, interleaved by the share
+        their tenant would reach with them (GPUs over share, lowest first),
+        so idle GPUs are lent evenly rather than to one tenant."""
+        factor, tenants, entitled = self.factor, self.tenants, self.entitled
+        own: dict[str, list[PendingJob]] = {}
+        for p in jobs:
+            own.setdefault(p.spec.tenant, []).append(p)
+        keyed = []
+        for t, queue in own.items():
+            users = tenants[t].users
+            if len(queue) > 1:
+                queue.sort(key=lambda p: (-p.spec.priority, users.get(p.spec.user, 0.0)))
+            held = self.alloc.get(t, 0.0)
+            limit = entitled.get(t, 0.0) + _EPS
+            share = tenants[t].share
+            for i, p in enumerate(queue):
+                held += p.spec.num_gpus
+                if held <= limit:
+                    keyed.append(((0, -factor[t], t, i), p))
+                else:
+                    keyed.append(((1, held / share, -factor[t], t, i), p))
+        keyed.sort(key=lambda kp: kp[0])
+        return [p for _, p in keyed]
 
     def bound_te(self, te: Sequence[PendingJob]) -> tuple[list[PendingJob], list[PendingJob]]:
         """``(kept, over)``: TE jobs within their tenant's entitlement, in

@@ -27,6 +27,10 @@ from scheduler.sim.engine import SimConfig, SimulationError
 from scheduler.sim.progress import ProgressBar
 from scheduler.sim.morphling import TESTBED, load_morphling
 from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table
+from scheduler.core.fairshare import DEFAULT_HALF_LIFE
+from scheduler.sim.fairness import DEFAULT_WINDOW
+from scheduler.sim.jobs_csv import write_jobs_csv
+from scheduler.sim.shares import load_shares
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
 from scheduler.sim.table import change_table, results_table
 from scheduler.sim.workloads.canonical import TraceError, load_canonical
@@ -82,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a preempted job spends restoring when it restarts (default %(default)s)")
     p.add_argument("--reconfigure-overhead", type=float, default=SimConfig().reconfigure_overhead,
                    help="seconds a reconfigured job spends relaunching after its checkpoint (default %(default)s)")
+    p.add_argument("--fair-share", action="store_true",
+                   help="fair share among tenants, equal shares (the policies order and reclaim by it)")
+    p.add_argument("--shares", metavar="FILE",
+                   help="fair share with the shares of a CSV file with the header tenant,share (implies --fair-share)")
+    p.add_argument("--half-life", type=float, default=None,
+                   help=f"fair-share usage half-life in seconds (default {DEFAULT_HALF_LIFE:g})")
+    p.add_argument("--fair-window", type=float, default=DEFAULT_WINDOW,
+                   help="window of the fair-share attainment in seconds (default %(default)g)")
+    p.add_argument("--flood", default=None, metavar="TENANT:FACTOR",
+                   help="synthetic: TENANT (t0, t1, ...) submits FACTOR times its normal number of jobs")
+    p.add_argument("--tenants", type=int, default=None, help="synthetic: number of tenants (default 4)")
+    p.add_argument("--jobs-csv", metavar="FILE",
+                   help="write one row per attempt (policy, job_id, tenant, user, job_class, num_gpus, "
+                        "submit_time, attempt, start_time, end_time, outcome)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON (one object per policy)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
@@ -98,9 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         nodes_n, gpus = parse_cluster(args.cluster or DEFAULT_CLUSTER)
         _check(args.node_cpus >= 0 and args.node_mem_gb >= 0, "--node-cpus/--node-mem-gb must be >= 0")
         nodes = make_nodes(nodes_n, gpus, args.node_cpus, args.node_mem_gb)
-        config = SimConfig(resume_overhead=args.resume_overhead, reconfigure_overhead=args.reconfigure_overhead)
+        config = SimConfig(resume_overhead=args.resume_overhead, reconfigure_overhead=args.reconfigure_overhead,
+                           **_fair_share(args))
         progress = None if args.no_progress else (lambda label: ProgressBar(label))
         runs = run_all(specs, workload, nodes, config, progress)
+        for run in runs:
+            run.fair_window = args.fair_window
     except UsageError as e:
         return _fail(str(e), 2)
     except TraceError as e:
@@ -116,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump([r.to_json() for r in runs], f, indent=2, allow_nan=False)
             f.write("\n")
+    if args.jobs_csv:
+        write_jobs_csv(args.jobs_csv, runs)
     if args.report:
         from scheduler.sim.report import write_report  # plotting only when asked
 
@@ -136,10 +159,44 @@ def render(runs: list[RunResult], nodes: int, gpus: int, config: SimConfig) -> s
     lines += ["", results_table(runs)]
     if len(runs) > 1:
         lines += ["", change_table(runs, baseline)]
+    for run in runs:
+        fair = run.to_json().get("fair_share")
+        if fair and fair["tenant_windows"]:
+            a = fair["attainment"]
+            lines.append(f"{run.policy}: fair-share attainment over {fair['window_seconds'] / 3600:g} h windows: "
+                         f"p10 {a['p10']:.3f}, median {a['median']:.3f} ({fair['tenant_windows']} tenant-windows)")
+    if config.shares is not None:
+        lines.append(f"fair share on: {'shares file' if config.shares else 'equal shares'}, "
+                     f"usage half-life {config.half_life:g} s")
     if is_reconfigurable_workload(first.workload):
         lines.append(f"reconfiguration overhead {config.reconfigure_overhead:g} s")
         lines += ["", reconfiguration_table(runs)]
     return "\n".join(lines)
+
+
+def _fair_share(args: argparse.Namespace) -> dict:
+    """SimConfig's fair-share fields from ``--fair-share``/``--shares``/``--half-life``."""
+    _check(math.isfinite(args.fair_window) and args.fair_window > 0, "--fair-window must be a number of seconds > 0")
+    on = args.fair_share or args.shares is not None
+    if not on:
+        _check(args.half_life is None, "--half-life applies only with --fair-share or --shares")
+        return {}
+    half_life = DEFAULT_HALF_LIFE if args.half_life is None else args.half_life
+    _check(math.isfinite(half_life) and half_life > 0, f"--half-life must be a number of seconds > 0, got {half_life:g}")
+    shares = load_shares(args.shares) if args.shares is not None else {}
+    return {"shares": shares, "half_life": half_life}
+
+
+def parse_flood(text: str) -> tuple[str, float]:
+    """``"t0:4"`` -> ``("t0", 4.0)``."""
+    tenant, colon, factor = text.rpartition(":")
+    _check(bool(colon and tenant.strip()), f"--flood must be TENANT:FACTOR, got {text!r}")
+    try:
+        value = float(factor)
+    except ValueError:
+        raise UsageError(f"--flood factor must be a number >= 1, got {factor!r}") from None
+    _check(math.isfinite(value) and value >= 1, f"--flood factor must be a number >= 1, got {factor!r}")
+    return tenant.strip(), value
 
 
 def _fail(message: str, status: int) -> int:
@@ -191,10 +248,11 @@ def _workload(args: argparse.Namespace) -> Workload:
         for flag in ("trace_format", "window", "te_max_gpus", "te_max_duration"):
             _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace")
         nodes, gpus = parse_cluster(args.cluster or DEFAULT_CLUSTER)
-        values = {"seed": args.seed, "load": args.load, "te_share": args.te_share, "jobs": args.jobs}
+        values = {"seed": args.seed, "load": args.load, "te_share": args.te_share, "jobs": args.jobs,
+                  "tenants": args.tenants, "flood": parse_flood(args.flood) if args.flood else None}
         config = SyntheticConfig(nodes=nodes, gpus_per_node=gpus, **{k: v for k, v in values.items() if v is not None})
         return generate(config)
-    for flag in ("load", "te_share", "jobs"):
+    for flag in ("load", "te_share", "jobs", "flood", "tenants"):
         _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --workload synthetic")
     if (args.trace_format or "canonical") == "canonical":
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):

@@ -49,10 +49,11 @@ from __future__ import annotations
 import heapq
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.decisions import Pend, Preempt, Reconfigure, Start
+from scheduler.core.fairshare import DEFAULT_HALF_LIFE, UsageLedger
 from scheduler.core.metrics import JobOutcome
 from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.placement import FreeLedger, node_charges
@@ -63,7 +64,7 @@ from scheduler.sim.workloads.types import SimJob
 _FUTURE, _PENDING, _RUNNING, _PREEMPTING, _DONE, _RESHAPING = range(6)
 # Event kinds (their order breaks ties between events at one timestamp; any
 # order would do since decide() runs only after the whole batch).
-_COMPLETE, _VACATE, _RESHAPE = 0, 1, 2
+_COMPLETE, _VACATE, _RESHAPE, _WAKE = 0, 1, 2, 3
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -85,6 +86,12 @@ class SimConfig:
     record_attempts: bool = False
     reconfigure_overhead: float = 60.0
     """Seconds a reconfigured job spends relaunching (no progress) after its checkpoint."""
+    shares: Mapping[str, float] | None = None
+    """Fair share on: configured share per tenant (tenants not listed get
+    the default share); the simulator keeps each tenant's decayed usage on
+    its clock and passes it to the policy as ``Snapshot.tenants``. None: off."""
+    half_life: float = DEFAULT_HALF_LIFE
+    """Seconds after which fair-share usage counts half."""
 
     def __post_init__(self) -> None:
         if not self.resume_overhead >= 0:
@@ -266,7 +273,15 @@ class Simulator:
         self._clock = _Clock()
         self._events: list[tuple[float, int, int, _Job, int]] = []
         self._seq = 0
-        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[], free=self._ledger.free, pending_te=[])
+        # One priority for the whole workload: the queue needs no priority sort, ever.
+        uniform = len({j.spec.priority for j in self._jobs}) <= 1 or None
+        self.snapshot = Snapshot(nodes=self.nodes, running=[], pending=[], free=self._ledger.free, pending_te=[],
+                                 uniform_priority=uniform)
+        self._usage = UsageLedger(config.shares, config.half_life) if config.shares is not None else None
+        # Fair share: a started job may be preempted for a tenant below its
+        # entitlement once it has run this long; an event then calls decide,
+        # which would otherwise wait for the next arrival or completion.
+        self._reclaim_after = getattr(policy, "reclaim_min_runtime", None) if self._usage is not None else None
         self._allocated = 0
         self._allocated_gpu_seconds = 0.0
         self._lost_gpu_seconds = 0.0
@@ -306,6 +321,8 @@ class Simulator:
                     self._complete(job, t)
                 elif kind == _VACATE:
                     self._vacate(job, t)
+                elif kind == _WAKE:
+                    pass  # only calls decide: a job became old enough to give GPUs back
                 else:
                     self._relaunch(job, job.reshape, t, 0.0)
             while arrival < n and jobs[arrival].spec.submit_time == t:
@@ -370,6 +387,7 @@ class Simulator:
         self._close_timing(job, r, t)
         self._ledger.release(spec, placement=r.placement)
         self._allocated -= spec.num_gpus
+        self._charge(spec, -spec.num_gpus, t)
         self._allocated_gpu_seconds += spec.num_gpus * (t - r.attempt_start)
         running = self.snapshot.running
         last = running.pop()
@@ -388,6 +406,8 @@ class Simulator:
 
     def _decide(self, t: float) -> None:
         self._decide_calls += 1
+        if self._usage is not None:
+            self.snapshot.tenants = self._usage.state(t)
         decisions = self.policy.decide(self.snapshot, t)
         started: list[_Job] = []
         by_id = self._by_id
@@ -441,7 +461,10 @@ class Simulator:
         job.state = _RUNNING
         job.attempt += 1
         self._allocated += spec.num_gpus
+        self._charge(spec, spec.num_gpus, t)
         self._push(r._work_from + (job.duration - job.progress) / rate, _COMPLETE, job)
+        if self._reclaim_after is not None:
+            self._push(t + self._reclaim_after, _WAKE, job)
         return job
 
     def _allocation(self, job: _Job, d: Start | Reconfigure, t: float, what: str) -> JobSpec:
@@ -556,6 +579,7 @@ class Simulator:
         self._close_timing(job, r, t)
         self._ledger.release(old, placement=r.placement)
         self._allocated -= old.num_gpus
+        self._charge(old, -old.num_gpus, t)
         self._allocated_gpu_seconds += old.num_gpus * (t - r.attempt_start)
         self._lost_gpu_seconds += old.num_gpus * ((t - notice) + min(job.overhead, notice - r.attempt_start))
         self._log_attempt(job, r, t)
@@ -585,6 +609,7 @@ class Simulator:
         r._work_from = t + job.overhead
         r._rate = rate
         self._allocated += spec.num_gpus
+        self._charge(spec, spec.num_gpus, t)
         self._push(r._work_from + (job.duration - base) / rate, _COMPLETE, job)
 
     def _preempt(self, d: Preempt, t: float) -> None:
@@ -623,6 +648,11 @@ class Simulator:
             job.pending = None
 
     # -------------------------------------------------------------- helpers
+
+    def _charge(self, spec: JobSpec, gpus: int, t: float) -> None:
+        """Fair share: the tenant (and user) of ``spec`` holds ``gpus`` more GPUs from ``t``."""
+        if self._usage is not None:
+            self._usage.add(spec.tenant, spec.user, gpus, t)
 
     def _push(self, when: float, kind: int, job: _Job) -> None:
         self._seq += 1

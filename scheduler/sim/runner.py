@@ -10,13 +10,14 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.metrics import ClassMetrics, gpu_utilization, makespan, metrics_by_class
 from scheduler.core.model import Node
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.engine import ProgressCallback, SimConfig, SimResult, simulate
+from scheduler.sim.fairness import DEFAULT_WINDOW, run_fairness
 from scheduler.sim.reconfig_metrics import reconfiguration_summary
 from scheduler.sim.workloads.types import Workload
 
@@ -144,6 +145,10 @@ class RunResult:
     classes: dict[str, ClassMetrics]
     makespan_seconds: float
     gpu_utilization: float
+    fair_window: float = DEFAULT_WINDOW
+    """Window of the fair-share attainment (seconds)."""
+    shares: Mapping[str, float] | None = None
+    """The run's configured shares (None: fair share off)."""
 
     @property
     def preemptions(self) -> int:
@@ -170,6 +175,8 @@ class RunResult:
         extra = reconfiguration_summary(self.workload, self.sim)
         if extra is not None:
             out["reconfiguration"] = extra
+        if self.sim.attempts is not None:
+            out.update(run_fairness(self.workload, self.sim, self.shares, self.fair_window))
         return out
 
 
@@ -183,6 +190,8 @@ def run_policy(
 ) -> RunResult:
     """Simulate one policy (built from ``spec`` unless given) and summarise it."""
     policy = policy if policy is not None else build_policy(spec, config.resume_overhead, config.reconfigure_overhead)
+    # The attempt log feeds the per-tenant results and the fair-share attainment.
+    config = replace(config, record_attempts=True)
     t0 = time.perf_counter()
     sim = simulate(policy, nodes, workload.jobs, config, progress)
     wall = time.perf_counter() - t0
@@ -195,6 +204,7 @@ def run_policy(
         classes=metrics_by_class(sim.outcomes),
         makespan_seconds=span,
         gpu_utilization=gpu_utilization(sim.allocated_gpu_seconds, sim.total_gpus, span),
+        shares=config.shares,
     )
 
 

@@ -94,7 +94,7 @@ def test_zero_gpu_job_exits_2(capsys, trace):
 
 CLASS_KEYS = {"count", "slowdown", "wait_seconds", "jct_seconds"}
 TOP_KEYS = {"policy", "workload", "jobs", "wall_seconds", "classes", "preemptions", "lost_gpu_seconds",
-            "gpu_utilization", "makespan_seconds"}
+            "gpu_utilization", "makespan_seconds", "tenants", "fair_share"}
 
 
 def test_json_schema_and_side_by_side_table(capsys, tmp_path):

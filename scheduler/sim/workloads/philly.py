@@ -1,6 +1,7 @@
 """Adapter for the processed Microsoft Philly trace (``philly/philly.csv``).
 
-The trace has no job class, grace period or user. :class:`PhillyRule` derives
+The trace has no job class, grace period or user; the virtual cluster
+(column ``cluster``) becomes the job's ``tenant``. :class:`PhillyRule` derives
 them by a documented, seeded rule:
 
 * a job is **TE** when it is small and short: at most ``te_max_gpus`` GPUs and
@@ -29,6 +30,9 @@ from scheduler.sim.workloads.grace import GRACE_CHOICES, draw_grace, job_rng
 from scheduler.sim.workloads.types import SimJob, Workload, sort_jobs
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus")
+TENANT_COLUMN = "cluster"
+"""The virtual cluster a job ran in: its tenant (fair share among virtual
+clusters is what Philly's scheduler enforced)."""
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -68,9 +72,9 @@ def load_philly(
     rows = _read_rows(name)
     if not rows:
         raise TraceError(name, 1, None, "no jobs in the trace")
-    origin = min(t for _, t, _, _ in rows)
+    origin = min(t for _, t, _, _, _ in rows)
     jobs: list[SimJob] = []
-    for line, stamp, duration, gpus in rows:
+    for line, stamp, duration, gpus, tenant in rows:
         submit = stamp - origin
         if window is not None:
             if not (window[0] <= submit < window[1]):
@@ -83,6 +87,7 @@ def load_philly(
             num_gpus=gpus,
             submit_time=submit,
             grace_period=draw_grace(job_rng(rule.seed, job_id), rule.grace_choices),
+            tenant=tenant,
         )
         jobs.append(SimJob(spec=spec, duration=duration))
     workload = Workload(name="", jobs=sort_jobs(jobs))
@@ -91,8 +96,9 @@ def load_philly(
     return Workload(name=label, jobs=workload.jobs, notes=(f"Philly class rule: {rule.describe()}",))
 
 
-def _read_rows(name: str) -> list[tuple[int, float, float, int]]:
-    """(line, submit epoch seconds, duration, GPUs) per row, validated."""
+def _read_rows(name: str) -> list[tuple[int, float, float, int, str]]:
+    """(line, submit epoch seconds, duration, GPUs, virtual cluster) per row,
+    validated; the virtual cluster is empty when the column is absent."""
     try:
         f = open(name, newline="", encoding="utf-8-sig")
     except OSError as e:
@@ -107,6 +113,7 @@ def _read_rows(name: str) -> list[tuple[int, float, float, int]]:
             if c not in columns:
                 raise TraceError(name, 1, c, "missing required column")
         it, id_, ig = (columns[c] for c in PHILLY_COLUMNS)
+        ic = columns.get(TENANT_COLUMN)
         rows = []
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -118,6 +125,7 @@ def _read_rows(name: str) -> list[tuple[int, float, float, int]]:
                     _timestamp(_cell(row, it), name, line),
                     _duration(_cell(row, id_), name, line),
                     _gpus(_cell(row, ig), name, line),
+                    _cell(row, ic) if ic is not None else "",
                 )
             )
     return rows

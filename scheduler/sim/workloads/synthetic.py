@@ -57,6 +57,16 @@ class SyntheticConfig:
     be_duration_min: float = 600.0
     be_duration_max: float = 259200.0
     grace_choices: tuple[float, ...] = field(default=GRACE_CHOICES)
+    tenants: int = 4
+    """Tenants ``t0``.. the jobs are spread over (uniformly, from a generator
+    of their own, so the jobs themselves do not change), each with
+    ``users_per_tenant`` users ``t0-u0``..."""
+    users_per_tenant: int = 3
+    flood: tuple[str, float] | None = None
+    """``(tenant, factor)``: that tenant submits ``factor`` times its normal
+    number of jobs; the extra jobs are drawn from the same distributions and
+    arrive at the tenant's own arrival instants (plus up to ten minutes), so
+    the offered load grows by what the flood adds."""
 
     def __post_init__(self) -> None:
         _check(self.jobs >= 1, "jobs", f"must be >= 1, got {self.jobs}")
@@ -66,6 +76,12 @@ class SyntheticConfig:
         _check(0.0 <= self.diurnal_amplitude < 1.0, "diurnal_amplitude", "must be in [0, 1)")
         _check(self.diurnal_period > 0, "diurnal_period", "must be > 0")
         _check(len(self.grace_choices) > 0, "grace_choices", "must not be empty")
+        _check(self.tenants >= 1 and self.users_per_tenant >= 1, "tenants", "need at least one tenant and user")
+        if self.flood is not None:
+            tenant, factor = self.flood
+            names = {f"t{k}" for k in range(self.tenants)}
+            _check(tenant in names, "flood", f"tenant {tenant!r} is not one of t0..t{self.tenants - 1}")
+            _check(math.isfinite(factor) and factor >= 1, "flood", f"factor must be >= 1, got {factor!r}")
         for name in ("te", "be"):
             lo, hi = getattr(self, f"{name}_duration_min"), getattr(self, f"{name}_duration_max")
             _check(0 < lo <= hi, f"{name}_duration_min", "need 0 < min <= max")
@@ -75,10 +91,13 @@ class SyntheticConfig:
         return self.nodes * self.gpus_per_node
 
     def describe(self) -> str:
-        return (
+        text = (
             f"synthetic seed={self.seed} jobs={self.jobs} cluster={self.nodes}x{self.gpus_per_node} "
             f"load={self.load:g} te_share={self.te_share:g} diurnal={self.diurnal_amplitude:g}"
         )
+        if self.flood is not None:
+            text += f" flood={self.flood[0]}:{self.flood[1]:g}"
+        return text
 
 
 def generate(config: SyntheticConfig) -> Workload:
@@ -87,28 +106,55 @@ def generate(config: SyntheticConfig) -> Workload:
     te_gpus = _fitting(config.te_gpus, config.total_gpus)
     be_gpus = _fitting(config.be_gpus, config.total_gpus)
     width = len(str(config.jobs - 1))
-    drafts = []
-    for i in range(config.jobs):
-        te = rng.random() < config.te_share
-        if te:
-            gpus = _weighted(rng, te_gpus)
-            duration = _lognormal(rng, config.te_duration_median, config.te_duration_sigma,
-                                  config.te_duration_min, config.te_duration_max)
-        else:
-            gpus = _weighted(rng, be_gpus)
-            duration = _lognormal(rng, config.be_duration_median, config.be_duration_sigma,
-                                  config.be_duration_min, config.be_duration_max)
-        grace = draw_grace(rng, config.grace_choices)
-        drafts.append((f"j{i:0{width}d}", JobClass.TE if te else JobClass.BE, gpus, duration, grace))
+    drafts = [_draft(rng, config, te_gpus, be_gpus, f"j{i:0{width}d}") for i in range(config.jobs)]
     work = sum(gpus * duration for _, _, gpus, duration, _ in drafts)
     rate = config.load * config.total_gpus * config.jobs / work  # jobs per second
     times = _arrivals(random.Random(f"synthetic-arrivals-{config.seed}"), config.jobs, rate,
                       config.diurnal_amplitude, config.diurnal_period)
-    jobs = [
-        SimJob(JobSpec(id=jid, job_class=cls, num_gpus=g, submit_time=t, grace_period=grace), duration=d)
-        for (jid, cls, g, d, grace), t in zip(drafts, times)
-    ]
+    owners = random.Random(f"synthetic-tenants-{config.seed}")
+    jobs = []
+    for (jid, cls, g, d, grace), t in zip(drafts, times):
+        k = owners.randrange(config.tenants)
+        user = f"t{k}-u{owners.randrange(config.users_per_tenant)}"
+        spec = JobSpec(id=jid, job_class=cls, num_gpus=g, submit_time=t, grace_period=grace, tenant=f"t{k}", user=user)
+        jobs.append(SimJob(spec, duration=d))
+    if config.flood is not None:
+        jobs = sorted(jobs + _flood(config, jobs, te_gpus, be_gpus), key=lambda j: (j.spec.submit_time, j.spec.id))
     return Workload(name=config.describe(), jobs=jobs)
+
+
+def _draft(rng: random.Random, config: SyntheticConfig, te_gpus, be_gpus, jid: str) -> tuple:
+    """(id, class, GPUs, duration, grace) of one job."""
+    te = rng.random() < config.te_share
+    if te:
+        gpus = _weighted(rng, te_gpus)
+        duration = _lognormal(rng, config.te_duration_median, config.te_duration_sigma,
+                              config.te_duration_min, config.te_duration_max)
+    else:
+        gpus = _weighted(rng, be_gpus)
+        duration = _lognormal(rng, config.be_duration_median, config.be_duration_sigma,
+                              config.be_duration_min, config.be_duration_max)
+    grace = draw_grace(rng, config.grace_choices)
+    return (jid, JobClass.TE if te else JobClass.BE, gpus, duration, grace)
+
+
+def _flood(config: SyntheticConfig, jobs: list[SimJob], te_gpus, be_gpus) -> list[SimJob]:
+    """The flooding tenant's extra jobs (``SyntheticConfig.flood``)."""
+    tenant, factor = config.flood  # type: ignore[misc]
+    own = [j.spec for j in jobs if j.spec.tenant == tenant]
+    extra = round((factor - 1.0) * len(own))
+    if not own or extra <= 0:
+        return []
+    rng = random.Random(f"synthetic-flood-{config.seed}")
+    out = []
+    for i in range(extra):
+        jid, cls, g, d, grace = _draft(rng, config, te_gpus, be_gpus, f"f{i:0{len(str(extra - 1))}d}")
+        base = own[rng.randrange(len(own))]
+        t = round(base.submit_time + rng.uniform(0.0, 600.0), 3)
+        spec = JobSpec(id=jid, job_class=cls, num_gpus=g, submit_time=t, grace_period=grace, tenant=tenant,
+                       user=base.user)
+        out.append(SimJob(spec, duration=d))
+    return out
 
 
 def _check(ok: bool, name: str, message: str) -> None:
