@@ -23,7 +23,7 @@ from typing import Any
 
 from cluster import protocol
 from cluster.agent import __version__, procs, statefile
-from cluster.agent.broker import CONNECT_TIMEOUT, BrokerDown, BrokerLink
+from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
 from cluster.agent.messages import decode_task, is_expired
 from cluster.agent.resources import NodeResources
@@ -88,7 +88,9 @@ class Agent:
         self._lock_fd = statefile.lock_workdir(self.config.workdir)
         try:
             self._last_heartbeat_ok = self._lease_age_reference()
-            self._renew_lease(time.time())  # before adopting: the jobs' shims are watching it
+            # Before adopting: the jobs' shims are watching it. Until the broker is reached it keeps
+            # the previous agent's last sign of life, so a restart does not extend the jobs' time.
+            self._renew_lease(time.time())
             self._restore()
             self._queue_register()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -104,7 +106,6 @@ class Agent:
     def step(self) -> None:
         """One loop iteration: commands, supervision, logs, reports, heartbeat, state."""
         self._service_broker()
-        self._fence_if_cut_off(time.time())
         self.supervisor.tick()
         now = time.time()
         self._renew_lease(now)
@@ -118,14 +119,27 @@ class Agent:
         self._save_if_dirty()
 
     def _renew_lease(self, now: float) -> None:
-        """Touch the lease file a few times per fence period (cheap: one utime)."""
+        """Keep the lease (its mtime) at the node's last sign of life, a few times per fence period.
+
+        While the broker is reachable that is now. While it is not, it is the
+        last heartbeat that reached the broker, the moment from which the server
+        counts towards declaring this node lost: the jobs' shims then fence
+        them (SIGTERM, grace, SIGKILL) counting from there, on their own timers,
+        however long this loop is held up by broker time-outs. So a node cut
+        off from the broker stops its jobs before the server restarts them
+        elsewhere, as a node whose agent died does (docs/agent.md#fencing).
+        """
         if self.config.fence_after <= 0 or now < self._next_lease:
             return
+        self._stamp_lease(now if self.broker.connected else self._last_heartbeat_ok)
+        self._next_lease = now + min(1.0, self.config.fence_after / 4)
+
+    def _stamp_lease(self, stamp: float) -> None:
         try:
             self.lease_path.touch()
+            os.utime(self.lease_path, (stamp, stamp))
         except OSError as exc:
             log.warning("lease file %s not renewed: %s", self.lease_path, exc)
-        self._next_lease = now + min(1.0, self.config.fence_after / 4)
 
     def _lease_age_reference(self) -> float:
         """At start: the previous agent's last sign of life (the lease's mtime), else now.
@@ -136,32 +150,6 @@ class Agent:
             return min(self.lease_path.stat().st_mtime, time.time())
         except OSError:
             return time.time()
-
-    def _fence_if_cut_off(self, now: float) -> None:
-        """While the broker is unreachable, stop the jobs before the server gives up on this node.
-
-        The server declares the node lost ``AGENT_HEARTBEAT_SECONDS x
-        NODE_LOST_HEARTBEATS`` after the last heartbeat it got, then starts the
-        jobs elsewhere. Counting from the last heartbeat that reached the broker,
-        each attempt gets SIGKILL at K = ``F - CONNECT_TIMEOUT`` (F =
-        ``--fence-after``; a reconnect attempt may block the loop that long, so
-        the jobs are gone by F; K = F / 2 for F of 4 s or less) and SIGTERM its
-        grace period before, but not before K / 2: a broker outage shorter
-        than that costs the jobs nothing. The attempts stopped here are
-        reported with reason ``lost`` once the broker is back.
-        """
-        fence = self.config.fence_after
-        if fence <= 0 or self.broker.connected:
-            return
-        silent = now - self._last_heartbeat_ok
-        kill_at = fence - CONNECT_TIMEOUT if fence > 2 * CONNECT_TIMEOUT else fence / 2
-        for att in list(self.supervisor.attempts.values()):
-            if att.reason == protocol.EXIT_LOST or silent < max(kill_at - att.grace_period, kill_at / 2):
-                continue
-            log.warning("no heartbeat has reached the broker for %.1fs: stopping %s attempt %d before the "
-                        "server declares this node lost (fence %gs)", silent, att.job_id, att.attempt, fence)
-            self.supervisor.kill({"job_id": att.job_id, "attempt": att.attempt, "reason": protocol.EXIT_LOST,
-                                  "grace_period": max(0.0, kill_at - silent)})
 
     def _request_stop(self, signum: int, _frame: Any) -> None:
         log.info("received %s; stopping", signal.Signals(signum).name)
@@ -285,6 +273,12 @@ class Agent:
             self._broker_lost()
 
     def _broker_lost(self) -> None:
+        if self.config.fence_after > 0 and self.supervisor.attempts:
+            log.warning("broker unreachable: unless a heartbeat gets through first, the jobs here are stopped "
+                        "(SIGTERM, their grace, SIGKILL) by %gs after the last one that did, %.1fs ago",
+                        self.config.fence_after, time.time() - self._last_heartbeat_ok)
+        if self.config.fence_after > 0:
+            self._stamp_lease(self._last_heartbeat_ok)  # before closing, which may wait on the dead connection
         self.broker.close()
         self._next_connect = time.time() + RECONNECT_EVERY
 

@@ -20,6 +20,7 @@ from tests.portal.dashboard.conftest import memory_layer, ws_connect  # noqa: F4
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "persistent_redis: the test's private Redis keeps an append-only file")
+    config.addinivalue_line("markers", "multihost: runs the system over network-namespace hosts (root, iproute2)")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["scripts/common.sh", "scripts/setup.sh", "scripts/serve.sh", "scripts/up.sh",
+SCRIPTS = ["scripts/common.sh", "scripts/setup.sh", "scripts/serve.sh", "scripts/up.sh", "scripts/netns-cluster.sh",
            "scripts/test.sh", ".ci/run"]
 
 
