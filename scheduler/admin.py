@@ -138,6 +138,7 @@ class QuotaAdmin(StaffMayManage, admin.ModelAdmin):
         ("Scope (exactly one)", {"fields": ["user", "group", "note"]}),
         ("Limits (empty: no limit)", {"fields": ["max_gpus", "max_te_gpus", "max_te_job_gpus", "max_te_runtime",
                                                   "gpu_hours_budget", "budget_period_days", "max_pending_jobs"]}),
+        ("Priority range a job may ask for (empty: the global range)", {"fields": ["min_priority", "max_priority"]}),
         ("Usage now", {"fields": ["current_usage"]}),
     ]
 

@@ -337,6 +337,12 @@ class Quota(models.Model):
     )
     budget_period_days = models.PositiveIntegerField(default=7, help_text="Length of the rolling period.")
     max_pending_jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Jobs waiting at once.")
+    min_priority = models.IntegerField(
+        null=True, blank=True, help_text="Lowest priority a job may ask for (empty: the global range's)."
+    )
+    max_priority = models.IntegerField(
+        null=True, blank=True, help_text="Highest priority a job may ask for (empty: the global range's)."
+    )
 
     note = models.CharField(max_length=200, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)

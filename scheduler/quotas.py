@@ -105,6 +105,8 @@ class Limits:
     gpu_hours_budget: float | None = None
     budget_period_days: int = DEFAULT_BUDGET_PERIOD_DAYS
     max_pending_jobs: int | None = None
+    min_priority: int | None = None
+    max_priority: int | None = None
 
     @classmethod
     def of(cls, quota: object) -> "Limits":
@@ -117,6 +119,8 @@ class Limits:
             gpu_hours_budget=quota.gpu_hours_budget,
             budget_period_days=quota.budget_period_days,
             max_pending_jobs=quota.max_pending_jobs,
+            min_priority=getattr(quota, "min_priority", None),
+            max_priority=getattr(quota, "max_priority", None),
         )
 
     def as_dict(self) -> dict[str, int | float | None]:
@@ -128,6 +132,8 @@ class Limits:
             "gpu_hours_budget": self.gpu_hours_budget,
             "budget_period_days": self.budget_period_days,
             "max_pending_jobs": self.max_pending_jobs,
+            "min_priority": self.min_priority,
+            "max_priority": self.max_priority,
         }
 
 
@@ -212,6 +218,24 @@ class UsageSnapshot:
                 usage.te_gpus += gpus
             if started:
                 usage.pending_jobs = max(0, usage.pending_jobs - 1)
+
+
+def priority_error(priority: int, scopes: list[Scope], default: tuple[int, int]) -> str | None:
+    """Why ``priority`` is outside the range the scopes allow (the tightest
+    of their ranges within ``default``), or None when it is inside."""
+    low, high = default
+    low_by, high_by = "", ""
+    for s in scopes:
+        if s.limits.min_priority is not None and s.limits.min_priority > low:
+            low, low_by = s.limits.min_priority, s.label
+        if s.limits.max_priority is not None and s.limits.max_priority < high:
+            high, high_by = s.limits.max_priority, s.label
+    if low <= priority <= high:
+        return None
+    if low > high:
+        return f"No priority is allowed: the quotas' ranges do not overlap ({low_by} from {low}, {high_by} to {high})."
+    by = high_by if priority > high else low_by
+    return f"Must be between {low} and {high}" + (f" (quota of {by})." if by else ".")
 
 
 def effective_te_runtime(scopes: list[Scope]) -> int | None:

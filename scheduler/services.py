@@ -171,6 +171,9 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         raise JobRequestInvalid(errors)
     with transaction.atomic():
         scopes = _locked_scopes(owner)
+        refused = quotas.priority_error(req.priority, scopes, PRIORITY_RANGE)
+        if refused:
+            raise JobRequestInvalid({"priority": [refused]})
         if req.job_class == JobClass.TE and req.time_limit is None:
             req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
         job = Job(owner=owner, **_fields(req))
@@ -209,6 +212,10 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
         raise JobArrayInvalid(errors)
     with transaction.atomic():
         scopes = _locked_scopes(owner)
+        refused = {i: {"priority": [msg]} for i, req in enumerate(reqs)
+                   if (msg := quotas.priority_error(req.priority, scopes, PRIORITY_RANGE))}
+        if refused:
+            raise JobArrayInvalid(refused)
         jobs = []
         for i, req in enumerate(reqs):
             if req.job_class == JobClass.TE and req.time_limit is None:
