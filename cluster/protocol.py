@@ -40,6 +40,9 @@ REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, starte
 REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason,
 #                                   message, peak_mem_bytes, cpu_seconds
 REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], token
+# kwargs: node, job_id, attempt, token, and the fields of cluster/progress_schema.py
+# (step, total_steps, epoch, metrics, checkpoint, t); at most about one per second per attempt.
+REPORT_PROGRESS = "cluster.progress"
 # Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
 # seconds as floats. exit_code is None when the process died from a signal;
 # signal is None when it exited by itself. token is the node's shared secret
@@ -68,6 +71,7 @@ ENV_ATTEMPT = "GPUSCHED_ATTEMPT"
 ENV_CHECKPOINT_DIR = "CHECKPOINT_DIR"
 ENV_RESUME = "RESUME"
 ENV_GRACE_PERIOD = "GRACE_PERIOD"
+ENV_PROGRESS_FILE = "GPUSCHED_PROGRESS_FILE"  # where gpusched.job appends the job's progress reports
 ENV_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # Given when the launch names a plan (reconfigurable training jobs, docs/agent.md):
 ENV_PLAN = "GPUSCHED_PLAN"  # execution plan of this attempt (ga, zero-dp, "244", ...)

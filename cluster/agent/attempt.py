@@ -36,6 +36,7 @@ class Attempt:
     gpu_indices: list[int] = field(default_factory=list)
     marker_before: list[int] | None = None  # [inode, mtime_ns] of the marker at launch
     log_offset: int = 0
+    progress_offset: int = 0  # bytes of the progress file already read (cluster/agent/progress.py)
     notice_at: float | None = None
     kill_at: float | None = None
     killed_at: float | None = None

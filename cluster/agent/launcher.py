@@ -20,6 +20,7 @@ from cluster import protocol
 from cluster.agent import procs
 from cluster.agent.attempt import Attempt, attempt_exit_path, attempt_log_path, marker_identity
 from cluster.agent.jobenv import job_environment
+from cluster.agent.progress import progress_path
 
 
 class Launcher:
@@ -54,6 +55,7 @@ class Launcher:
         for d in (job_dir, cwd, checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True)
         env = job_environment(self.base_env, cmd, node=self.node, checkpoint_dir=checkpoint_dir, address=self.address)
+        env[protocol.ENV_PROGRESS_FILE] = str(progress_path(job_dir, cmd.attempt))
         marker_before = marker_identity(checkpoint_dir)
         started_at = self.clock()
         handle = procs.spawn(

@@ -32,6 +32,7 @@ from cluster.agent.attempt import Attempt, Key, marker_identity, read_exit_file
 from cluster.agent.launcher import Launcher
 from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
 from cluster.agent.orphans import orphan_attempt
+from cluster.agent.progress import ProgressReader
 from cluster.agent.outcome import checkpointed, ended_at, outcome
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Supervisor:
         self.gpu_count = gpu_count
         self.emit = emit
         self.clock = clock
+        self.progress = ProgressReader(emit, clock)
         self.launcher = Launcher(node=node, workdir=workdir, checkpoint_root=checkpoint_root, address=address,
                                  base_env=base_env, clock=clock)
         # The variables every job starts from (the agent adds its lease here); shared with the launcher.
@@ -231,9 +233,12 @@ class Supervisor:
                 self._finish(att, now)
 
     def stream_logs(self) -> None:
-        """Report the complete new lines of every running attempt's log (one REPORT_LOG each)."""
+        """Report the complete new lines of every running attempt's log (one REPORT_LOG each) and its
+        newest progress report when one is due (REPORT_PROGRESS, cluster/agent/progress.py)."""
         for att in self.attempts.values():
             if stream_new_lines(att, self.log_chunk_bytes, self._emit_log):
+                self.dirty = True
+            if self.progress.poll(att):
                 self.dirty = True
 
     # ----- internals ---------------------------------------------------------
@@ -305,6 +310,8 @@ class Supervisor:
             # end the group is empty (the shim reaps every descendant).
             procs.signal_group(att.pgid, signal.SIGKILL)
         flush_final_log(att, self.log_chunk_bytes, self.final_log_bytes, self.node, self._emit_log)
+        self.progress.poll(att, final=True)
+        self.progress.forget(att.key)
         del self.attempts[att.key]
         self.dirty = True
         log.info("%s attempt %d ended: exit_code=%s signal=%s reason=%s", att.job_id, att.attempt, exit_code, sig, reason)
