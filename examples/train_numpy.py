@@ -5,7 +5,9 @@ It trains a two-layer MLP (ReLU, softmax) with minibatch SGD + momentum on a
 synthetic three-class spiral data set, CPU only, numpy only, and:
 
 * prints one progress line per step: ``step 12/200 loss=0.8123 batch_acc=0.625``
-  (plus ``eval step 50 val_acc=0.91`` every TRAIN_EVAL_EVERY steps);
+  (plus ``eval step 50 val_acc=0.91`` every TRAIN_EVAL_EVERY steps), and reports
+  the same through ``gpusched.job`` (step, loss, accuracies, checkpoints; see
+  docs/jobs.md), which the job page shows as a progress bar and charts;
 * on SIGTERM (or SIGINT) finishes the current step, saves a checkpoint into
   $CHECKPOINT_DIR and exits with status 143;
 * with RESUME=1 continues from that checkpoint at the next step. The
@@ -59,6 +61,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+try:
+    from gpusched import job
+except ImportError:  # run by hand from a checkout where the project is not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from gpusched import job
 
 CHECKPOINT_FILE = "train_numpy.npz"
 CHECKPOINT_MARKER = ".checkpoint-complete"  # the node agent's marker (cluster/protocol.py)
@@ -297,15 +305,21 @@ def train(s: Settings) -> int:
         stop.sleep(s.sleep)
         step += 1
         print(f"step {step}/{s.steps} loss={loss:.4f} batch_acc={acc:.3f}", flush=True)
+        job.progress(step=step, total_steps=s.steps, metrics={"loss": loss, "batch_acc": acc})
         if s.eval_every and step % s.eval_every == 0:
-            print(f"eval step {step} val_acc={accuracy(params, x_val, y_val):.3f}", flush=True)
+            val_acc = accuracy(params, x_val, y_val)
+            print(f"eval step {step} val_acc={val_acc:.3f}", flush=True)
+            job.progress(step=step, metrics={"val_acc": val_acc})
         if stop.signum is not None:
             save_checkpoint(s, step, params, velocity, rng)
+            job.checkpoint(step=step, path=s.checkpoint_dir)
             print(f"checkpoint saved at step {step} ({signal.Signals(stop.signum).name}); exiting", flush=True)
             return EXIT_PREEMPTED
         if s.checkpoint_every and step % s.checkpoint_every == 0:
             save_checkpoint(s, step, params, velocity, rng)
+            job.checkpoint(step=step, path=s.checkpoint_dir)
     save_checkpoint(s, step, params, velocity, rng)
+    job.checkpoint(step=step, path=s.checkpoint_dir)
     print(f"done step={step} val_acc={accuracy(params, x_val, y_val):.3f} params_sha256={params_digest(params)}", flush=True)
     return 0
 

@@ -23,7 +23,8 @@ Messages to the browser are JSON objects with a ``type``:
 * job page: ``{"type": "job", "state": {...}}`` (``job_page.job_state``) and
   ``{"type": "log", "attempt": N, "lines": [...], "reset": bool, "truncated": bool}``:
   ``reset`` replaces what the page shows (first message of an attempt),
-  otherwise the lines are appended.
+  otherwise the lines are appended; and ``{"type": "progress", "progress": {...}}``
+  (``jobprogress.selectors.job_progress``) after each progress report.
 """
 
 from __future__ import annotations
@@ -188,10 +189,12 @@ class JobConsumer(_LiveConsumer):
         self.log_after: int | None = None  # last chunk id sent for it
         self.log_coalescer = Coalescer(lambda: self.push(self.refresh_log), DEBOUNCE_S)
         self.log_lock = asyncio.Lock()  # one log read at a time, so no line is sent twice
+        self.progress_coalescer = Coalescer(lambda: self.push(self.refresh_progress), DEBOUNCE_S)
         await super().connect()
 
     async def disconnect(self, code: int) -> None:
         self.log_coalescer.cancel()
+        self.progress_coalescer.cancel()
         await super().disconnect(code)
 
     def group_name(self) -> str:
@@ -207,6 +210,15 @@ class JobConsumer(_LiveConsumer):
             return
         await self.send_json({"type": "job", "state": state})
         await self.refresh_log()
+        await self.refresh_progress()
+
+    async def refresh_progress(self) -> None:
+        """The job's progress (jobprogress.selectors.job_progress); nothing before its first report."""
+        from jobprogress.selectors import job_progress
+
+        progress = await database_sync_to_async(job_progress)(self.job_id)
+        if progress is not None:
+            await self.send_json({"type": "progress", "progress": progress})
 
     def _state(self) -> dict | None:
         job = job_page.job_for(self.scope["user"], self.job_id)
@@ -243,3 +255,7 @@ class JobConsumer(_LiveConsumer):
     async def job_log(self, message: dict) -> None:
         if message.get("job_id") == self.job_id:
             self.log_coalescer.poke()
+
+    async def job_progress(self, message: dict) -> None:
+        if message.get("job_id") == self.job_id:
+            self.progress_coalescer.poke()

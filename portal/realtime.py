@@ -65,6 +65,7 @@ CLUSTER_CHANGED = "cluster.changed"
 LATENCY_CHANGED = "latency.changed"
 JOBS_CHANGED = "jobs.changed"
 JOB_LOG = "job.log"
+JOB_PROGRESS = "job.progress"
 
 #: Number of job-page groups (``job_group``); a power of two is not required.
 JOB_SHARDS = 64
@@ -150,6 +151,12 @@ def publish_log_lines(job_id: int, attempt: int) -> None:
     """
     job_id, attempt = int(job_id), int(attempt)
     _queue(job_group(job_id), {"type": JOB_LOG, "job_id": job_id, "attempt": attempt}, key=f"log.{job_id}.{attempt}")
+
+
+def publish_job_progress(job_id: int) -> None:
+    """Announce a new progress report of job ``job_id`` (stored in the current transaction)."""
+    job_id = int(job_id)
+    _queue(job_group(job_id), {"type": JOB_PROGRESS, "job_id": job_id}, key=f"progress.{job_id}")
 
 
 # --- Coalescing and sending -------------------------------------------------

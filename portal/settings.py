@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "portal.dashboard",
     "scheduler",
     "cluster",
+    "jobprogress",
 ]
 
 MIDDLEWARE = [

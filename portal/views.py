@@ -11,6 +11,7 @@ from django.templatetags.static import static
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
@@ -67,6 +68,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "portal/job_detail.html", {
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
+        "progress": job_progress(job.pk),
     })
 
 

@@ -187,6 +187,19 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return Response({"attempt": attempt.number if attempt else None, "offset": offset, "lines": lines})
 
 
+    @extend_schema(responses={200: OpenApiResponse(description=(
+        '{"job": id, "progress": null or {attempt, step, total_steps, fraction, epoch, metrics, checkpoint, '
+        'updated_at, reported_at, steps_per_second, eta_seconds, history: {t, step, metrics}}}: what the '
+        "job reported through gpusched.job (docs/jobs.md), for its newest attempt that reported.")),
+        404: DetailSerializer})
+    @action(detail=True, methods=["get"])
+    def progress(self, request: Request, pk: str | None = None) -> Response:
+        from jobprogress.selectors import job_progress
+
+        job = self._visible_job(pk)
+        return Response({"job": job.pk, "progress": job_progress(job.pk)})
+
+
 class QuotaView(APIView):
     """The caller's effective limits and current usage."""
 

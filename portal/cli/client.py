@@ -80,6 +80,16 @@ class ApiClient:
     def get_job(self, job_id: int) -> dict[str, Any]:
         return self._request("GET", f"/jobs/{job_id}/")
 
+    def job_progress(self, job_id: int) -> dict[str, Any] | None:
+        """GET /jobs/{id}/progress/: what the job reported (gpusched.job); None before its first report,
+        or from a server that does not have the endpoint yet (404 for a job that exists)."""
+        try:
+            return self._request("GET", f"/jobs/{job_id}/progress/").get("progress")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def cancel_job(self, job_id: int) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{job_id}/cancel/")
 

@@ -189,6 +189,8 @@
       renderAttempts(message.state.attempts);
     } else if (message.type === "log") {
       onLog(message);
+    } else if (message.type === "progress") {
+      JobProgress.render(message.progress);
     }
   }
 

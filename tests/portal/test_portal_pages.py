@@ -157,3 +157,17 @@ def test_pages_link_the_favicon_and_favicon_ico_leads_to_it(roles, browser_as) -
     assert served.status_code == 200 and b"".join(served.streaming_content if served.streaming else [served.content])[:4] == b"\x00\x00\x01\x00"
     moved = Client().get("/favicon.ico")
     assert moved.status_code == 301 and moved["Location"] == icon
+
+
+def test_detail_renders_progress_once_the_job_reported_and_hides_it_before(roles, browser_as, make_job) -> None:
+    from django.utils import timezone
+
+    from jobprogress import services
+
+    job = make_job(roles.owner, JobState.RUNNING)
+    client = browser_as(roles.owner)
+    assert '<section id="progress-section" hidden>' in client.get(f"/jobs/{job.pk}/").content.decode()
+    services.record_progress(job.pk, 1, {"step": 3, "total_steps": 12, "metrics": {"loss": 0.5}}, timezone.now())
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert '<section id="progress-section">' in html and 'value="0.250000"' in html
+    assert '"step": 3' in html  # the initial state the page script renders

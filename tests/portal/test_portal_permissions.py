@@ -45,6 +45,7 @@ MATRIX = [
     ("api", "get", "/api/v1/jobs/{job}/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "post", "/api/v1/jobs/{job}/cancel/", {"anonymous": 401, "owner": 202, "other": 404, "staff": 202}),
     ("api", "get", "/api/v1/jobs/{job}/logs/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
+    ("api", "get", "/api/v1/jobs/{job}/progress/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "get", "/api/v1/quota/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/nodes/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/schema/", {"anonymous": 200, "owner": 200, "other": 200, "staff": 200}),

@@ -216,3 +216,22 @@ def test_submit_array_is_all_or_nothing_and_names_the_job(roles, as_user) -> Non
 def test_submit_array_needs_a_positive_count(roles, as_user) -> None:
     code, _, err = as_user(roles.owner)("submit", "--array", "0", "--", "true")
     assert code == 2 and "--array must be at least 1" in err
+
+
+def test_show_prints_progress_of_own_job_and_json_carries_it(roles, as_user, make_job) -> None:
+    from django.utils import timezone
+
+    from jobprogress import services
+
+    job = make_job(roles.owner, name="reporting", state="RUNNING")
+    services.record_progress(job.pk, 1, {"t": 100.0, "step": 10, "total_steps": 40, "epoch": 1,
+                                         "metrics": {"loss": 0.25}}, timezone.now())
+    services.record_progress(job.pk, 1, {"t": 110.0, "step": 20, "checkpoint": {"step": 20, "path": "ck/20"}},
+                             timezone.now())
+    code, out, _ = as_user(roles.owner)("show", str(job.pk))
+    progress = out.split("Progress:\n")[1]
+    assert code == 0 and "step 20 of 40 (50.0 %)" in progress and "1 steps/s" in progress
+    assert "0:00:20" in progress and "loss:" in progress and "0.25" in progress and "step 20 at ck/20" in progress
+    code, out, _ = as_user(roles.owner)("show", str(job.pk), "--json")
+    assert json.loads(out)["progress"]["step"] == 20
+    assert as_user(roles.other)("show", str(job.pk))[0] == 1

@@ -222,3 +222,33 @@ def test_cluster_socket_sends_a_fresh_state_when_the_page_asks(ws_connect, roles
         await communicator.disconnect()
 
     run(scenario)
+
+
+def test_job_socket_pushes_progress_after_a_report_and_only_for_its_job(ws_connect, roles, make_job):
+    from django.utils import timezone
+
+    from jobprogress import services
+    from scheduler.models import JobState
+
+    job = make_job(roles.owner, state=JobState.RUNNING)
+    neighbour = make_job(roles.owner, state=JobState.RUNNING)
+
+    def report(job_id: int, step: int) -> None:
+        services.record_progress(job_id, 1, {"t": float(step), "step": step, "total_steps": 10,
+                                             "metrics": {"loss": 1.0 / step}}, timezone.now())
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.owner)
+        assert (await communicator.receive_json_from(TIMEOUT))["type"] == "job"
+        assert (await communicator.receive_json_from(TIMEOUT))["type"] == "log"
+        assert await communicator.receive_nothing(timeout=0.3)  # no progress before the first report
+        await sync_to_async(report)(neighbour.pk, 3)
+        assert await communicator.receive_nothing(timeout=0.5)
+        await sync_to_async(report)(job.pk, 4)
+        message = await communicator.receive_json_from(TIMEOUT)
+        assert message["type"] == "progress"
+        assert (message["progress"]["step"], message["progress"]["fraction"]) == (4, 0.4)
+        assert message["progress"]["history"]["metrics"]["loss"] == [0.25]
+        await communicator.disconnect()
+
+    run(scenario)

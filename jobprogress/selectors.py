@@ -1,0 +1,50 @@
+"""Reading progress for the job page, the API and the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobprogress.eta import eta_seconds, step_rate
+from jobprogress.models import AttemptProgress
+
+
+def job_progress(job_id: int) -> dict[str, Any] | None:
+    """The progress of the job's newest attempt that reported any, as plain data; None when none did.
+
+    ``{"attempt", "step", "total_steps", "fraction", "epoch", "metrics", "checkpoint",
+    "updated_at", "reported_at", "steps_per_second", "eta_seconds",
+    "history": {"t": [...], "step": [...], "metrics": {name: [value or null, ...]}}}``.
+    The caller checks that the viewer may see the job.
+    """
+    row = (AttemptProgress.objects.filter(job_id=job_id).select_related("attempt")
+           .order_by("-attempt__number").first())
+    if row is None:
+        return None
+    rate = step_rate(row.history)
+    fraction = None
+    if row.step is not None and row.total_steps:
+        fraction = min(1.0, row.step / row.total_steps)
+    return {
+        "attempt": row.attempt.number,
+        "step": row.step,
+        "total_steps": row.total_steps,
+        "fraction": fraction,
+        "epoch": row.epoch,
+        "metrics": row.metrics,
+        "checkpoint": row.checkpoint,
+        "updated_at": row.updated_at.isoformat(),
+        "reported_at": row.reported_at.isoformat() if row.reported_at else None,
+        "steps_per_second": rate,
+        "eta_seconds": eta_seconds(row.step, row.total_steps, rate),
+        "history": _columns(row.history),
+    }
+
+
+def _columns(points: list) -> dict[str, Any]:
+    """History points as columns, ready for a chart: one list per metric, aligned with ``t``."""
+    names = sorted({name for _, _, metrics in points for name in metrics})
+    return {
+        "t": [p[0] for p in points],
+        "step": [p[1] for p in points],
+        "metrics": {name: [p[2].get(name) for p in points] for name in names},
+    }

@@ -1,0 +1,51 @@
+"""Storing progress: latest values merged, history bounded, reports for attempts elsewhere dropped."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from jobprogress import services
+from jobprogress.models import MAX_HISTORY_POINTS, AttemptProgress
+from jobprogress.selectors import job_progress
+from tests.cluster.test_services import placed_job
+from tests.live_helpers import make_node, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job(no_triggers):  # noqa: ANN001
+    make_node("n1", 2)
+    return placed_job(make_user("alice"), {"n1": [0]})
+
+
+def test_reports_merge_into_the_latest_progress_and_the_selector_derives_eta(job) -> None:
+    now = timezone.now()
+    assert services.record_progress(job.pk, 1, {"t": 100.0, "step": 10, "total_steps": 110,
+                                                 "metrics": {"loss": 2.0, "acc": 0.1}}, now, node="n1")
+    assert services.record_progress(job.pk, 1, {"t": 110.0, "step": 60, "metrics": {"loss": 1.0}}, now, node="n1")
+    assert services.record_progress(job.pk, 1, {"checkpoint": {"step": 60, "path": "ck/60"}}, now, node="n1")
+    got = job_progress(job.pk)
+    assert (got["attempt"], got["step"], got["total_steps"], got["metrics"]) == (1, 60, 110, {"loss": 1.0, "acc": 0.1})
+    assert got["fraction"] == pytest.approx(60 / 110) and got["checkpoint"] == {"step": 60, "path": "ck/60"}
+    assert got["steps_per_second"] == 5.0 and got["eta_seconds"] == 10.0
+    assert got["history"] == {"t": [100.0, 110.0], "step": [10, 60], "metrics": {"acc": [0.1, None], "loss": [2.0, 1.0]}}
+
+
+def test_the_history_stays_bounded_and_keeps_its_first_and_last_points(job) -> None:
+    now = timezone.now()
+    for i in range(3 * MAX_HISTORY_POINTS):
+        services.record_progress(job.pk, 1, {"t": float(i), "step": i}, now, node="n1")
+    history = AttemptProgress.objects.get(job=job).history
+    assert len(history) <= MAX_HISTORY_POINTS
+    assert history[0][1] == 0 and history[-1][1] == 3 * MAX_HISTORY_POINTS - 1
+    assert [p[1] for p in history] == sorted(p[1] for p in history)
+
+
+def test_a_report_from_another_node_or_for_an_unknown_attempt_is_dropped(job) -> None:
+    make_node("n2", 1)
+    now = timezone.now()
+    assert not services.record_progress(job.pk, 1, {"step": 1}, now, node="n2")
+    assert not services.record_progress(job.pk, 7, {"step": 1}, now, node="n1")
+    assert job_progress(job.pk) is None
