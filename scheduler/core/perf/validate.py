@@ -29,7 +29,6 @@ from scheduler.core.perf.catalog import CATALOG, spec_for
 from scheduler.core.perf.data import PlacementRow
 from scheduler.core.perf.holdout import RowKey, plan_group, row_key
 from scheduler.core.perf.model import Coeffs
-from scheduler.core.perf.plans import Plan
 from scheduler.core.perf.throughput import ThroughputModel
 
 PAPER_AVG_RANGE = (1.9, 7.4)
