@@ -14,6 +14,14 @@ All timestamps come from this machine's clock. Needs Redis (default: database 3)
 the agent reports to a queue of the benchmark's own (``--report-queue``).
 
     .venv/bin/python benchmarks/agent_latency.py --samples 100 --json agent_latency.json
+
+Confinement (as root, docs/agent.md): ``--confined USER`` starts the agent
+without ``--single-user`` and launches every job as ``USER`` with a cgroup
+(1 CPU, 1 GiB); ``--image TARBALL`` (with ``--confined``) also runs every job in
+that root filesystem tarball under bubblewrap. The first launch of an image
+unpacks it; it is a warm-up sample reported apart (``image_cold_launch_ms``),
+so the percentiles are those of a cached image. Without ``--confined`` the agent
+runs in single-user mode, as before.
 """
 
 from __future__ import annotations
@@ -69,23 +77,39 @@ def percentiles(values_s: list[float]) -> dict[str, float]:
     return {"p50": round(q[49], 1), "p95": round(q[94], 1), "max": round(ms[-1], 1)}
 
 
-def run(url: str, samples: int) -> dict[str, Any]:
+def confinement_fields(user: str, image: Path | None) -> dict[str, Any]:
+    """The launch fields of a confined run: the user, limits, and the image with its digest."""
+    fields: dict[str, Any] = {"run_as": user, "cpus": 1.0, "mem_bytes": 1 << 30} if user else {}
+    if image is not None:
+        import hashlib
+
+        digest = hashlib.sha256(image.read_bytes()).hexdigest()
+        fields.update(image="bench", image_uri=str(image.resolve()), image_digest=f"sha256:{digest}")
+    return fields
+
+
+def run(url: str, samples: int, user: str = "", image: Path | None = None) -> dict[str, Any]:
     node = f"bench-{uuid.uuid4().hex[:8]}"
     app = Celery("agent-bench", broker=url, set_as_current=False)
     report_queue = f"reports.{node}"  # its own queue: nothing else can take its reports
     reports = Reports(url, node, report_queue)
     with tempfile.TemporaryDirectory() as workdir:
+        os.chmod(workdir, 0o711)  # a confined job's user passes through to its own directories
         env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL")}
         agent = subprocess.Popen(
             [sys.executable, "-m", "cluster.agent", "--name", node, "--gpus", "1", "--broker", url,
-             "--workdir", workdir, "--heartbeat", "5", "--report-queue", report_queue, "--log-level", os.environ.get("AGENT_LOG_LEVEL", "WARNING")],
+             "--workdir", workdir, "--heartbeat", "5", *([] if user else ["--single-user"]),
+             "--report-queue", report_queue, "--log-level", os.environ.get("AGENT_LOG_LEVEL", "WARNING")],
             cwd=REPO, env=env,
         )
         try:
             reports.wait(protocol.REPORT_REGISTER)
             launch, launch_seen, stop, stop_seen = [], [], [], []
-            for i in range(samples):
-                cmd = protocol.LaunchCommand(job_id=f"b{i}", attempt=1, command="exec sleep 60", gpu_indices=[0], grace_period=10)
+            fields = confinement_fields(user, image)
+            cold = None
+            for i in range(-1 if image is not None else 0, samples):
+                cmd = protocol.LaunchCommand(job_id=f"b{i}", attempt=1, command="exec sleep 60", gpu_indices=[0],
+                                             grace_period=10, **fields)
                 t0 = time.time()
                 app.send_task(protocol.AGENT_LAUNCH, kwargs=cmd.to_kwargs(), queue=protocol.node_queue(node))
                 started, seen = reports.wait(protocol.REPORT_STARTED, job_id=f"b{i}")
@@ -95,6 +119,9 @@ def run(url: str, samples: int) -> dict[str, Any]:
                 app.send_task(protocol.AGENT_PREEMPT, kwargs={"job_id": f"b{i}", "attempt": 1, "grace_period": 10},
                               queue=protocol.node_queue(node))
                 exited, seen = reports.wait(protocol.REPORT_EXITED, job_id=f"b{i}")
+                if i < 0:  # the image's first launch: unpacked here
+                    cold = launch.pop(), launch_seen.pop()
+                    continue
                 stop.append(exited["ended_at"] - t1)
                 stop_seen.append(seen - t1)
         finally:
@@ -109,6 +136,9 @@ def run(url: str, samples: int) -> dict[str, Any]:
             client.close()
     return {
         "samples": samples,
+        "confined_as": user or None,
+        "image": str(image) if image is not None else None,
+        "image_cold_launch_ms": round(cold[0] * 1000, 1) if cold else None,
         "launch_to_started_ms": percentiles(launch),
         "launch_to_started_report_ms": percentiles(launch_seen),
         "preempt_to_exited_ms": percentiles(stop),
@@ -121,10 +151,14 @@ def main() -> int:
     p.add_argument("--broker", default=os.environ.get("AGENT_TEST_REDIS_URL", "redis://127.0.0.1:6379/3"))
     p.add_argument("--samples", type=int, default=100)
     p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--confined", metavar="USER", default="", help="run the agent as root confining jobs, each as USER")
+    p.add_argument("--image", type=Path, help="with --confined: run every job in this root filesystem tarball")
     args = p.parse_args()
     if args.samples < 2:
         p.error("--samples must be >= 2")
-    result = run(args.broker, args.samples)
+    if args.image is not None and not args.confined:
+        p.error("--image needs --confined USER")
+    result = run(args.broker, args.samples, args.confined, args.image)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -30,6 +30,15 @@ splitting the idle latency into scheduling and launch-plus-report.
   overhead. The victim, requeued, is then cancelled and replaced by a fresh BE
   job so the next sample again finds a full cluster of never-preempted jobs.
 
+Confined mode (``--confined USER``, as root; docs/agent.md "Confinement"): the
+agents run without ``--single-user``, so every job runs as its owner in a
+cgroup of its attempt; the benchmark's portal user is named ``USER`` (an
+existing POSIX account of this machine, uid >= 1000), which the server sends as
+``run_as``. ``--image TARBALL`` (with ``--confined``) registers the root
+filesystem tarball as an image and runs every job in it under bubblewrap; one
+job is run first so that every node has it unpacked, so the figures are those
+of a cached image. Without ``--confined`` the agents run in single-user mode.
+
 Everything started is stopped at the end (process groups, then SIGKILL).
 """
 
@@ -65,10 +74,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpus", type=int, default=4, help="virtual GPUs per agent")
     p.add_argument("--grace", type=float, default=2.0, help="grace period of the BE victims (s)")
     p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--confined", metavar="USER", default="",
+                   help="agents confine jobs (root needed); jobs run as the POSIX account USER")
+    p.add_argument("--image", type=Path, help="with --confined: every job runs in this root filesystem tarball")
     args = p.parse_args(argv)
-    for name in ("idle_samples", "preempt_samples", "nodes", "gpus"):
+    if args.image is not None and not args.confined:
+        p.error("--image needs --confined USER")
+    for name in ("idle_samples", "nodes", "gpus"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.preempt_samples < 0:
+        p.error("--preempt-samples must be >= 0 (0: idle samples only)")
     if args.grace < 0:
         p.error("--grace must be >= 0")
     return args
@@ -107,7 +123,7 @@ def drop_database(url: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}" WITH (FORCE)')
 
 
-def server_env(database_url: str, redis_url: str) -> dict[str, str]:
+def server_env(database_url: str, redis_url: str, confined: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
     env.update({
         "DJANGO_SETTINGS_MODULE": "portal.settings",
@@ -118,6 +134,8 @@ def server_env(database_url: str, redis_url: str) -> dict[str, str]:
         "AGENT_HEARTBEAT_SECONDS": str(HEARTBEAT),
         "GPUSCHED_AGENT_TOKEN": "bench-token",
         "LOG_LEVEL": "WARNING",
+        # The server's side of single-user mode: launches name nobody when the agents run every job as themselves.
+        "GPUSCHED_SINGLE_USER": "0" if confined else "1",
     })
     return env
 
@@ -181,14 +199,45 @@ def latency_ms(job_id: int, state: str = "RUNNING") -> float | None:
     return (at - Job.objects.get(pk=job_id).submitted_at).total_seconds() * 1000
 
 
-def measure_idle(user, samples: int) -> tuple[list[float], list[float]]:  # noqa: ANN001
+def register_image(tarball: Path) -> str:
+    """Register ``tarball`` as the image "bench" (the server's image registry); return its name."""
+    import hashlib
+
+    try:
+        from scheduler.images import Image
+    except ImportError:
+        raise SystemExit("--image needs a server with an image registry (scheduler.images)") from None
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    Image.objects.create(name="bench", uri=str(tarball.resolve()), digest=f"sha256:{digest}")
+    return "bench"
+
+
+def job_request(image: str, **fields):  # noqa: ANN003, ANN201
+    """A JobRequest naming ``image`` when one is given (older servers have no image field)."""
+    from scheduler.services import JobRequest
+
+    return JobRequest(**fields, **({"image": image} if image else {}))
+
+
+def warm_image(user, image: str, nodes: int) -> None:  # noqa: ANN001
+    """Run one job per node in ``image`` so that every node has unpacked it (the measured launches are cached)."""
+    from scheduler.models import Job, JobState
+    from scheduler.services import submit_job
+
+    jobs = [submit_job(user, job_request(image, name=f"warm-{i}", command="true", job_class="BE", num_gpus=4,
+                                         grace_period=1)) for i in range(nodes)]
+    wait_until(lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=JobState.COMPLETED).count() == len(jobs),
+               "the image to be unpacked on every node", timeout=WAIT * 5)
+
+
+def measure_idle(user, samples: int, image: str = "") -> tuple[list[float], list[float]]:  # noqa: ANN001
     """(submit -> RUNNING, submit -> STARTING) per sample; STARTING is when the cycle committed the start."""
-    from scheduler.services import JobRequest, submit_job
+    from scheduler.services import submit_job
 
     running, starting = [], []
     for i in range(samples):
-        job = submit_job(user, JobRequest(name=f"idle-{i}", command="sleep 0.3", job_class="TE", num_gpus=1,
-                                          grace_period=1))
+        job = submit_job(user, job_request(image, name=f"idle-{i}", command="sleep 0.3", job_class="TE", num_gpus=1,
+                                           grace_period=1))
         running.append(wait_until(lambda: latency_ms(job.pk), f"idle TE job {job.pk} to run"))
         starting.append(latency_ms(job.pk, "STARTING"))
     return running, starting
@@ -233,9 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     redis_url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     database_url = bench_database_url()
     recreate_database(database_url)
-    env = server_env(database_url, redis_url)
+    env = server_env(database_url, redis_url, confined=bool(args.confined))
     os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "SECRET_KEY",
-                                           "SCHEDULER_AUTORUN", "AGENT_HEARTBEAT_SECONDS", "LOG_LEVEL")})
+                                           "SCHEDULER_AUTORUN", "AGENT_HEARTBEAT_SECONDS", "LOG_LEVEL",
+                                           "GPUSCHED_SINGLE_USER")})
     os.environ.pop("CELERY_BROKER_URL", None)
     import django
 
@@ -251,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                   "gpusched:scheduler:cycle-requested")
 
     tmp = Path(tempfile.mkdtemp(prefix="e2e-bench-"))
+    os.chmod(tmp, 0o711)  # confined jobs' users pass through to their own directories
     procs = Processes(tmp)
     tag = uuid.uuid4().hex[:6]
     names = {f"bench{i}-{tag}" for i in range(args.nodes)}
@@ -261,13 +312,19 @@ def main(argv: list[str] | None = None) -> int:
                                "--without-gossip", "--without-mingle", "--loglevel", "WARNING"], env)
         for name in sorted(names):
             procs.start(name, [PY, "-m", "cluster.agent", "--name", name, "--gpus", str(args.gpus),
-                               "--workdir", str(tmp / name), "--heartbeat", str(HEARTBEAT)], env)
+                               "--workdir", str(tmp / name), "--heartbeat", str(HEARTBEAT),
+                               *([] if args.confined else ["--single-user"])], env)
         from cluster.models import Node
 
         wait_until(lambda: Node.objects.filter(name__in=names, state="UP").count() == len(names), "agents to register")
-        user = User.objects.create_user(f"bench-{tag}", password=uuid.uuid4().hex)
-        idle, idle_starting = measure_idle(user, args.idle_samples)
-        raw, minus_grace = measure_preempt(user, args.preempt_samples, args.nodes * args.gpus, args.grace)
+        # Confined: the portal user is named after the POSIX account, which the server sends as run_as.
+        user = User.objects.create_user(args.confined or f"bench-{tag}", password=uuid.uuid4().hex)
+        image = register_image(args.image) if args.image is not None else ""
+        if image:
+            warm_image(user, image, args.nodes)
+        idle, idle_starting = measure_idle(user, args.idle_samples, image)
+        raw, minus_grace = (measure_preempt(user, args.preempt_samples, args.nodes * args.gpus, args.grace)
+                            if args.preempt_samples else ([], []))
     finally:
         procs.stop_all()
         kill_job_groups(names)
@@ -281,10 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         "samples": {"idle": len(idle), "preempt": len(raw)},
         "idle_submit_to_running_ms": percentiles(idle),
         "idle_submit_to_starting_ms": percentiles(idle_starting),
-        "preempt_submit_to_running_minus_grace_ms": percentiles(minus_grace),
-        "preempt_submit_to_running_ms": percentiles(raw),
+        "preempt_submit_to_running_minus_grace_ms": percentiles(minus_grace) if raw else None,
+        "preempt_submit_to_running_ms": percentiles(raw) if raw else None,
         "victim_grace_period_s": args.grace,
         "cluster": {"nodes": args.nodes, "gpus_per_node": args.gpus},
+        "confined_as": args.confined or None,
+        "image": str(args.image) if args.image is not None else None,
         "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_after": [round(x, 2) for x in os.getloadavg()]},

@@ -7,6 +7,7 @@
 #   PostgreSQL on 127.0.0.1:5432, user postgres without password (trust)
 #   Redis on 127.0.0.1:6379
 #   Chromium at /usr/bin/chromium for the browser tests
+#   bwrap and mmdebstrap for the confinement tests (jobs in a real image)
 # then runs pytest with DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and passes its arguments on: scripts/test.sh tests/core -q
 #
@@ -92,6 +93,15 @@ ensure_chromium() {
     fi
 }
 
+ensure_confinement_tools() {
+    command -v bwrap >/dev/null 2>&1 && command -v mmdebstrap >/dev/null 2>&1 && return 0
+    if can_install; then
+        apt_install bubblewrap mmdebstrap
+    else
+        say "warning: bwrap or mmdebstrap is missing; image tests will not run (apt-get install bubblewrap mmdebstrap)"
+    fi
+}
+
 "$ROOT/scripts/setup.sh"
 traces="${GPUSCHED_TRACES_DIR:-$ROOT/../shared/traces}"
 if [ ! -d "$traces" ]; then
@@ -102,6 +112,7 @@ if [ "${SKIP_SERVICES:-0}" != 1 ]; then
     ensure_postgres
     ensure_redis
     ensure_chromium
+    ensure_confinement_tools
 fi
 
 say "Running pytest (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL)"

@@ -184,8 +184,10 @@ agents="${GPUSCHED_LOCAL_AGENTS:-2}"
 if [ -f cluster/agent/__main__.py ]; then
     for i in $(seq 1 "$agents"); do
         # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
+        # --single-user: a laptop has no per-user accounts for jobs; every job runs as
+        # this user, unconfined between jobs (the agent's log says so; docs/agent.md).
         start_agent "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
-            --kill-jobs-on-exit
+            --kill-jobs-on-exit --single-user
     done
 else
     say "No node agent in this checkout (cluster/agent): jobs will stay PENDING."

@@ -284,7 +284,8 @@ class LiveCluster:
         env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL",)}
         env.update({"REDIS_URL": self.worker.redis_url, "GPUSCHED_AGENT_TOKEN": TOKEN})
         with open(agent.log_path, "ab") as out:
-            agent.process = subprocess.Popen([PY, "-m", "cluster.agent", *agent.args], cwd=REPO, env=env,
+            # Single-user: the live tests are about scheduling; confinement has its own tests.
+            agent.process = subprocess.Popen([PY, "-m", "cluster.agent", "--single-user", *agent.args], cwd=REPO, env=env,
                                              stdout=out, stderr=subprocess.STDOUT)
         return agent
 

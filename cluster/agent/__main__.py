@@ -7,6 +7,7 @@ import sys
 
 from cluster.agent.agent import Agent
 from cluster.agent.config import parse_args
+from cluster.agent.confinement import ConfinementUnavailable
 from cluster.agent.resources import discover
 from cluster.agent.statefile import WorkdirBusy
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return Agent(config, resources).run()
-    except WorkdirBusy as exc:
+    except (WorkdirBusy, ConfinementUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

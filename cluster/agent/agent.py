@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from cluster import protocol
-from cluster.agent import __version__, procs, statefile
+from cluster.agent import __version__, confinement, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
+from cluster.agent.jobenv import DEFAULT_PATH, PRIVATE_VARS
 from cluster.agent.messages import decode_task, is_expired
 from cluster.agent.resources import NodeResources
 from cluster.agent.shim import ENV_FENCE_AFTER, ENV_LEASE
@@ -52,6 +53,8 @@ class Agent:
         self.state_path = config.workdir / STATE_FILE
         self.outbox: list[list[Any]] = []  # [[task, kwargs], ...] in send order
         self.address = config.advertise_address or default_advertise_address(config.name)
+        confine = confinement.build(config.name, config.workdir, single_user=config.single_user, min_uid=config.min_uid,
+                                    pids_max=config.pids_max, image_cache=config.image_cache)
         self.supervisor = Supervisor(
             node=config.name,
             address=self.address,
@@ -59,6 +62,10 @@ class Agent:
             checkpoint_root=config.checkpoint_root,
             gpu_count=resources.gpus,
             emit=self.report,
+            # Built from scratch: nothing of the agent's own environment reaches a job but what --pass-env names.
+            base_env={"PATH": os.environ.get("PATH", DEFAULT_PATH) if config.single_user else DEFAULT_PATH,
+                      **{k: os.environ[k] for k in config.pass_env if k in os.environ and k not in PRIVATE_VARS}},
+            confinement=confine,
         )
         self.broker = BrokerLink(config.broker, config.name, self._on_message, report_queue=config.report_queue)
         self._stopping = False
@@ -84,6 +91,8 @@ class Agent:
     # ----- lifecycle ---------------------------------------------------------
 
     def run(self) -> int:
+        # Everything the agent writes (state, outbox, lease, logs, exit files) is its user's alone.
+        os.umask(0o077)
         self.config.workdir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = statefile.lock_workdir(self.config.workdir)
         try:
@@ -164,6 +173,7 @@ class Agent:
         if adopted:
             log.info("re-adopting %d attempt(s) left by the previous agent: %s", len(adopted), adopted)
         self.supervisor.stop_orphans(procs.find_shims(self.config.workdir / "jobs"))
+        self.supervisor.kill_unknown_cgroups()
 
     def _shutdown(self) -> None:
         if self.config.kill_jobs_on_exit:

@@ -13,6 +13,8 @@ from cluster.protocol import ENV_AGENT_TOKEN, REPORT_QUEUE, ProtocolError, check
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 ENV_CHECKPOINT_ROOT = "GPUSCHED_CHECKPOINT_ROOT"
+# "1" turns single-user mode on like --single-user (for deployments that set the environment, not the argv).
+ENV_SINGLE_USER = "GPUSCHED_SINGLE_USER"
 _NODE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
@@ -35,6 +37,13 @@ class AgentConfig:
     fence_after: float = 0.0
     # Where other nodes reach this one (multi-node jobs' master address); "": default_advertise_address().
     advertise_address: str = ""
+    # Every job runs as the agent's own user, unconfined where there are no cgroups (a laptop; docs/agent.md).
+    single_user: bool = False
+    min_uid: int = 1000
+    pids_max: int = 4096
+    image_cache: Path | None = None
+    # Names of the agent's own environment variables copied into every job's (never the private ones).
+    pass_env: tuple[str, ...] = ()
 
 
 def _positive(name: str):
@@ -155,6 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "are gone (SIGTERM first, within their grace period, then SIGKILL), so that a job the server "
                         "restarts elsewhere never runs twice (default: 2 x --heartbeat, at least 10; 0: never). Keep it below the "
                         "server's node-lost delay minus one heartbeat, AGENT_HEARTBEAT_SECONDS x (NODE_LOST_HEARTBEATS - 1)")
+    p.add_argument("--single-user", action="store_true",
+                   help=f"run every job as this agent's own user, ignoring run_as (also ${ENV_SINGLE_USER}=1); for a "
+                        "laptop or a demo without root: jobs are then NOT isolated from each other or from the agent")
+    p.add_argument("--min-uid", type=int, default=1000,
+                   help="refuse to run jobs as a user below this uid (system accounts; default 1000); uid 0 is always refused")
+    p.add_argument("--pids-max", type=int, default=4096, help="processes and threads one attempt may have (default 4096; 0: no limit)")
+    p.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                   help="copy this variable of the agent's environment into every job's (repeatable), e.g. a site's "
+                        "proxy or BLAS settings; the token and broker URLs are never copied")
+    p.add_argument("--image-cache", type=Path, help="where images are unpacked (default: <workdir>/images)")
     return p
 
 
@@ -179,4 +198,9 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         log_level=args.log_level,
         fence_after=args.fence_after if args.fence_after is not None else max(2 * args.heartbeat, MIN_DEFAULT_FENCE),
         advertise_address=args.advertise_address,
+        single_user=args.single_user or env.get(ENV_SINGLE_USER, "") == "1",
+        min_uid=max(1, args.min_uid),
+        pids_max=max(0, args.pids_max),
+        image_cache=(args.image_cache or workdir / "images").resolve(),
+        pass_env=tuple(dict.fromkeys(args.pass_env)),
     )

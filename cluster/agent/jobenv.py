@@ -1,4 +1,10 @@
-"""The environment a job process starts with."""
+"""The environment a job process starts with: built from scratch, never the agent's own.
+
+A job gets the identity variables of the user it runs as (HOME, USER, LOGNAME,
+SHELL), a PATH and a locale, then the launch's ``env``, then the contract
+variables. Nothing the agent holds (its token, the broker URL and its
+password, whatever else its environment carries) reaches a job.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,15 @@ from cluster import protocol
 
 # Never handed to jobs: the node's secret and broker URLs (which may hold a password).
 PRIVATE_VARS = frozenset({protocol.ENV_AGENT_TOKEN, "CELERY_BROKER_URL", "REDIS_URL"})
+
+
+# Where jobs look for programs; a node's agent runs as root, whose PATH is not the users'.
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def base_environment(*, home: str, user: str, path: str = DEFAULT_PATH) -> dict[str, str]:
+    """What every job of ``user`` starts from, before the launch's ``env`` and the contract variables."""
+    return {"PATH": path, "HOME": home, "USER": user, "LOGNAME": user, "SHELL": "/bin/sh", "LANG": "C.UTF-8"}
 
 
 def format_seconds(value: float) -> str:

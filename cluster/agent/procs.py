@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -109,19 +110,24 @@ def signal_group(pgid: int, sig: int) -> bool:
 _SHIM_BLOCKED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
-def spawn(command: str, *, cwd: Path, env: dict[str, str], log_path: Path, exit_path: Path) -> ChildHandle:
+def spawn(command: str, *, cwd: Path, env: dict[str, str], log_path: Path, exit_path: Path,
+          shim_args: Sequence[str] = (), prefix: Sequence[str] = ()) -> ChildHandle:
     """Start ``/bin/sh -c command`` in ``cwd`` under a shim leading a new session.
 
-    stdout and stderr go to ``log_path`` (appended; the open file belongs to
-    the job processes, so it keeps filling while the agent is down); stdin is
-    /dev/null. Raises OSError if the shim cannot be started.
+    stdout and stderr go to ``log_path`` (appended, created 0600: the open
+    file belongs to the job processes, so it keeps filling while the agent is
+    down, and the job needs no access to the file itself); stdin is /dev/null.
+    ``shim_args`` are the shim's confinement options (cgroups, identity);
+    ``prefix`` runs the shell under a container runtime (``bwrap ...``).
+    Raises OSError if the shim cannot be started.
     """
     exit_path.unlink(missing_ok=True)
-    out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         pid = os.posix_spawn(
             sys.executable,
-            [sys.executable, "-I", "-S", str(SHIM_PATH), str(exit_path), str(cwd), "--", SHELL, "-c", command],
+            [sys.executable, "-I", "-S", str(SHIM_PATH), str(exit_path), str(cwd), *shim_args, "--",
+             *prefix, SHELL, "-c", command],
             env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

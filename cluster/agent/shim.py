@@ -3,7 +3,15 @@
 Usage (started by the agent in a new session, stdout/stderr = the attempt log,
 SIGTERM/SIGINT/SIGHUP blocked until the shim has its handlers)::
 
-    python -I -S shim.py EXIT_FILE WORKDIR -- /bin/sh -c COMMAND
+    python -I -S shim.py EXIT_FILE WORKDIR [OPTIONS] -- /bin/sh -c COMMAND
+
+OPTIONS (given by an agent running as root; see docs/agent.md "Confinement"):
+``--cgroup-procs FILE`` (repeated): the shim writes its own pid into each
+FILE (a ``cgroup.procs``) before anything of the job exists, so the job starts
+inside its cgroups; ``--uid U --gid G --groups G1,G2``: the job's process
+drops to that identity (setgroups, setgid, setuid, in that order, then
+PR_SET_NO_NEW_PRIVS) between fork and exec. The shim itself stays root: the
+job cannot signal it, and cannot forge EXIT_FILE (its directory is root's).
 
 Why a shim instead of running ``/bin/sh -c`` directly:
 
@@ -51,6 +59,7 @@ import sys
 import time
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
 ENV_LEASE = "GPUSCHED_AGENT_LEASE"
 ENV_FENCE_AFTER = "GPUSCHED_FENCE_AFTER"
 
@@ -75,6 +84,50 @@ def _become_subreaper() -> None:
     except (OSError, AttributeError):
         # Not Linux: orphans then go to init and the shim ends with the command.
         pass
+
+
+def _no_new_privs() -> None:
+    """In the job's child after the uid switch: exec can never gain privilege (setuid bits, file capabilities)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def _join_cgroups(procs_files: list[str]) -> None:
+    for path in procs_files:
+        with open(path, "w") as f:
+            f.write(str(os.getpid()))
+
+
+class Options:
+    """The shim's options between WORKDIR and ``--`` (see the module docstring)."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.cgroup_procs: list[str] = []
+        self.uid: int | None = None
+        self.gid: int | None = None
+        self.groups: list[int] = []
+        it = iter(args)
+        for name in it:
+            value = next(it)
+            if name == "--cgroup-procs":
+                self.cgroup_procs.append(value)
+            elif name == "--uid":
+                self.uid = int(value)
+            elif name == "--gid":
+                self.gid = int(value)
+            elif name == "--groups":
+                self.groups = [int(g) for g in value.split(",") if g]
+            else:
+                raise ValueError(f"unknown option {name}")
+        if (self.uid is None) != (self.gid is None) or self.uid == 0:
+            raise ValueError("--uid and --gid go together, and never uid 0")
+
+    def popen_identity(self) -> dict:
+        """Popen's arguments dropping the child to the job's identity (none without --uid)."""
+        if self.uid is None:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": self.groups, "preexec_fn": _no_new_privs}
 
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -155,17 +208,19 @@ def _group_members() -> list[int]:
     return members
 
 
-def run(exit_file: str, workdir: str, argv: list[str]) -> int:
+def run(exit_file: str, workdir: str, argv: list[str], options: Options | None = None) -> int:
     """Run ``argv`` in ``workdir``, wait for it and all its descendants, record statuses."""
+    options = options or Options([])
     early: list[int] = []
     for sig in _FORWARDED:
         signal.signal(sig, lambda signum, _frame: early.append(signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
     _become_subreaper()
     try:
+        _join_cgroups(options.cgroup_procs)
         os.chdir(workdir)
-        main = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
-    except OSError as exc:
+        main = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True, **options.popen_identity())
+    except (OSError, subprocess.SubprocessError) as exc:
         print(f"cannot start {argv!r} in {workdir}: {exc}", file=sys.stderr, flush=True)
         failed = {"exit_code": 127, "signal": None, "at": time.time()}
         _write(exit_file, {"main": failed, "last": failed, "done": True, "ended_at": failed["at"]})
@@ -207,10 +262,16 @@ def run(exit_file: str, workdir: str, argv: list[str]) -> int:
 
 def main() -> int:
     args = sys.argv[1:]
-    if len(args) < 4 or args[2] != "--":
-        print("usage: shim.py EXIT_FILE WORKDIR -- COMMAND...", file=sys.stderr)
+    if "--" not in args or args.index("--") < 2 or args.index("--") == len(args) - 1:
+        print("usage: shim.py EXIT_FILE WORKDIR [OPTIONS] -- COMMAND...", file=sys.stderr)
         return 2
-    return run(args[0], args[1], args[3:])
+    split = args.index("--")
+    try:
+        options = Options(args[2:split])
+    except (ValueError, StopIteration) as exc:
+        print(f"shim.py: bad options {args[2:split]!r}: {exc}", file=sys.stderr)
+        return 2
+    return run(args[0], args[1], args[split + 1:], options)
 
 
 if __name__ == "__main__":

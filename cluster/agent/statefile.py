@@ -26,7 +26,7 @@ def lock_workdir(workdir: Path) -> int:
     are spawned with close_fds), so the lock dies with the agent process even
     when its jobs survive it.
     """
-    fd = os.open(workdir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(workdir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -29,7 +29,7 @@ from typing import Any
 from cluster import protocol
 from cluster.agent import procs, stopping
 from cluster.agent.attempt import Attempt, Key, marker_identity, read_exit_file
-from cluster.agent.launcher import Launcher
+from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
 from cluster.agent.orphans import orphan_attempt
 from cluster.agent.progress import ProgressReader
@@ -61,6 +61,7 @@ class Supervisor:
         clock: Callable[[], float] = time.time,
         log_chunk_bytes: int = 64 * 1024,
         final_log_bytes: int = 1024 * 1024,
+        confinement: Confinement | None = None,
     ) -> None:
         self.node = node
         self.workdir = workdir
@@ -70,7 +71,8 @@ class Supervisor:
         self.clock = clock
         self.progress = ProgressReader(emit, clock)
         self.launcher = Launcher(node=node, workdir=workdir, checkpoint_root=checkpoint_root, address=address,
-                                 base_env=base_env, clock=clock)
+                                 base_env=base_env, clock=clock, confinement=confinement, gpu_count=gpu_count)
+        self.cgroups = self.launcher.confinement.cgroups
         # The variables every job starts from (the agent adds its lease here); shared with the launcher.
         self.base_env = self.launcher.base_env
         self.log_chunk_bytes = log_chunk_bytes
@@ -149,6 +151,9 @@ class Supervisor:
         self._warn_shared_gpus(cmd)
         try:
             att = self.launcher.spawn(cmd)
+        except LaunchError as exc:
+            self._launch_failed(cmd, str(exc), exc.reason)
+            return "failed"
         except OSError as exc:
             self._launch_failed(cmd, f"cannot start the job on node {self.node}: {exc}")
             return "failed"
@@ -229,6 +234,7 @@ class Supervisor:
         for att in list(self.attempts.values()):
             if att.handle is not None and att.handle.alive():
                 self.dirty = stopping.enforce(att, now) or self.dirty
+                self._kill_cgroup_if_killed(att)
             else:
                 self._finish(att, now)
 
@@ -282,9 +288,9 @@ class Supervisor:
             if shared:
                 log.warning("%s attempt %d shares GPUs %s with %s attempt %d", cmd.job_id, cmd.attempt, sorted(shared), att.job_id, att.attempt)
 
-    def _launch_failed(self, cmd: protocol.LaunchCommand, message: str) -> None:
+    def _launch_failed(self, cmd: protocol.LaunchCommand, message: str, reason: str = protocol.EXIT_LAUNCH_FAILED) -> None:
         log.error("launch of %s attempt %d failed: %s", cmd.job_id, cmd.attempt, message)
-        self._report_unstarted(cmd, message, protocol.EXIT_LAUNCH_FAILED)
+        self._report_unstarted(cmd, message, reason)
 
     def _report_unstarted(self, cmd: protocol.LaunchCommand, message: str, reason: str) -> None:
         """Report an attempt that never started: the message in its log (file and REPORT_LOG), then its end."""
@@ -294,12 +300,46 @@ class Supervisor:
         self.emit(
             protocol.REPORT_EXITED,
             {**ref, "exit_code": None, "signal": None, "ended_at": self.clock(), "notice_at": None,
-             "checkpointed": False, "reason": reason},
+             "checkpointed": False, "reason": reason, "message": message, "peak_mem_bytes": None, "cpu_seconds": None},
         )
 
     def _stop(self, att: Attempt, reason: str, grace: float) -> None:
         stopping.notice(att, reason, grace, self.clock())
         self.dirty = True
+        self._kill_cgroup_if_killed(att)
+
+    def _kill_cgroup_if_killed(self, att: Attempt) -> None:
+        # SIGKILL to the group misses processes that left it (setsid, a double-forked
+        # daemon); the cgroup holds every one of them.
+        if att.killed_at is not None and self.cgroups is not None:
+            self.cgroups.attempt(str(att.job_id), att.attempt).kill_all()
+
+    def kill_unknown_cgroups(self) -> list[Key]:
+        """At start, after adoption: kill and remove every attempt cgroup of this node that no attempt owns.
+
+        Such processes escaped supervision (their attempt was lost with the
+        state file, or they outlived a shim); no job runs outside control.
+        """
+        if self.cgroups is None:
+            return []
+        unknown = [key for key in self.cgroups.existing() if key not in self.attempts]
+        for job, attempt in unknown:
+            cgroup = self.cgroups.attempt(job, attempt)
+            log.warning("cgroup of %s attempt %d has no known attempt; killing its %d process(es)", job, attempt, len(cgroup.pids()))
+            cgroup.remove()
+        return unknown
+
+    def _release_cgroup(self, att: Attempt) -> tuple[int | None, float | None, bool]:
+        """(peak memory, CPU-seconds, OOM-killed) of an ended attempt; kills what is left and removes its cgroup."""
+        if self.cgroups is None:
+            return None, None, False
+        cgroup = self.cgroups.attempt(str(att.job_id), att.attempt)
+        if not cgroup.exists():
+            return None, None, False
+        cgroup.kill_all()
+        usage = cgroup.peak_mem_bytes(), cgroup.cpu_seconds(), cgroup.oom_killed()
+        cgroup.remove()
+        return usage
 
     def _finish(self, att: Attempt, now: float) -> None:
         record = read_exit_file(att.exit_path)
@@ -309,9 +349,16 @@ class Supervisor:
             # left in the group must not outlive the attempt. After a clean
             # end the group is empty (the shim reaps every descendant).
             procs.signal_group(att.pgid, signal.SIGKILL)
+        peak_mem, cpu_seconds, oom = self._release_cgroup(att)
+        message = ""
+        if oom and att.reason is None and exit_code != 0:
+            reason = protocol.EXIT_OUT_OF_MEMORY
+            message = "the job went past its memory limit and the kernel's OOM killer ended it"
         flush_final_log(att, self.log_chunk_bytes, self.final_log_bytes, self.node, self._emit_log)
         self.progress.poll(att, final=True)
         self.progress.forget(att.key)
+        if message:
+            self._emit_log(att, [f"[agent] {message}"])
         del self.attempts[att.key]
         self.dirty = True
         log.info("%s attempt %d ended: exit_code=%s signal=%s reason=%s", att.job_id, att.attempt, exit_code, sig, reason)
@@ -326,6 +373,9 @@ class Supervisor:
                 "notice_at": att.notice_at,
                 "checkpointed": checkpointed(att, exit_code, marker_identity(Path(att.checkpoint_dir))),
                 "reason": reason,
+                "message": message,
+                "peak_mem_bytes": peak_mem,
+                "cpu_seconds": cpu_seconds,
             },
         )
 

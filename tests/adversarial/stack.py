@@ -325,7 +325,7 @@ class Stack:
     def agent(self, name: str, gpus: int, *, heartbeat: float, token: str = "", checkpoints: Path | None = None,
               extra_args: tuple[str, ...] = (), **env: str) -> Proc:
         args = [PY, "-m", "cluster.agent", "--name", name, "--gpus", str(gpus), "--workdir", str(self.tmp / name),
-                "--heartbeat", str(heartbeat), "--log-interval", "0.2", *extra_args]
+                "--heartbeat", str(heartbeat), "--log-interval", "0.2", "--single-user", *extra_args]
         if checkpoints is not None:
             args += ["--checkpoint-root", str(checkpoints)]
         existing = self.procs.get(name)

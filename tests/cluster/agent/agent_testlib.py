@@ -121,6 +121,8 @@ class Node:
         self.reports = ReportReader(url, self.name, self.report_queue)
         self.app = Celery("agent-tests", broker=url, set_as_current=False)
         self.agent: subprocess.Popen | None = None
+        # These tests are about supervision, not confinement (tests/adversarial/test_adv_isolation.py).
+        self.single_user = True
         self.agent_logs: list[Path] = []
         self.pgids: set[int] = set()
 
@@ -135,7 +137,7 @@ class Node:
             self.agent = subprocess.Popen(
                 [PY, "-m", "cluster.agent", "--name", self.name, "--gpus", "2", "--broker", self.url,
                  "--workdir", str(self.workdir), "--heartbeat", "0.3", "--log-interval", "0.2",
-                 *self.extra_args, *more_args],
+                 *(["--single-user"] if self.single_user else []), *self.extra_args, *more_args],
                 cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
             )
 

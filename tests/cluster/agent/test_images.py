@@ -1,0 +1,58 @@
+"""The image cache: digest checked before unpacking, unpacked once, refusals with a message."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from cluster.agent.images import MOUNT_POINTS, ImageCache, ImageUnavailable, sha256_of
+from tests.cluster.agent.confined import build_test_image
+
+
+def _tar(path, members: dict[str, bytes]) -> str:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return sha256_of(path)
+
+
+def test_a_real_image_is_unpacked_once_with_its_mount_points(tmp_path):
+    tarball, digest = build_test_image()
+    cache = ImageCache(tmp_path / "cache")
+    root = cache.ensure(str(tarball), digest)
+    assert (root / "usr" / "bin" / "python3").exists()
+    assert all((root / m).is_dir() for m in MOUNT_POINTS)
+    marker = root / "gpusched" / "unpacked-once"
+    marker.touch()
+    assert cache.ensure(str(tarball), digest) == root and marker.exists()
+
+
+def test_a_digest_mismatch_is_refused_before_unpacking(tmp_path):
+    tarball = tmp_path / "img.tar"
+    _tar(tarball, {"bin/sh": b"#!"})
+    with pytest.raises(ImageUnavailable, match="not the registered"):
+        ImageCache(tmp_path / "cache").ensure(str(tarball), "sha256:" + "0" * 64)
+    assert not any((tmp_path / "cache").iterdir())
+
+
+def test_a_missing_tarball_is_unavailable_with_its_path(tmp_path):
+    with pytest.raises(ImageUnavailable, match="/nonexistent/x.tar"):
+        ImageCache(tmp_path / "cache").ensure("/nonexistent/x.tar", "sha256:" + "0" * 64)
+
+
+def test_a_tarball_that_is_not_a_root_filesystem_or_not_a_tarball_is_refused_and_nothing_is_cached(tmp_path):
+    cache = ImageCache(tmp_path / "cache")
+    tarball = tmp_path / "data.tar"
+    digest = _tar(tarball, {"data/file.txt": b"hello"})
+    with pytest.raises(ImageUnavailable, match="not a root filesystem"):
+        cache.ensure(str(tarball), digest)
+    garbage = tmp_path / "garbage.tar"
+    garbage.write_bytes(b"not a tarball at all" * 100)
+    with pytest.raises(ImageUnavailable, match="cannot unpack"):
+        cache.ensure(str(garbage), sha256_of(garbage))
+    assert list(cache.root.iterdir()) == []
