@@ -18,7 +18,7 @@ without it nothing here runs and every policy decides as before.
   more than their entitlement) that have run at least ``min_runtime`` in
   their attempt and were preempted fewer than ``max_preemptions`` times,
   through the shared victim planner (``scheduler.core.victims``), cheapest to
-  resume first. Resources already vacating for the job are counted first, so
+  resume first, never taking a tenant below its own entitlement. Resources already vacating for the job are counted first, so
   it never preempts twice for the same need.
 """
 
@@ -90,13 +90,12 @@ class FairView:
                 queue.sort(key=lambda p: (-p.spec.priority, users.get(p.spec.user, 0.0)))
             held = self.alloc.get(t, 0.0)
             limit = entitled.get(t, 0.0) + _EPS
-            share = tenants[t].share
             for i, p in enumerate(queue):
                 held += p.spec.num_gpus
                 if held <= limit:
                     keyed.append(((0, -factor[t], t, i), p))
                 else:
-                    keyed.append(((1, held / share, -factor[t], t, i), p))
+                    keyed.append(((1, -factor[t], t, i), p))
         keyed.sort(key=lambda kp: kp[0])
         return [p for _, p in keyed]
 
@@ -119,15 +118,18 @@ class FairView:
 
 
 class ReclaimIndex(RunningIndex):
-    """Victim candidates for reclaim: BE jobs of borrowing tenants, running at
-    least ``min_runtime`` in this attempt, preempted fewer than the limit,
-    not already stopping."""
+    """Victim candidates for reclaim: BE jobs of borrowing tenants whose
+    preemption leaves the tenant at or above its entitlement (``excess``:
+    GPUs held beyond it), running at least ``min_runtime`` in this attempt,
+    preempted fewer than the limit, not already stopping. A tenant is never
+    pushed below its part, so it never has cause to reclaim in turn: no
+    cascade of preemptions."""
 
     def __init__(self, snapshot: Snapshot, now: float, max_preemptions: int, min_runtime: float,
-                 borrowing: set[str]) -> None:
+                 excess: dict[str, float]) -> None:
         super().__init__(snapshot.running, now, float("inf"), max_preemptions)
         self._min_runtime = min_runtime
-        self._borrowing = borrowing
+        self._excess = excess
 
     @property
     def by_node(self) -> dict[str, list[Candidate]]:
@@ -136,7 +138,8 @@ class ReclaimIndex(RunningIndex):
             for r in self._running:
                 spec = r.spec
                 if (r.preempting or r.reconfiguring or spec.job_class is not JobClass.BE
-                        or r.preemptions >= self._max_preemptions or spec.tenant not in self._borrowing
+                        or r.preemptions >= self._max_preemptions
+                        or spec.num_gpus > self._excess.get(spec.tenant, 0.0) + _EPS
                         or self._now - r.attempt_start < self._min_runtime):
                     continue
                 g = spec.num_gpus
@@ -183,11 +186,10 @@ def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | N
         if p.hold_reason is None and p.spec.id not in started and (skip is None or p.spec.id not in skip)
         and view.below(p.spec.tenant, p.spec.num_gpus) and cyc.can_ever_fit(p)
     ]
-    borrowing = {t for t in view.alloc if not view.below(t)}
-    if not wanting or not borrowing:
+    if not wanting or not _excess(view):
         return
     waiting = {p.spec.id for p in wanting} | {p.spec.id for p in cyc.te_queue if p.hold_reason is None}
-    planner = _planner(cyc, view, waiting, borrowing, min_runtime, max_preemptions)
+    planner = _planner(cyc, view, waiting, min_runtime, max_preemptions)
     failed: set[tuple[int, float, float]] = set()
     for job in wanting:
         spec = job.spec
@@ -195,7 +197,7 @@ def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | N
         if shape in failed or not view.below(spec.tenant, spec.num_gpus):
             continue
         plan = planner.plan(job, cyc.now)
-        if plan is None:
+        if plan is None or not _keeps_entitlements(view, plan.victims):
             failed.add(shape)
             continue
         planner.commit(job, plan)
@@ -210,20 +212,32 @@ def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | N
             _replace_pend(cyc, spec.id, Pend(spec.id, Reason.WAITING_FOR_PREEMPTION,
                                              f"fair share: reclaiming GPUs from borrowing tenants on "
                                              f"{', '.join(sorted(plan.parts))}"))
-        if any(view.below(t) for t in borrowing):  # a victim's tenant stopped borrowing
-            borrowing = {t for t in borrowing if not view.below(t)}
-            if not borrowing:
+        if plan.victims:  # the victims' tenants borrow less now: fewer candidates
+            if not _excess(view):
                 return
-            failed.clear()
-            planner = _planner(cyc, view, waiting, borrowing, min_runtime, max_preemptions, planner)
+            planner = _planner(cyc, view, waiting, min_runtime, max_preemptions, planner)
 
 
-def _planner(cyc, view: FairView, waiting: set[str], borrowing: set[str], min_runtime: float,
+def _keeps_entitlements(view: FairView, victims: Sequence[Candidate]) -> bool:
+    """True when no victim's tenant drops below its entitlement with all of them gone."""
+    taken: dict[str, float] = {}
+    for v in victims:
+        t = v.job.spec.tenant
+        taken[t] = taken.get(t, 0.0) + v.gpus
+    return all(view.alloc.get(t, 0.0) - g >= view.entitled.get(t, 0.0) - _EPS for t, g in taken.items())
+
+
+def _excess(view: FairView) -> dict[str, float]:
+    """GPUs each borrowing tenant holds beyond its entitlement."""
+    return {t: held - view.entitled.get(t, 0.0) for t, held in view.alloc.items() if not view.below(t)}
+
+
+def _planner(cyc, view: FairView, waiting: set[str], min_runtime: float,
              max_preemptions: int, previous: Planner | None = None) -> Planner:
     """A planner over the borrowing tenants' BE jobs; victims and vacating
     jobs already spoken for in this cycle (by TE jobs or earlier reclaims)
     stay spoken for."""
-    index = ReclaimIndex(cyc.snapshot, cyc.now, max_preemptions, min_runtime, borrowing)
+    index = ReclaimIndex(cyc.snapshot, cyc.now, max_preemptions, min_runtime, _excess(view))
     for earlier in (cyc.planner, previous):
         if earlier is not None:
             index.chosen |= earlier.index.chosen

@@ -109,3 +109,16 @@ def test_te_privilege_is_bounded_by_the_tenants_entitlement():
     # Without fair share the TE job preempts.
     out = decide("fitgpp", [Node("n1", 8)], running, pending, None)
     assert preempted(out) == {"b-be": "a-te3"}
+
+
+def test_reclaim_never_takes_a_tenant_below_its_own_entitlement():
+    # a holds 6 of 8 with one 6-GPU job (entitlement 4: borrowing 2); b wants 2.
+    # Preempting the 6-GPU job would leave a with 0, below its 4: no reclaim.
+    running = [run("a-big", "n1", 6, "a", start=0.0), run("b0", "n1", 2, "b", start=0.0)]
+    tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
+    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
+    assert preempted(out) == {}
+    # With 2-GPU jobs a can give back exactly its excess.
+    running = [run(f"a{i}", "n1", 2, "a", start=0.0) for i in range(3)] + [run("b0", "n1", 2, "b", start=0.0)]
+    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
+    assert list(preempted(out).values()) == ["b1"]
