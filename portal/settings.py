@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "scheduler",
     "cluster",
     "jobprogress",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -292,6 +293,16 @@ for _item in METRICS_ALLOWED_IPS:
         ipaddress.ip_network(_item, strict=False)
     except ValueError:
         raise ImproperlyConfigured(f"METRICS_ALLOWED_IPS item {_item!r} is not an IP address or network") from None
+# --- Notifications (notifications/): email through Django's backend, webhooks from Celery ---------
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "") or ""
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpusched@localhost")
+
 SIMULATION_MAX_UPLOAD_BYTES = env_int("SIMULATION_MAX_UPLOAD_BYTES", 5 * 1024 * 1024, minimum=1024)
 SIMULATION_MAX_JOBS = env_int("SIMULATION_MAX_JOBS", 20000, minimum=1)
 SIMULATION_MAX_ACTIVE_RUNS = env_int("SIMULATION_MAX_ACTIVE_RUNS", 2, minimum=1)

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from scheduler import announce
@@ -133,9 +134,15 @@ def event(job_id: int, *, at: datetime, from_state: str, to: str, reason: str, m
                     message=message[:MESSAGE_LENGTH])
 
 
+#: Sent after :func:`record_events` stored a batch (``events=``: the saved rows), since bulk_create
+#: sends no ``post_save``; listeners (notifications) must not write and must be safe in a transaction.
+events_recorded = Signal()
+
+
 def record_events(events: list[JobEvent]) -> None:
     """Store transitions in one ``bulk_create``; it sends no signals, so the jobs are announced here."""
     JobEvent.objects.bulk_create(events, batch_size=5000)
+    events_recorded.send(sender=JobEvent, events=events)
     for e in events:
         announce.job_changed(e.job_id)
 

@@ -1,0 +1,56 @@
+"""From the scheduler's job-event writes to one queued task per transaction (never inside it).
+
+Every JobEvent is written by ``scheduler.transitions``: one at a time with
+``create()`` (a ``post_save`` signal) or in batches with ``bulk_create`` (the
+``events_recorded`` signal it sends). Here the events that can notify someone
+are kept, and ``transaction.on_commit`` enqueues ``tasks.dispatch`` with
+their ids: nothing is sent for a rolled-back transition, and the writer (the
+scheduling loop included) spends one broker publish after its commit, never a
+mail server's or a webhook's time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from notifications.events import kind_of
+
+log = logging.getLogger(__name__)
+
+
+def _enqueue(event_ids: list[int]) -> None:
+    from notifications.tasks import dispatch
+
+    try:
+        dispatch.delay(event_ids)
+    except Exception:  # a broker outage must not fail the commit's other callbacks
+        log.exception("could not queue notifications for job events %s", event_ids[:10])
+
+
+def events_written(events: list[Any]) -> None:
+    """Queue the notifiable ``events`` (saved JobEvents) after the current transaction commits."""
+    ids = [e.pk for e in events if e.pk is not None and kind_of(e.from_state, e.to_state)]
+    if ids:
+        transaction.on_commit(lambda: _enqueue(ids))
+
+
+def _on_event_saved(sender: Any, instance: Any, created: bool, raw: bool = False, **kwargs: Any) -> None:
+    if created and not raw:
+        events_written([instance])
+
+
+def _on_events_recorded(sender: Any, events: list[Any], **kwargs: Any) -> None:
+    events_written(events)
+
+
+def connect() -> None:
+    from django.db.models.signals import post_save
+
+    from scheduler.models import JobEvent
+    from scheduler.transitions import events_recorded
+
+    post_save.connect(_on_event_saved, sender=JobEvent, dispatch_uid="notifications.event_saved")
+    events_recorded.connect(_on_events_recorded, dispatch_uid="notifications.events_recorded")

@@ -1,0 +1,25 @@
+"""Which transitions notify, and the event-name lists users save."""
+
+from __future__ import annotations
+
+import pytest
+
+from notifications.events import clean_kinds, kind_of
+
+
+@pytest.mark.parametrize("from_state, to_state, kind", [
+    ("STARTING", "RUNNING", "started"), ("RUNNING", "PREEMPTING", "preempted"), ("PREEMPTING", "PENDING", "requeued"),
+    ("NODE_LOST", "PENDING", "requeued"), ("RUNNING", "COMPLETED", "finished"), ("CANCELLING", "CANCELLED", "finished"),
+    ("RUNNING", "FAILED", "failed"), ("RUNNING", "TIMEOUT", "failed"), ("", "PENDING", None),
+    ("PENDING", "STARTING", None), ("RUNNING", "CANCELLING", None),
+])
+def test_kind_of_a_transition(from_state, to_state, kind) -> None:
+    assert kind_of(from_state, to_state) == kind
+
+
+def test_saved_lists_are_checked_and_ordered() -> None:
+    assert clean_kinds(["failed", "started"]) == ["started", "failed"]
+    with pytest.raises(ValueError, match="'exploded'"):
+        clean_kinds(["exploded"])
+    with pytest.raises(ValueError):
+        clean_kinds("started")
