@@ -59,7 +59,7 @@ from urllib.parse import urlparse
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.procs import kill_group, kill_job_groups  # noqa: E402
+from tests.support.procs import kill_group, kill_job_groups  # noqa: E402
 
 PY = sys.executable
 WAIT = 120.0  # a guard against hanging, not a target

@@ -219,7 +219,7 @@ class Attempt(models.Model):
     ``lost_gpu_seconds`` (GPU-seconds of work not kept by a checkpoint) and
     ``preempted_for`` (id of the job the GPUs are being freed for, if any).
     ``unseen_since`` is kept by heartbeats: an attempt its node's agent no
-    longer runs is ended as lost after a while (``cluster.services.heartbeat``).
+    longer runs is ended as lost after a while (``cluster.liveness.heartbeat``).
     ``plan`` and ``grad_accum_steps`` are what the attempt was launched with
     (its GPU count is ``gpu_count``); an attempt stopped to be reconfigured has
     ``notice_reason = reconfigure`` and ends RECONFIGURED, never PREEMPTED, so

@@ -13,7 +13,7 @@ A reconfiguration goes through the checkpoint path (docs/live_cluster.md,
    reason Reconfigured and the old -> new plan and GPUs; on commit every node
    of the attempt gets AGENT_PREEMPT (SIGTERM, the job's grace period,
    SIGKILL), exactly like a preemption.
-2. When the attempt has vacated (``cluster.services``) it ends RECONFIGURED,
+2. When the attempt has vacated (``cluster.settlement``) it ends RECONFIGURED,
    not PREEMPTED, and the job goes back to PENDING (reason Reconfigured) with
    the target still pinned: the snapshot then asks the policy for exactly the
    target plan and GPU count (``scheduler.elastic.spec_fields``).

@@ -21,7 +21,9 @@ import pytest
 
 # The live system (worker, agents) of the end-to-end and browser tests: one plugin, so one
 # definition of its fixtures and at most one worker per session, whichever directories run.
-pytest_plugins = ["tests.livestack"]
+# Users in their roles, clients, jobs and nodes (tests.support.web) and the in-memory channel
+# layer (tests.support.websockets) serve the tests of portal/, scheduler/ and cluster/ alike.
+pytest_plugins = ["tests.support.livestack", "tests.support.web", "tests.support.websockets"]
 
 IN_CI = os.environ.get("CI", "").strip().lower() == "true"
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -2,7 +2,7 @@
 
 The portal tests' users, clients, jobs and nodes (tests/portal/conftest.py),
 the dashboard tests' WebSocket helpers (tests/portal/dashboard/conftest.py) and
-the recorded agent commands (tests/live_helpers.py) are reused as they are.
+the recorded agent commands (tests/support/live_helpers.py) are reused as they are.
 The live tests get a private Redis (``private_redis``) and the system's own
 processes on the test database (``live_stack``, from ``tests/adversarial/stack.py``).
 """
@@ -13,9 +13,9 @@ import pytest
 
 from tests.adversarial import stack as stack_module
 from tests.conftest import unavailable
-from tests.live_helpers import no_triggers, sent  # noqa: F401 - fixtures
-from tests.portal.conftest import api_as, browser_as, make_job, make_node, password, roles, token_for  # noqa: F401
-from tests.portal.dashboard.conftest import memory_layer, ws_connect  # noqa: F401
+from tests.support.live_helpers import no_triggers, sent  # noqa: F401 - fixtures
+from tests.support.web import api_as, browser_as, make_job, make_node, password, roles, token_for  # noqa: F401
+from tests.support.websockets import memory_layer, ws_connect  # noqa: F401
 
 
 def pytest_configure(config: pytest.Config) -> None:

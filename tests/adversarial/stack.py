@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.procs import RUN_MARKER, job_groups, kill_job_groups
+from tests.support.procs import RUN_MARKER, job_groups, kill_job_groups
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -259,7 +259,7 @@ class Stack:
             "LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
             # Inherited by the agents' jobs: this stack's jobs are told from those of another run's
-            # agents of the same name (tests/procs.py).
+            # agents of the same name (tests/support/procs.py).
             RUN_MARKER: self.marker,
         })
         env.update(self.settings)

@@ -2,7 +2,7 @@
 /metrics and the WebSocket groups; per-node agent tokens; the login rate limit; revoking
 sessions and tokens.
 
-The portal's own matrix (tests/portal/test_portal_permissions.py) is extended here,
+The portal's own matrix (tests/portal/test_permissions.py) is extended here,
 not copied: its rows are imported and every row gets a fifth role, a node agent's
 credential presented as an API token, which must open nothing a stranger cannot open.
 """
@@ -22,7 +22,7 @@ from cluster.models import Gpu, Node
 from portal.dashboard.models import RunState, SimulationRun
 from portal.models import ApiToken
 from scheduler.models import Attempt, AttemptState, Job, JobState
-from tests.portal.test_portal_permissions import BODIES, MATRIX, ROLES
+from tests.portal.test_permissions import BODIES, MATRIX, ROLES
 
 pytestmark = pytest.mark.django_db
 

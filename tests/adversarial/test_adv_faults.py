@@ -32,8 +32,8 @@ from portal.models import ApiToken
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from tests.adversarial import stack as stack_module
 from tests.conftest import unavailable
-from tests.livestack import wait_until
-from tests.live_helpers import allocation_problems, make_user, submit
+from tests.support.livestack import wait_until
+from tests.support.live_helpers import allocation_problems, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 

@@ -9,7 +9,7 @@ import pytest
 from scheduler.models import ACTIVE_STATES, Job, JobState
 from tests.adversarial.load import audit, burst
 from tests.adversarial.stack import wait_for
-from tests.live_helpers import allocation_problems, make_node, make_user
+from tests.support.live_helpers import allocation_problems, make_node, make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 

@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from tests.procs import job_groups
+from tests.support.procs import job_groups
 from tests.support.job_records import attempt_rows, overlaps_on_server, overlaps_recorded, recording_job, spans, tally
 from tests.support.netns_cluster import NetnsCluster, netns_cluster  # noqa: F401 - fixture
 

@@ -1,7 +1,7 @@
 """Browser tests: Playwright driving Debian's Chromium against the real system.
 
 The system under test is the one the end-to-end tests run (the fixtures of the
-live-stack plugin, ``tests/livestack.py``, shared with them): a Celery worker with beat
+live-stack plugin, ``tests/support/livestack.py``, shared with them): a Celery worker with beat
 on pytest-django's test database and real node agents, plus, started here, the
 portal itself under daphne (HTTP and WebSockets through ``portal.asgi``) with
 the same settings. Each test saves screenshots of the pages it visits under
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import unavailable
-from tests.livestack import PY, REPO, WORKER_ENV, _database_url, _stop_group, wait_until
+from tests.support.livestack import PY, REPO, WORKER_ENV, _database_url, _stop_group, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

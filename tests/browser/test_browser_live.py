@@ -12,7 +12,7 @@ import re
 import pytest
 
 from tests.browser.conftest import UI_WAIT_MS, assert_not_reloaded, no_reload_marker, wait_for_db
-from tests.livestack import train_command
+from tests.support.livestack import train_command
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
 
@@ -90,7 +90,7 @@ def test_submit_watch_on_the_grid_see_the_log_and_cancel(live, browser_page, use
 
 def test_other_users_see_the_job_on_the_grid_without_command_or_link(live, browser_page, user_factory, screens):
     from scheduler.models import Job, JobState
-    from tests.live_helpers import submit
+    from tests.support.live_helpers import submit
 
     node = live.start_agent("share", 1)
     live.wait_nodes_up(node)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.browser.conftest import UI_WAIT_MS, assert_not_reloaded, no_reload_marker, wait_for_db
-from tests.livestack import train_command
+from tests.support.livestack import train_command
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis]
 

@@ -5,4 +5,4 @@ Nothing here imports Django at import time: the agent tests run without it.
 
 from __future__ import annotations
 
-from tests.live_helpers import no_triggers, sent  # noqa: F401 - fixtures
+from tests.support.live_helpers import no_triggers, sent  # noqa: F401 - fixtures

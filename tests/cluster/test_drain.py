@@ -12,7 +12,7 @@ from cluster import drain, liveness, reports
 from cluster.models import Node, NodeState
 from scheduler import loop
 from scheduler.models import Job, JobState
-from tests.live_helpers import make_node, make_user, submit
+from tests.support.live_helpers import make_node, make_user, submit
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from cluster.models import Node, NodeState
 from cluster import tick
 from scheduler import coordination, loop
-from tests.live_helpers import make_node  # noqa: F401
+from tests.support.live_helpers import make_node  # noqa: F401
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
 

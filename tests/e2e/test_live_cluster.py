@@ -13,7 +13,7 @@ from scheduler import selectors
 from scheduler import services as job_services
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
 from tests.e2e.conftest import group_alive, job_groups, reference_digest, train_command, wait_until
-from tests.live_helpers import allocation_problems, make_user, submit
+from tests.support.live_helpers import allocation_problems, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 

@@ -11,7 +11,7 @@ from scheduler import services as job_services
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
 from tests.e2e.conftest import train_command, wait_until
 from tests.e2e.test_live_cluster import attempt_lines, resumed_at, steps, wait_line, wait_state
-from tests.live_helpers import allocation_problems, make_user, submit
+from tests.support.live_helpers import allocation_problems, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis, pytest.mark.worker_env(SCHEDULER_POLICY="rubick")]
 

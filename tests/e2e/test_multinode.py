@@ -11,7 +11,7 @@ from cluster.protocol import master_port
 from scheduler import selectors
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from tests.e2e.conftest import group_alive, job_groups, wait_until
-from tests.live_helpers import make_user, submit
+from tests.support.live_helpers import make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 

@@ -8,8 +8,8 @@ from django.utils import timezone
 from jobprogress import services
 from jobprogress.models import MAX_HISTORY_POINTS, AttemptProgress
 from jobprogress.selectors import job_progress
-from tests.cluster.test_services import placed_job
-from tests.live_helpers import make_node, make_user
+from tests.support.placed_jobs import placed_job
+from tests.support.live_helpers import make_node, make_user
 
 pytestmark = pytest.mark.django_db
 

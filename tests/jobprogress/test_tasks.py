@@ -9,8 +9,8 @@ import pytest
 from cluster import protocol
 from jobprogress import tasks
 from jobprogress.models import AttemptProgress
-from tests.cluster.test_services import placed_job
-from tests.live_helpers import make_node, make_user
+from tests.support.placed_jobs import placed_job
+from tests.support.live_helpers import make_node, make_user
 
 pytestmark = pytest.mark.django_db
 

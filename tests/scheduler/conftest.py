@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.live_helpers import make_node, make_user, no_triggers, sent  # noqa: F401 - fixtures
+from tests.support.live_helpers import make_node, make_user, no_triggers, sent  # noqa: F401 - fixtures
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.db import connection
 from cluster.models import Gpu
 from scheduler import apply, coordination, loop, transitions
 from scheduler.models import Attempt, Job, JobEvent, JobState
-from tests.live_helpers import allocation_problems, make_node, make_user, submit
+from tests.support.live_helpers import allocation_problems, make_node, make_user, submit
 
 ROOT = Path(__file__).resolve().parents[2]
 

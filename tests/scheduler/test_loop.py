@@ -10,7 +10,7 @@ from cluster.models import Gpu, NodeState
 from scheduler import loop, services as job_services, snapshot
 from scheduler.core.policy import make_policy
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState, Quota
-from tests.live_helpers import allocation_problems, make_user, submit
+from tests.support.live_helpers import allocation_problems, make_user, submit
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from scheduler.core.decisions import Decision, Reason, Reconfigure, Start
 from scheduler.core.model import Placement, Snapshot
 from scheduler.core.policy import make_policy
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
-from tests.live_helpers import allocation_problems, submit
+from tests.support.live_helpers import allocation_problems, submit
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,6 @@ import pytest
 
 from scheduler import transitions
 from scheduler.models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
-from tests.portal.conftest import make_job, roles  # noqa: F401 - fixtures
 from tests.support.threads import run_together
 
 

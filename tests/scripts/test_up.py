@@ -21,8 +21,8 @@ import pytest
 
 from tests.adversarial.conftest import private_redis, test_database_url  # noqa: F401 - fixtures
 from tests.adversarial.stack import free_port
-from tests.livestack import wait_until
-from tests.procs import RUN_MARKER
+from tests.support.livestack import wait_until
+from tests.support.procs import RUN_MARKER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 
@@ -104,7 +104,7 @@ def up_stack(tmp_path, private_redis, test_database_url, settings):  # noqa: ANN
 def test_a_sigkilled_agent_is_restarted_and_the_rest_of_the_stack_keeps_running(up_stack) -> None:
     from cluster.models import Node, NodeState
     from scheduler.models import Attempt, AttemptState, Job, JobState
-    from tests.live_helpers import make_user, submit
+    from tests.support.live_helpers import make_user, submit
 
     process, log_path, marker, port = up_stack
 

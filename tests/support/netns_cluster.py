@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from tests.adversarial.stack import PY, REPO, PostgresServer, Proc, ServiceUnavailable, wait_for
-from tests.procs import RUN_MARKER
+from tests.support.procs import RUN_MARKER
 from tests.support.netns import Network, NetnsUnavailable, remove_leftovers
 
 BIN = Path(PY).parent

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cluster import protocol
-from tests.procs import group_alive, kill_group  # noqa: F401 - re-exported to the agent tests
+from tests.support.procs import group_alive, kill_group  # noqa: F401 - re-exported to the agent tests
 
 REPO = Path(__file__).resolve().parents[3]
 TRAIN = REPO / "examples" / "train_numpy.py"

@@ -1,7 +1,7 @@
 """A stand-in portal for the client's tests: a real HTTP server (stdlib, in a
 thread) that answers with the REST contract's shapes from in-memory state, so
 the client is exercised over real sockets without Django. The live-server tests
-in ``test_cli_live.py`` cover the real portal.
+in ``test_commands.py`` cover the real portal.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from cluster.models import Node
 from scheduler import loop, snapshot
 from scheduler.core.model import JobClass
 from scheduler.models import Job, JobState
-from tests.live_helpers import make_node, make_user, submit
+from tests.support.live_helpers import make_node, make_user, submit
 
 pytestmark = pytest.mark.django_db
 

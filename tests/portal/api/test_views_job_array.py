@@ -6,7 +6,7 @@ import pytest
 
 from scheduler.models import Job, JobEvent, JobState, Quota
 from scheduler.services import MAX_ARRAY_JOBS
-from tests.live_helpers import make_node
+from tests.support.live_helpers import make_node
 
 pytestmark = pytest.mark.django_db
 

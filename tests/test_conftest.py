@@ -10,9 +10,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DB_TEST = "tests/portal/test_portal_tokens.py::test_token_name_is_required"
-REDIS_TEST = "tests/portal/test_portal_triggers.py::test_request_scheduling_enqueues_run_cycle"
+ROOT = Path(__file__).resolve().parents[1]
+DB_TEST = "tests/portal/api/test_authentication.py::test_token_name_is_required"
+REDIS_TEST = "tests/scheduler/test_triggers.py::test_request_scheduling_enqueues_run_cycle"
 CLOSED_PORT_DB = "postgres://postgres@127.0.0.1:1/nothing"
 
 

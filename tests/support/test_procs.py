@@ -1,4 +1,4 @@
-"""tests/procs.py: job process groups found by their agent's name and, when given, their run's marker."""
+"""tests/support/procs.py: job process groups found by their agent's name and, when given, their run's marker."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import uuid
 
-from tests.procs import RUN_MARKER, group_alive, job_groups, kill_job_groups
+from tests.support.procs import RUN_MARKER, group_alive, job_groups, kill_job_groups
 
 
 def _job(node: str, marker: str | None) -> subprocess.Popen:

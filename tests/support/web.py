@@ -1,4 +1,5 @@
-"""Fixtures for the portal tests: users in three roles, authenticated clients, jobs and nodes.
+"""Fixtures for tests of the web face and the services below it: users in three roles, authenticated
+clients, jobs and nodes.
 
 Django objects are imported inside the fixtures so that collecting this
 directory never needs the app registry early.

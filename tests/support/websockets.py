@@ -1,4 +1,4 @@
-"""Fixtures for the dashboard tests: an in-memory channel layer and WebSocket helpers."""
+"""Fixtures for the live pages' tests: an in-memory channel layer and WebSocket helpers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The live-stack plugin (tests/livestack.py): one definition of its fixtures, one worker at a time."""
+"""The live-stack plugin (tests/support/livestack.py): one definition of its fixtures, one worker at a time."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests import livestack
+from tests.support import livestack
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_e2e_and_browser_tests_see_one_definition_of_each_live_stack_fixture():
@@ -26,7 +26,7 @@ def test_the_e2e_and_browser_tests_see_one_definition_of_each_live_stack_fixture
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("e2e_redis_url", "e2e_worker_slot", "e2e_worker", "live"):
         places = re.findall(rf"^{name}(?: \[[a-z]+ scope\])? -- (\S+):\d+$", result.stdout, re.MULTILINE)
-        assert places == ["tests/livestack.py"], f"{name} is defined at {places}"
+        assert places == ["tests/support/livestack.py"], f"{name} is defined at {places}"
 
 
 @dataclass

@@ -12,7 +12,7 @@ from scheduler.core.decisions import Reason, Reconfigure, Start
 from scheduler.core.model import Placement
 from scheduler.core.policy import make_policy
 from scheduler.models import Attempt, Job, JobState, Quota
-from tests.live_helpers import submit
+from tests.support.live_helpers import submit
 from tests.scheduler.test_reconfigure import Scripted, cycle, elastic_job, exit_on, run
 
 pytestmark = pytest.mark.django_db

@@ -42,9 +42,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import configured_redis_url, unavailable
-from tests.procs import group_alive, job_groups, kill_job_groups  # noqa: F401 - job_groups, group_alive re-exported
+from tests.support.procs import group_alive, job_groups, kill_job_groups  # noqa: F401 - job_groups, group_alive re-exported
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 TRAIN = REPO / "examples" / "train_numpy.py"
 TOKEN = "e2e-agent-token"

@@ -17,7 +17,7 @@ from scheduler import apply, snapshot
 from scheduler.core.decisions import Start
 from scheduler.core.model import Placement
 from scheduler.models import Attempt, Job, JobState
-from tests.live_helpers import make_node, make_user, submit
+from tests.support.live_helpers import make_node, make_user, submit
 
 pytestmark = pytest.mark.django_db
 

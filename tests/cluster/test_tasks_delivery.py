@@ -15,8 +15,8 @@ import redis
 
 from cluster import protocol, tasks
 from scheduler.models import AttemptLog
-from tests.cluster.test_services import placed_job
-from tests.live_helpers import make_node, make_user
+from tests.support.placed_jobs import placed_job
+from tests.support.live_helpers import make_node, make_user
 
 pytestmark = pytest.mark.redis
 

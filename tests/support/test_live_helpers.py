@@ -1,4 +1,4 @@
-"""The shared test helpers of tests/live_helpers.py that judge the live system's database."""
+"""The shared test helpers of tests/support/live_helpers.py that judge the live system's database."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tests.live_helpers import allocation_problems, make_node, make_user, submit
+from tests.support.live_helpers import allocation_problems, make_node, make_user, submit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

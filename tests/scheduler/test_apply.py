@@ -17,7 +17,7 @@ from scheduler import apply, bulkwrite, loop, snapshot, transitions
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
 from scheduler.core.model import Placement
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
-from tests.live_helpers import allocation_problems, make_node, make_user, submit
+from tests.support.live_helpers import allocation_problems, make_node, make_user, submit
 
 
 def _start(job: Job, parts: dict[str, int]) -> Start:

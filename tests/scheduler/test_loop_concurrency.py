@@ -26,7 +26,7 @@ from cluster import protocol, reports
 from scheduler import loop
 from scheduler import services as job_services
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
-from tests.live_helpers import SentCommands, allocation_problems, make_node, make_user, submit
+from tests.support.live_helpers import SentCommands, allocation_problems, make_node, make_user, submit
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -6,7 +6,7 @@ import pytest
 
 from scheduler import coordination, loop, triggers
 from scheduler.models import Job, JobState
-from tests.live_helpers import make_node
+from tests.support.live_helpers import make_node
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
 

@@ -1,0 +1,150 @@
+"""Node liveness on the database: heartbeats, attempts a node stops listing, silent nodes declared lost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from cluster import liveness, protocol
+from cluster.models import Gpu, Node, NodeState
+from scheduler.models import Attempt, AttemptState, Job, JobState
+from tests.support.live_helpers import allocation_problems, make_node
+from tests.support.placed_jobs import exit_report, owner, placed_job  # noqa: F401 - owner is a fixture
+
+pytestmark = pytest.mark.django_db
+
+
+def test_heartbeat_stops_attempts_the_database_does_not_expect(owner, sent, no_triggers,
+                                                              django_capture_on_commit_callbacks) -> None:
+    make_node("n1", 2)
+    current = placed_job(owner, {"n1": [0]}, attempt=2)
+    finished = placed_job(owner, {"n1": [1]}, state=JobState.COMPLETED)
+    Gpu.objects.filter(allocated_to=finished).update(allocated_to=None)
+    before = Node.objects.get(name="n1").last_heartbeat
+    with django_capture_on_commit_callbacks(execute=True):
+        stale = liveness.heartbeat("n1", [(current.pk, 2), (current.pk, 1), (finished.pk, 1), (999, 1)],
+                                   timezone.now())
+    assert stale == sorted([(current.pk, 1), (finished.pk, 1), (999, 1)])
+    kills = sorted((kw["job_id"], kw["attempt"], kw["reason"], kw["grace_period"]) for _, kw in sent.of(protocol.AGENT_KILL))
+    assert kills == sorted((j, a, protocol.EXIT_STALE, 0.0) for j, a in stale)
+    assert Node.objects.get(name="n1").last_heartbeat > before
+
+
+def test_heartbeat_of_an_unknown_node_is_ignored(sent) -> None:
+    assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
+    assert not Node.objects.exists() and sent.items == []
+
+
+def test_a_lost_node_that_heartbeats_again_is_up_and_reconciled(owner, sent, no_triggers,
+                                                                django_capture_on_commit_callbacks) -> None:
+    make_node("n1", 1, state=NodeState.NODE_LOST)
+    with django_capture_on_commit_callbacks(execute=True):
+        stale = liveness.heartbeat("n1", [(5, 1)], timezone.now())
+    assert Node.objects.get(name="n1").state == NodeState.UP
+    assert stale == [(5, 1)]
+    assert sent.of(protocol.AGENT_RECONCILE) == [("n1", {"keep": []})]
+
+
+# --- node loss and re-sends ---------------------------------------------------------
+
+
+def test_a_silent_node_is_lost_and_its_jobs_requeued(owner, sent, no_triggers, settings,
+                                                     django_capture_on_commit_callbacks) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 3
+    now = timezone.now()
+    silent, alive, other = make_node("silent", 2), make_node("alive", 2), make_node("other", 2)
+    Node.objects.filter(pk=silent.pk).update(last_heartbeat=now - timedelta(seconds=4))
+    Node.objects.filter(pk=alive.pk).update(last_heartbeat=now - timedelta(seconds=2))
+    lost_job = placed_job(owner, {"silent": [0]})
+    spanning = placed_job(owner, {"silent": [1], "other": [0]})
+    safe = placed_job(owner, {"alive": [0]})
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert liveness.detect_lost_nodes(now) == ["silent"]
+    assert Node.objects.get(name="silent").state == NodeState.NODE_LOST
+    assert Node.objects.get(name="alive").state == NodeState.UP
+    for job in (lost_job, spanning):
+        job.refresh_from_db()
+        attempt = Attempt.objects.get(job=job)
+        assert job.state == JobState.PENDING and job.pending_reason == "NodeLost"
+        assert attempt.state == AttemptState.NODE_LOST and attempt.lost_gpu_seconds > 0
+    assert sent.of(protocol.AGENT_KILL) == [
+        ("other", {"job_id": spanning.pk, "attempt": 1, "grace_period": 0.0, "reason": protocol.EXIT_STALE})
+    ]
+    safe.refresh_from_db()
+    assert safe.state == JobState.RUNNING
+    assert allocation_problems() == []
+    assert not Gpu.objects.filter(node__name__in=["silent", "other"], allocated_to__isnull=False).exists()
+    assert liveness.detect_lost_nodes(now) == []  # already lost
+
+
+def test_a_cancelling_job_on_a_lost_node_is_cancelled(owner, sent, no_triggers, settings) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    make_node("n1", 1)
+    Node.objects.update(last_heartbeat=timezone.now() - timedelta(seconds=10))
+    job = placed_job(owner, {"n1": [0]}, state=JobState.CANCELLING)
+    liveness.detect_lost_nodes(timezone.now())
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED and Attempt.objects.get(job=job).state == AttemptState.NODE_LOST
+
+
+# --- attempts an agent no longer lists ----------------------------------------------------
+
+
+def test_an_attempt_missing_from_heartbeats_for_too_long_is_lost(owner, sent, no_triggers, settings) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2  # unseen limit: 4 s
+    make_node("n1", 2)
+    running = placed_job(owner, {"n1": [0]})
+    cancelling = placed_job(owner, {"n1": [1]}, state=JobState.CANCELLING)
+    t0 = timezone.now()
+    liveness.heartbeat("n1", [], t0)
+    marks = {a.job_id: a.unseen_since for a in Attempt.objects.all()}
+    assert marks == {running.pk: {"n1": t0.timestamp()}, cancelling.pk: {"n1": t0.timestamp()}}
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=3))  # within the limit: nothing yet
+    assert {j.state for j in Job.objects.all()} == {JobState.RUNNING, JobState.CANCELLING}
+
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5))
+    running.refresh_from_db()
+    cancelling.refresh_from_db()
+    assert running.state == JobState.PENDING and running.pending_reason == "NodeLost"
+    assert cancelling.state == JobState.CANCELLED
+    assert {a.state for a in Attempt.objects.all()} == {AttemptState.NODE_LOST}
+    assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
+
+
+def test_a_listed_attempt_clears_its_mark(owner, sent, no_triggers, settings) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    make_node("n1", 1)
+    job = placed_job(owner, {"n1": [0]})
+    t0 = timezone.now()
+    liveness.heartbeat("n1", [], t0)  # e.g. sent before the agent got the launch
+    liveness.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=1))
+    assert Attempt.objects.get(job=job).unseen_since == {}
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=6))  # a new gap starts here
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+
+def test_a_lost_rank_of_a_multi_node_attempt_stops_the_others(owner, sent, no_triggers, settings,
+                                                              django_capture_on_commit_callbacks) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    make_node("n1", 1)
+    make_node("n2", 1)
+    job = placed_job(owner, {"n1": [0], "n2": [0]}, grace=3)
+    t0 = timezone.now()
+    liveness.heartbeat("n1", [(job.pk, 1)], t0)
+    liveness.heartbeat("n2", [], t0)
+    with django_capture_on_commit_callbacks(execute=True):
+        liveness.heartbeat("n1", [(job.pk, 1)], t0 + timedelta(seconds=5))
+        liveness.heartbeat("n2", [], t0 + timedelta(seconds=5))
+    assert Attempt.objects.get(job=job).unseen_since == {"n2": t0.timestamp()}
+    assert sent.of(protocol.AGENT_KILL) == [
+        ("n1", {"job_id": job.pk, "attempt": 1, "grace_period": 3.0, "reason": protocol.EXIT_STALE})
+    ]
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING  # until n1's rank has vacated too
+    exit_report(job, "n1", reason=protocol.EXIT_STALE, exit_code=None, signal=15)
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and Attempt.objects.get(job=job).state == AttemptState.NODE_LOST
