@@ -1,0 +1,80 @@
+"""Pollux study workloads as non-adaptive jobs: the study's *TunedJobs*.
+
+In the Pollux study (Qiao et al., OSDI 2021, Section 5.3) the baselines run
+each job with the GPUs and global batch size of the trace ("TunedJobs":
+configurations the owner tuned beforehand). Such a job's speed still
+changes during its run, because its statistical efficiency at a fixed batch
+changes from epoch to epoch, but never with the scheduler's choices other
+than placement. This loader turns each job into a plain ``SimJob`` whose
+``duration`` is the time its requested configuration takes to reach its
+application's target (``pollux_app.Application``), summed epoch by epoch:
+
+    duration = RESTART_SECONDS + sum over epochs e of
+               (progress_at(e + 1) - progress_at(e)) / goodput(e)
+
+on the requested GPUs packed onto nodes of ``node_gpus`` (4 in the study),
+with the batch split as ``Application.fixed_batch`` splits it.
+``RESTART_SECONDS`` (30) is the study's restart delay, which its simulator
+charges at a job's first start too; later restarts cost the simulator's
+``resume_overhead``, set to the same 30 s for the study.
+
+Where this departs from the study's simulator, and why: the study places a
+job's GPUs on the nodes with the most free GPUs (a placement can spread
+over nodes, with its measured, slower, throughput); here the duration is
+that of the packed placement whatever the policy chooses, because a plain
+job runs at one speed. The study's scheduler runs every 60 s; ours decides
+at every arrival and completion.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from scheduler.core.model import JobClass, JobSpec
+from scheduler.sim.workloads.pollux_app import Application, applications
+from scheduler.sim.workloads.pollux_data import load_apps, load_workload
+from scheduler.sim.workloads.types import SimJob, Workload, sort_jobs
+
+RESTART_SECONDS = 30.0
+NODE_GPUS = 4
+NODES = 16
+
+
+def packed(gpus: int, node_gpus: int = NODE_GPUS) -> tuple[int, ...]:
+    """Full nodes of ``node_gpus`` and the rest on one more."""
+    full, rest = divmod(gpus, node_gpus)
+    return (node_gpus,) * full + ((rest,) if rest else ())
+
+
+def tuned_duration(app: Application, gpus: int, batch_size: int, node_gpus: int = NODE_GPUS) -> float:
+    """Seconds the job needs on ``gpus`` packed GPUs at ``batch_size`` (see the module doc)."""
+    placement = packed(gpus, node_gpus)
+    atomic, accum = app.fixed_batch(batch_size, gpus)
+    seconds = RESTART_SECONDS
+    for epoch in range(app.max_epochs):
+        need = app.progress_at(epoch + 1) - app.progress_at(epoch)
+        seconds += need / app.goodput(placement, atomic, accum, epoch)
+    return seconds
+
+
+def pollux_root(workload: str | os.PathLike[str]) -> Path:
+    """``<root>`` of ``<root>/workloads/<file>.csv``."""
+    return Path(workload).resolve().parent.parent
+
+
+def load_pollux_tuned(path: str | os.PathLike[str], apps: Mapping[str, Application] | None = None,
+                      node_gpus: int = NODE_GPUS) -> Workload:
+    """A Pollux workload file as TunedJobs (``TraceError`` on a bad row)."""
+    apps = apps if apps is not None else applications(load_apps(pollux_root(path) / "apps"))
+    jobs = []
+    for row in load_workload(path, set(apps)):
+        app = apps[row.application]
+        spec = JobSpec(row.name, JobClass.BE, row.num_replicas, row.time, model=row.application)
+        jobs.append(SimJob(spec, tuned_duration(app, row.num_replicas, row.batch_size, node_gpus)))
+    name = f"trace {os.path.basename(os.fspath(path))} (pollux, {len(jobs)} jobs, TunedJobs)"
+    return Workload(name, sort_jobs(jobs), notes=(
+        "TunedJobs: each job keeps the trace's GPUs and batch size; duration = time to its application's "
+        f"target on packed {node_gpus}-GPU nodes, plus a {RESTART_SECONDS:g} s first start",
+    ))
