@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from cluster import protocol
+from cluster import protocol, protocol_versions
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,7 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     """Publish ``task`` with ``kwargs`` on ``node``'s queue; False (logged) if the broker refused."""
     from cluster.broker import app
 
+    kwargs = {**kwargs, protocol_versions.PROTOCOL_FIELD: server_protocol_version()}
     try:
         app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(node), retry=True, retry_policy=_RETRY_POLICY)
     except Exception:  # the broker is down; the tick re-sends what is overdue
@@ -36,6 +37,18 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
         return False
     log.info("sent %s to node %s: %s", task, node, kwargs)
     return True
+
+
+def server_protocol_version() -> int:
+    """The protocol version this server speaks (``protocol.spoken_version``)."""
+    import os
+
+    return protocol_versions.spoken_version(os.environ)
+
+
+def refuse(node: str, reason: str) -> bool:
+    """Tell ``node``'s agent that its messages are refused (a protocol version this server does not accept)."""
+    return send(node, protocol_versions.AGENT_REFUSED, {"reason": reason})
 
 
 def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **fields: Any) -> protocol.LaunchCommand:

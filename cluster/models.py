@@ -48,6 +48,9 @@ class Node(models.Model):
     # Where the other nodes of a multi-node job reach this one (its agent's
     # --advertise-address); rank 0's becomes the job's master address.
     address = models.CharField(max_length=253, blank=True, default="")
+    # The message protocol version its agent speaks (cluster/protocol.py); older than the
+    # server's during a rolling upgrade, and shown as such.
+    protocol_version = models.PositiveIntegerField(default=1)
     registered_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -18,12 +18,13 @@ log = logging.getLogger(__name__)
 
 def register_node(
     name: str, *, gpus: int, cpus: float, mem_gb: float, gpu_models: Sequence[str], agent_version: str, now: datetime,
-    address: str = "",
+    address: str = "", protocol_version: int = 1,
 ) -> Node:
     """Create or update the node and its GPU rows; a node that was lost is UP again.
 
     ``address`` is where other nodes reach this one (validated by the caller,
     ``protocol.check_address``); an agent that sends none is reached by its name.
+    ``protocol_version`` is the one its agent speaks (accepted by the caller).
 
     The agent is then told to keep exactly the attempts the database has on
     the node (AGENT_RECONCILE): after a restart or a loss, anything else it
@@ -37,6 +38,7 @@ def register_node(
         node.gpus, node.cpus, node.mem_gb = gpus, cpus, mem_gb
         node.agent_version = agent_version[:AGENT_VERSION_LENGTH]
         node.address = address or name
+        node.protocol_version = protocol_version
         node.last_heartbeat = now
         if came_back:
             node.state = NodeState.UP
@@ -44,7 +46,9 @@ def register_node(
         _sync_gpus(node, gpu_models)
         transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
         transaction.on_commit(triggers.request_scheduling)
-    log.info("node %s registered (%s): %d GPUs%s", name, "new" if created else "known", gpus,
+    log.info("node %s registered (%s): %d GPUs, protocol version %d%s%s", name, "new" if created else "known", gpus,
+             protocol_version, " (older than this server's: upgrade its agent)"
+             if protocol_version < commands.server_protocol_version() else "",
              ", back from NODE_LOST" if came_back else "")
     return node
 

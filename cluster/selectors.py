@@ -30,6 +30,20 @@ class NodeListing:
     mem_gb: float
     last_heartbeat: datetime | None
     agent_version: str
+    protocol_version: int = 1
+
+    @property
+    def agent_outdated(self) -> bool:
+        return agent_outdated(self.protocol_version)
+
+
+def agent_outdated(protocol_version: int) -> bool:
+    """Whether an agent speaking ``protocol_version`` is older than this server (a rolling upgrade's old node)."""
+    import os
+
+    from cluster import protocol_versions
+
+    return protocol_version < protocol_versions.spoken_version(os.environ)
 
 
 def nodes_for(user) -> list[NodeListing]:  # noqa: ANN001 - a user model instance
@@ -50,7 +64,7 @@ def nodes_for(user) -> list[NodeListing]:  # noqa: ANN001 - a user model instanc
                                      job.pk if visible else None))
         views.append(
             NodeListing(node.name, node.state, node.gpus, gpu_views, sum(not g.allocated for g in gpu_views),
-                     node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version)
+                     node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version, node.protocol_version)
         )
     return views
 

@@ -30,7 +30,7 @@ from django import db
 from django.conf import settings
 from django.utils import timezone as dj_timezone
 
-from cluster import auth, liveness, protocol, registration, reports, tick as safety_tick
+from cluster import auth, commands, liveness, protocol, protocol_versions, registration, reports, tick as safety_tick
 from cluster.protocol import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,13 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
             try:
                 node = parse_node(node)
                 auth.check_token(node, kwargs.get("token", ""))
+                protocol_versions.check_version(protocol_versions.message_version(kwargs), commands.server_protocol_version(),
+                                       f"the agent of node {node}")
                 result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
+            except protocol_versions.UnsupportedVersion as exc:
+                log.error("%s from node %r refused: %s", name, node, exc)
+                if name == protocol.REPORT_REGISTER:
+                    commands.refuse(node, str(exc))
             except ProtocolError as exc:
                 log.error("%s from node %r dropped: %s", name, node, exc)
             except auth.AgentAuthError as exc:
@@ -214,7 +220,7 @@ def parse_running(value: Any) -> list[tuple[int, int]]:
 
 @report_task(protocol.REPORT_REGISTER)
 def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gpu_models: Any = (),
-             agent_version: Any = "", address: Any = "", **_extra: Any) -> None:
+             agent_version: Any = "", address: Any = "", protocol_version: Any = 1, **_extra: Any) -> None:
     if not isinstance(agent_version, str):
         raise ProtocolError("agent_version", f"must be a string, got {agent_version!r}")
     registration.register_node(
@@ -226,6 +232,7 @@ def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gp
         agent_version=agent_version,
         now=dj_timezone.now(),
         address=protocol.check_address(address or "", "address"),
+        protocol_version=protocol_versions.message_version({protocol_versions.PROTOCOL_FIELD: protocol_version}),
     )
 
 

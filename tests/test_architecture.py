@@ -180,7 +180,8 @@ def test_the_node_agent_needs_no_server(house: House) -> None:
                    for x in house.outside[m] if x in (WEB_FRAMEWORKS - {"celery"}) | {"portal", "scheduler"})
     wrong += sorted((m, t) for m in house.paths if _in(m, "cluster.agent")
                     for t in house.imports[m]
-                    if not _in(t, "cluster.agent", "cluster.protocol", "cluster.progress_schema") and t != "cluster")
+                    if not _in(t, "cluster.agent", "cluster.protocol", "cluster.progress_schema",
+                               "cluster.protocol_versions") and t != "cluster")
     assert wrong == []
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster import protocol
+from cluster import protocol, protocol_versions
 from cluster.agent import __version__, confinement, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
@@ -81,6 +81,8 @@ class Agent:
         self._last_heartbeat_ok = time.time()
         if config.fence_after > 0:
             self.supervisor.base_env.update({ENV_LEASE: str(self.lease_path), ENV_FENCE_AFTER: f"{config.fence_after:g}"})
+        # The protocol version of every message this agent sends, and relative to which it accepts commands.
+        self.protocol_version = protocol_versions.spoken_version(os.environ)
         self.handlers = {
             protocol.AGENT_LAUNCH: self._launch,
             protocol.AGENT_PREEMPT: self.supervisor.preempt,
@@ -208,7 +210,8 @@ class Agent:
 
     def report(self, task: str, kwargs: dict[str, Any], *, first: bool = False) -> None:
         """Queue a report (at the head if ``first``); node and token are added here."""
-        item = [task, {"node": self.config.name, **kwargs, "token": self.config.token}]
+        item = [task, {"node": self.config.name, **kwargs, "token": self.config.token,
+                       protocol_versions.PROTOCOL_FIELD: self.protocol_version}]
         self.outbox.insert(0, item) if first else self.outbox.append(item)
         self._outbox_dirty = True
 
@@ -223,7 +226,8 @@ class Agent:
         )
 
     def _heartbeat(self, now: float) -> None:
-        kwargs = {"node": self.config.name, "running": self.supervisor.running(), "sent_at": now, "token": self.config.token}
+        kwargs = {"node": self.config.name, "running": self.supervisor.running(), "sent_at": now, "token": self.config.token,
+                  protocol_versions.PROTOCOL_FIELD: self.protocol_version}
         try:
             self.broker.publish(protocol.REPORT_HEARTBEAT, kwargs)
         except BrokerDown as exc:
@@ -321,6 +325,10 @@ class Agent:
             if is_expired(headers, body):
                 log.warning("dropping expired %s %s", task, kwargs)
                 return
+            if task == protocol_versions.AGENT_REFUSED:
+                log.error("the server refused this agent's messages: %s", kwargs.get("reason"))
+                return
+            protocol_versions.check_version(protocol_versions.message_version(kwargs), self.protocol_version, "the server")
             handler = self.handlers.get(task)
             if handler is None:
                 log.error("dropping unknown command %r on %s", task, protocol.node_queue(self.config.name))
@@ -328,6 +336,8 @@ class Agent:
             handler(kwargs)
         except protocol.ProtocolError as exc:
             log.error("rejected a malformed command: %s", exc)
+        except protocol_versions.UnsupportedVersion as exc:
+            log.error("refused a command: %s", exc)
         except Exception:
             # One bad command must not take the node's other jobs down with the agent.
             log.exception("command failed")

@@ -245,6 +245,9 @@ class NodeSerializer(serializers.Serializer):
     mem_gb = serializers.FloatField()
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     agent_version = serializers.CharField()
+    protocol_version = serializers.IntegerField(help_text="Message protocol version its agent speaks.")
+    agent_outdated = serializers.BooleanField(
+        help_text="Its agent speaks an older protocol than the server (accepted during a rolling upgrade).")
 
 
 

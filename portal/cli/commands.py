@@ -379,6 +379,8 @@ NODE_COLUMNS: list[Column] = [
     ("CPUS", lambda n: n.get("cpus")),
     ("MEM_GB", lambda n: n.get("mem_gb")),
     ("LAST_HEARTBEAT", lambda n: local_time(n.get("last_heartbeat"))),
+    ("PROTOCOL", lambda n: f"{n.get('protocol_version')} (old agent)" if n.get("agent_outdated")
+     else n.get("protocol_version")),
 ]
 
 HANDLERS: dict[str, Handler] = {

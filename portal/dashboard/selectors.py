@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from cluster.models import Gpu, Node, NodeState
+from cluster.selectors import agent_outdated
 from scheduler.models import Attempt, Job, JobClass, JobState
 
 CLASSES = (JobClass.TE.value, JobClass.BE.value)
@@ -83,6 +84,7 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
         nodes[node.pk] = {
             "name": node.name, "state": node.state, "gpus": [], "free": 0, "total": 0,
             "last_heartbeat": iso(node.last_heartbeat), "agent_version": node.agent_version,
+            "protocol_version": node.protocol_version, "agent_outdated": agent_outdated(node.protocol_version),
         }
     totals = {"gpus": 0, "allocated": 0, "free": 0, "TE": 0, "BE": 0, "preempting": 0, "lost": 0, "down": 0}
     for gpu in gpus:

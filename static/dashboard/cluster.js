@@ -39,7 +39,10 @@
       section.querySelector("header").replaceChildren(
         el("strong", {}, node.name), " ",
         el("span", { class: "badge badge-" + node.state.toLowerCase() }, node.state), " ",
-        el("span", { class: "muted" }, node.free + "/" + node.total + " free"));
+        el("span", { class: "muted" }, node.free + "/" + node.total + " free"),
+        ...(node.agent_outdated ? [" ", el("span", { class: "badge badge-old-agent",
+          title: "its agent speaks an older message protocol: upgrade it" },
+          "old agent (protocol " + node.protocol_version + ")")] : []));
       updateCells(section.querySelector(".gpus"), node);
       if (previous ? previous.nextElementSibling !== section : grid.firstElementChild !== section) {
         if (previous) previous.after(section); else grid.prepend(section);

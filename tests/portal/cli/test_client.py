@@ -227,15 +227,19 @@ def test_nodes_table(run_cli, fake_api, api_env) -> None:
             {"index": 1, "model_name": "virtual", "memory_mb": None, "allocated": True, "allocated_to": None}]
     fake_api.nodes = [
         {"name": "n1", "state": "UP", "gpus": gpus, "gpu_count": 2, "free_gpus": 1, "cpus": 32.0,
-         "mem_gb": 256.0, "last_heartbeat": None, "agent_version": "1"},
+         "mem_gb": 256.0, "last_heartbeat": None, "agent_version": "1", "protocol_version": 1,
+         "agent_outdated": True},
         {"name": "n2", "state": "DOWN", "gpus": gpus, "cpus": 8.0, "mem_gb": 64.0},  # counts from the list
+        {"name": "n3", "state": "UP", "gpus": gpus, "cpus": 8.0, "mem_gb": 64.0, "protocol_version": 2,
+         "agent_outdated": False},
     ]
     code, out, _ = run_cli("nodes", env=api_env)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "STATE", "GPUS", "FREE", "CPUS", "MEM_GB", "LAST_HEARTBEAT"]
-    assert lines[1].split() == ["n1", "UP", "2", "1", "32", "256", "-"]
-    assert lines[2].split() == ["n2", "DOWN", "2", "1", "8", "64", "-"]
+    assert lines[0].split() == ["NAME", "STATE", "GPUS", "FREE", "CPUS", "MEM_GB", "LAST_HEARTBEAT", "PROTOCOL"]
+    assert lines[1].split() == ["n1", "UP", "2", "1", "32", "256", "-", "1", "(old", "agent)"]
+    assert lines[2].split() == ["n2", "DOWN", "2", "1", "8", "64", "-", "-"]
+    assert lines[3].split() == ["n3", "UP", "2", "1", "8", "64", "-", "2"]
     code, out, _ = run_cli("nodes", "--json", env=api_env)
     assert json.loads(out) == fake_api.nodes
 
