@@ -53,8 +53,7 @@ REPORT_PROGRESS = "cluster.progress"
 # cpu_seconds (float) came later still: the latter two are None when the node
 # could not measure them (no cgroup for the attempt).
 
-# Of every command and report (kwarg protocol_version; none: 1). Rules: cluster/protocol_versions.py.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 2  # of every command and report (kwarg protocol_version): cluster/protocol_versions.py
 # REPORT_EXITED ``reason``: why the attempt ended. None: the job exited without
 # any signal from the agent. Otherwise the agent had signalled it because of:
 EXIT_PREEMPT = "preempt"  # AGENT_PREEMPT
