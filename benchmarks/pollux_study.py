@@ -12,8 +12,8 @@ one (``published/<policy>-1.0.json``) and the difference in percent.
 
 Policies: ``tiresias`` with the study's parameters (TunedJobs, jobs as
 ``scheduler/sim/workloads/pollux.py`` builds them; two queues split at 16
-GPU-hours of attained service, as the study's Tiresias; no starvation
-rule). The study's Optimus+Oracle+TunedJobs and Pollux need adaptive jobs in
+GPU-hours of attained service, each queue in arrival order whether its
+jobs run or not, as the study's Tiresias; no starvation rule). The study's Optimus+Oracle+TunedJobs and Pollux need adaptive jobs in
 the simulator, which it does not have yet: they are listed as not run, never
 estimated.
 """
@@ -37,7 +37,7 @@ from scheduler.sim.workloads.pollux import NODE_GPUS, NODES, RESTART_SECONDS, lo
 from scheduler.sim.workloads.pollux_app import applications  # noqa: E402
 from scheduler.sim.workloads.pollux_data import load_apps  # noqa: E402
 
-POLICIES = {"tiresias": "tiresias:thresholds=57600"}
+POLICIES = {"tiresias": "tiresias:thresholds=57600,within_queue=arrival"}
 NOT_RUN = {"optimus": "needs adaptive jobs in the simulator (not built)",
            "pollux": "needs adaptive jobs in the simulator (not built)"}
 WORKLOADS = [f"workload-{i}" for i in range(1, 9)]

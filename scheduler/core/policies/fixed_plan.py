@@ -171,6 +171,10 @@ class Synergy(FixedPlanPolicy):
         return None if chosen == spec.num_cpus else chosen
 
 
+WITHIN_QUEUE = ("running-first", "arrival")
+"""Orders within a Tiresias queue (``Tiresias.within_queue``)."""
+
+
 @register("tiresias")
 class Tiresias(FixedPlanPolicy):
     """Tiresias-like 2D least-attained-service (Gu et al., NSDI 2019).
@@ -193,12 +197,19 @@ class Tiresias(FixedPlanPolicy):
     (mean JCT 1.45 h, worse than FIFO), while the same jobs arriving 1.3x
     faster crossed the threshold at other moments (0.31 h); without it,
     0.26 and 0.31 h.
+
+    ``within_queue``: ``"running-first"`` (default) keeps a running job
+    ahead of waiting jobs of its queue, so jobs of one queue never preempt
+    each other; ``"arrival"`` orders a queue by arrival alone, running or
+    not, as the Pollux study's Tiresias does (a waiting job that arrived
+    earlier displaces a running one of its queue).
     """
 
     name = "tiresias"
 
     def __init__(self, *, thresholds: tuple[float, ...] | str = (3600.0, 36000.0),
-                 starvation_threshold: float | None = None, **params: object) -> None:
+                 starvation_threshold: float | None = None, within_queue: str = "running-first",
+                 **params: object) -> None:
         if params.get("order", "arrival") != "arrival":
             raise ValueError("order: tiresias serves its queues by attained service, then arrival")
         super().__init__(starvation_threshold=starvation_threshold, **params)  # type: ignore[arg-type]
@@ -209,6 +220,9 @@ class Tiresias(FixedPlanPolicy):
         if any(not t > 0 for t in thresholds) or list(thresholds) != sorted(thresholds):
             raise ValueError(f"thresholds must be increasing positive GPU-seconds, got {thresholds!r}")
         self.thresholds = tuple(float(t) for t in thresholds)
+        if within_queue not in WITHIN_QUEUE:
+            raise ValueError(f"within_queue must be one of {', '.join(WITHIN_QUEUE)}, got {within_queue!r}")
+        self.within_queue = within_queue
 
     def queue_of(self, gpus: int, progress: float) -> int:
         service = gpus * progress
@@ -216,7 +230,8 @@ class Tiresias(FixedPlanPolicy):
 
     def _priority(self, job: PendingJob | RunningJob, running: bool) -> tuple:
         spec = job.spec
-        return (self.queue_of(spec.num_gpus, job.progress), 0 if running else 1, spec.submit_time, spec.id)
+        first = 0 if running or self.within_queue == "arrival" else 1
+        return (self.queue_of(spec.num_gpus, job.progress), first, spec.submit_time, spec.id)
 
     def _serve_key(self, job: PendingJob, now: float) -> tuple:
         """Queue order, except that a job past the starvation threshold comes

@@ -88,3 +88,22 @@ def test_only_jobs_of_a_lower_queue_than_the_waiting_job_are_preempted(services,
             assert policy.queue_of(victim.spec.num_gpus, victim.progress) > 0
     started = sum(d.placement.num_gpus for d in out if isinstance(d, Start))
     assert started + sum(g for g, _ in services) <= 4 * len(services)
+
+
+def test_within_a_queue_arrival_order_lets_an_earlier_job_displace_a_later_one() -> None:
+    """The Pollux study's Tiresias orders a queue by arrival, running or not.
+    One 4-GPU node: B (arrived at 20 s, 4 GPUs, 100 GPU-s: queue 0) runs;
+    A (arrived at 10 s, 2 GPUs, queue 0) waits. By arrival A comes first, so
+    B is preempted for it; with running jobs first (the default) it is not."""
+    run = [running("B", "n1", 4, 25.0, submit=20.0)]
+    wait = [pending("A", 2, 10.0)]
+    arrival = Tiresias(thresholds=(HOUR,), within_queue="arrival")
+    assert decide(arrival, [Node("n1", 4)], run, wait, 100.0) == ({"B"}, {})
+    assert decide(Tiresias(thresholds=(HOUR,)), [Node("n1", 4)], run, wait, 100.0) == (set(), {})
+
+
+def test_within_queue_is_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="within_queue"):
+        Tiresias(within_queue="lifo")
