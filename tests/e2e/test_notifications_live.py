@@ -12,7 +12,7 @@ import pytest
 from notifications.models import Delivery, Preference, Webhook
 from scheduler.models import JobState
 from tests.e2e.conftest import wait_until
-from tests.live_helpers import make_user, submit
+from tests.support.live_helpers import make_user, submit
 
 
 def _free_port() -> int:

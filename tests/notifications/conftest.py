@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.live_helpers import no_triggers, sent  # noqa: F401 - fixtures
+from tests.support.live_helpers import no_triggers, sent  # noqa: F401 - fixtures
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from django.utils import timezone
 from notifications import hooks
 from scheduler import transitions
 from scheduler.models import JobEvent
-from tests.cluster.test_services import placed_job
-from tests.live_helpers import make_node, make_user
+from tests.support.placed_jobs import placed_job
+from tests.support.live_helpers import make_node, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 from notifications import services, tasks
 from notifications.models import Delivery, JobPreference, Preference, Webhook
 from scheduler.models import JobEvent
-from tests.cluster.test_services import placed_job
-from tests.live_helpers import make_node, make_user
+from tests.support.placed_jobs import placed_job
+from tests.support.live_helpers import make_node, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from notifications.models import Delivery, JobPreference, Preference, Webhook
-from tests.portal.conftest import browser_as, make_job, roles  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def data(roles):  # noqa: ANN001, F811
+def data(roles):  # noqa: ANN001
     theirs = Webhook.objects.create(owner=roles.other, url="https://93.184.216.34/bobs-hook")
     Delivery.objects.create(owner=roles.other, channel="webhook", webhook=theirs, event="failed",
                             target="https://93.184.216.34/bobs-hook", status="delivered", response_code=200)
@@ -22,13 +21,13 @@ def data(roles):  # noqa: ANN001, F811
     return mine, theirs
 
 
-def test_the_page_shows_only_my_webhooks_and_deliveries(roles, browser_as, data) -> None:  # noqa: F811
+def test_the_page_shows_only_my_webhooks_and_deliveries(roles, browser_as, data) -> None:
     html = browser_as(roles.owner).get("/account/notifications/").content.decode()
     assert "alices-hook" in html and "alice@example.org" in html
     assert "bobs-hook" not in html and data[1].secret not in html
 
 
-def test_defaults_are_saved_for_the_caller(roles, browser_as) -> None:  # noqa: F811
+def test_defaults_are_saved_for_the_caller(roles, browser_as) -> None:
     response = browser_as(roles.owner).post("/account/notifications/", {
         "action": "defaults", "email_events": ["started", "failed"], "webhook_events": ["preempted"]})
     assert response.status_code == 302
@@ -42,13 +41,13 @@ def test_defaults_are_saved_for_the_caller(roles, browser_as) -> None:  # noqa: 
     ("http://127.0.0.1:8000/hook", "127.0.0.1, a loopback address"),
     ("http://169.254.169.254/latest/", "link-local"), ("http://10.0.0.8/", "private"),
 ])
-def test_a_webhook_to_the_internal_network_is_refused_with_the_reason(roles, browser_as, url, message) -> None:  # noqa: F811
+def test_a_webhook_to_the_internal_network_is_refused_with_the_reason(roles, browser_as, url, message) -> None:
     response = browser_as(roles.owner).post("/account/notifications/", {"action": "webhook", "url": url})
     assert response.status_code == 400 and message in response.content.decode()
     assert not Webhook.objects.filter(owner=roles.owner).exists()
 
 
-def test_a_public_webhook_is_added_with_a_secret(roles, browser_as) -> None:  # noqa: F811
+def test_a_public_webhook_is_added_with_a_secret(roles, browser_as) -> None:
     assert browser_as(roles.owner).post("/account/notifications/", {
         "action": "webhook", "url": "https://93.184.216.34/hook"}).status_code == 302
     hook = Webhook.objects.get(owner=roles.owner)
@@ -56,7 +55,7 @@ def test_a_public_webhook_is_added_with_a_secret(roles, browser_as) -> None:  # 
 
 
 @pytest.mark.parametrize("role, status", [("owner", 302), ("other", 404), ("staff", 404), (None, 302)])
-def test_only_the_owner_deletes_a_webhook(roles, browser_as, data, role, status) -> None:  # noqa: F811
+def test_only_the_owner_deletes_a_webhook(roles, browser_as, data, role, status) -> None:
     mine = data[0]
     response = browser_as(getattr(roles, role) if role else None).post(f"/account/notifications/webhooks/{mine.pk}/delete/")
     assert response.status_code == status
@@ -66,7 +65,7 @@ def test_only_the_owner_deletes_a_webhook(roles, browser_as, data, role, status)
 
 
 @pytest.mark.parametrize("role, status", [("owner", 200), ("other", 404), ("staff", 200), (None, 302)])
-def test_a_jobs_choices_page_follows_the_jobs_permissions(roles, browser_as, make_job, role, status) -> None:  # noqa: F811
+def test_a_jobs_choices_page_follows_the_jobs_permissions(roles, browser_as, make_job, role, status) -> None:
     job = make_job(roles.owner)
     client = browser_as(getattr(roles, role) if role else None)
     assert client.get(f"/jobs/{job.pk}/notifications/").status_code == status
@@ -76,7 +75,7 @@ def test_a_jobs_choices_page_follows_the_jobs_permissions(roles, browser_as, mak
 
 
 @pytest.mark.parametrize("path", ["/admin/notifications/webhook/", "/admin/notifications/delivery/"])
-def test_staff_see_everyones_webhooks_and_deliveries_in_the_admin(roles, browser_as, data, path) -> None:  # noqa: F811
+def test_staff_see_everyones_webhooks_and_deliveries_in_the_admin(roles, browser_as, data, path) -> None:
     html = browser_as(roles.staff).get(path).content.decode()
     assert "bobs-hook" in html and ("alices-hook" in html or "alice@example.org" in html)
     assert browser_as(roles.owner).get(path).status_code == 302  # not staff: the admin's login page
