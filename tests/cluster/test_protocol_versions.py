@@ -13,7 +13,6 @@ from cluster.models import Node
 from cluster.protocol import PROTOCOL_VERSION, ProtocolError
 from cluster.protocol_versions import (ENV_PROTOCOL_VERSION, PROTOCOL_FIELD, UnsupportedVersion, check_version,
                                        message_version, spoken_version)
-from tests.portal.conftest import api_as, roles, token_for  # noqa: F401 - fixtures
 
 REGISTER = {"node": "n1", "gpus": 2, "cpus": 8.0, "mem_gb": 16, "gpu_models": ["Virtual GPU"], "token": "",
             "agent_version": "0.1"}
