@@ -11,7 +11,7 @@ from cluster import commands, protocol
 from cluster.liveness import lost_after
 from cluster.models import Node, NodeState
 from cluster.settlement import held_query
-from scheduler import elastic
+from scheduler import confinement, elastic
 from scheduler.models import Attempt, AttemptState, JobState
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
     for att in starting:
         allocation = att.gpu_allocation or {}
         plan = elastic.attempt_launch_fields(att.job, att)  # the plan the first launch named
+        plan.update(confinement.launch_fields([att.job_id])[att.job_id])  # its user, limits and image
         # The same ranks and master as the first launch: ranks follow the sorted node names.
         for name, cmd in commands.launches_for(att.job, att.number, allocation,
                                                commands.node_addresses(allocation), **plan):

@@ -18,7 +18,15 @@ from django.db import transaction
 
 from cluster import commands, protocol
 from cluster.models import Gpu
-from cluster.settlement import classify_exit, held_elsewhere, outcome_after, settle, stop_other_nodes
+from cluster.settlement import (
+    DOOMED,
+    classify_exit,
+    held_elsewhere,
+    outcome_after,
+    record_measures,
+    settle,
+    stop_other_nodes,
+)
 from scheduler import announce, transitions, triggers
 from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, AttemptState, Job, JobState
 
@@ -78,6 +86,9 @@ def attempt_exited(
     checkpointed: bool,
     reason: str | None,
     now: datetime,
+    message: str = "",
+    peak_mem_bytes: int | None = None,
+    cpu_seconds: float | None = None,
 ) -> str | None:
     """Free the attempt's GPUs on ``node``; when its last node is done, settle attempt and job.
 
@@ -97,6 +108,7 @@ def attempt_exited(
         if decided:
             att.state = outcome
             att.exit_code, att.signal = exit_code, signal
+        record_measures(att, node, message, peak_mem_bytes, cpu_seconds)
         if notice_at is not None:
             att.notice_at = notice_at  # the agent's SIGTERM time is more exact than the decision's
         att.ended_at = max(att.ended_at, ended_at) if att.ended_at else ended_at
@@ -106,8 +118,7 @@ def attempt_exited(
         if held_elsewhere(job, att):
             att.save()
             announce.job_changed(job.pk)
-            doomed = att.state in (AttemptState.FAILED, AttemptState.NODE_LOST)
-            if decided and doomed and job.state in (JobState.STARTING, JobState.RUNNING):
+            if decided and att.state in DOOMED and job.state in (JobState.STARTING, JobState.RUNNING):
                 stop_other_nodes(job, att, except_node=node, grace=float(job.grace_period))
             return att.state
         settle(job, att, now)

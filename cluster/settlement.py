@@ -11,6 +11,8 @@ preempt, notice for reconfigure  RECONFIGURED    PENDING, target pinned; CANCELL
 cancel                           CANCELLED       CANCELLED
 timeout                          TIMEOUT         TIMEOUT
 launch-failed                    FAILED          FAILED
+out-of-memory                    OUT_OF_MEMORY   FAILED (event reason OutOfMemory)
+image-unavailable                IMAGE_UNAVAIL.  PENDING (ImageUnavailable), the node excluded for the job
 stale, lost, agent-stop, other   NODE_LOST       NODE_LOST -> PENDING, CANCELLED if cancelling
 ===============================  ==============  =========================================
 
@@ -19,7 +21,9 @@ of its nodes is lost. Its outcome is that of the first report, except that a
 rank exiting 0 only completes the attempt if every other rank does too: a
 later report of any other outcome replaces it (``outcome_after``). A failed
 or lost rank stops the others. GPUs are freed per node as each node reports.
-Progress and lost work follow ``scheduler.accounting``.
+Progress and lost work follow ``scheduler.accounting``. The exit report's
+``message``, ``peak_mem_bytes`` and ``cpu_seconds`` are kept on the attempt
+(``record_measures``: the largest node's peak, CPU time summed over nodes).
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ from django.db.models import Q
 
 from cluster import commands, protocol
 from cluster.models import Gpu
-from scheduler import transitions
+from scheduler import images, transitions
 from scheduler.accounting import attempt_work_seconds, lost_gpu_seconds
-from scheduler.models import OPEN_ATTEMPT_STATES, Attempt, AttemptState, Job, JobState, NoticeReason, PendingReason
+from scheduler.models import MESSAGE_LENGTH, OPEN_ATTEMPT_STATES, Attempt, AttemptState, Job, JobState, NoticeReason, PendingReason
 
 
 def classify_exit(reason: str | None, exit_code: int | None) -> str:
@@ -46,6 +50,8 @@ def classify_exit(reason: str | None, exit_code: int | None) -> str:
         protocol.EXIT_CANCEL: AttemptState.CANCELLED,
         protocol.EXIT_TIMEOUT: AttemptState.TIMEOUT,
         protocol.EXIT_LAUNCH_FAILED: AttemptState.FAILED,
+        protocol.EXIT_OUT_OF_MEMORY: AttemptState.OUT_OF_MEMORY,
+        protocol.EXIT_IMAGE_UNAVAILABLE: AttemptState.IMAGE_UNAVAILABLE,
     }.get(reason, AttemptState.NODE_LOST)
 
 
@@ -54,7 +60,24 @@ TERMINAL_JOB_STATE = {
     AttemptState.FAILED: JobState.FAILED,
     AttemptState.TIMEOUT: JobState.TIMEOUT,
     AttemptState.CANCELLED: JobState.CANCELLED,
+    AttemptState.OUT_OF_MEMORY: JobState.FAILED,
 }
+#: The job event's reason for a terminal outcome whose title-cased name would not read well.
+_EVENT_REASON = {AttemptState.OUT_OF_MEMORY: "OutOfMemory"}
+#: Outcomes of one rank that doom the whole attempt: the other ranks are stopped.
+DOOMED = frozenset({AttemptState.FAILED, AttemptState.NODE_LOST, AttemptState.OUT_OF_MEMORY,
+                    AttemptState.IMAGE_UNAVAILABLE})
+
+
+def record_measures(att: Attempt, node: str, message: str, peak_mem_bytes: int | None,
+                    cpu_seconds: float | None) -> None:
+    """Add one node's exit measures to the attempt: the largest peak, the summed CPU time, the first message."""
+    if peak_mem_bytes is not None:
+        att.peak_mem_bytes = max(att.peak_mem_bytes or 0, peak_mem_bytes)
+    if cpu_seconds is not None:
+        att.cpu_seconds = (att.cpu_seconds or 0.0) + cpu_seconds
+    if message and not att.message:
+        att.message = f"{node}: {message}"[:MESSAGE_LENGTH]
 
 
 def outcome_after(att: Attempt, reported: str) -> str:
@@ -104,7 +127,8 @@ def settle(job: Job, att: Attempt, now: datetime) -> None:
     outcome = att.state
     where = ", ".join(att.node_names)
     if outcome in TERMINAL_JOB_STATE:
-        transitions.move_locked(job, TERMINAL_JOB_STATE[outcome], outcome.title(), _exit_text(att, where),
+        transitions.move_locked(job, TERMINAL_JOB_STATE[outcome], _EVENT_REASON.get(outcome, outcome.title()),
+                                _exit_text(att, where),
               ended_at=att.ended_at, exit_code=att.exit_code, progress_seconds=progress)
     elif job.state == JobState.CANCELLING:
         transitions.move_locked(job, JobState.CANCELLED, "Cancelled", f"stopped on {where}", ended_at=att.ended_at,
@@ -120,6 +144,13 @@ def settle(job: Job, att: Attempt, now: datetime) -> None:
         message = f"attempt {att.number} vacated {where}; {kept_text}; relaunching with {target}"
         transitions.move_locked(job, JobState.PENDING, PendingReason.RECONFIGURED, message, progress_seconds=progress,
               pending_reason=PendingReason.RECONFIGURED, pending_message=message)
+    elif outcome == AttemptState.IMAGE_UNAVAILABLE:
+        excluded = sorted(set(job.excluded_nodes or []) | set(att.node_names))
+        image = job.image.name if job.image_id else ""
+        message = images.unavailable_message(image, att.node_names, att.message)[:MESSAGE_LENGTH]
+        transitions.move_locked(job, JobState.PENDING, PendingReason.IMAGE_UNAVAILABLE, message,
+                                progress_seconds=progress, pending_reason=PendingReason.IMAGE_UNAVAILABLE,
+                                pending_message=message, excluded_nodes=excluded)
     else:
         message = f"attempt {att.number} lost on {where}"
         transitions.move_locked(job, JobState.NODE_LOST, PendingReason.NODE_LOST, message, progress_seconds=progress)
@@ -128,6 +159,8 @@ def settle(job: Job, att: Attempt, now: datetime) -> None:
 
 
 def _exit_text(att: Attempt, where: str) -> str:
+    if att.state == AttemptState.OUT_OF_MEMORY:
+        return f"attempt {att.number} on {where} went past its memory limit and was killed (out of memory)"
     if att.signal is not None:
         return f"attempt {att.number} on {where} ended by signal {att.signal}"
     return f"attempt {att.number} on {where} exited with code {att.exit_code}"

@@ -256,11 +256,13 @@ def started(node: str, job_id: Any = None, attempt: Any = None, pid: Any = None,
 @report_task(protocol.REPORT_EXITED)
 def exited(node: str, job_id: Any = None, attempt: Any = None, exit_code: Any = None, signal: Any = None,
            ended_at: Any = None, notice_at: Any = None, checkpointed: Any = False, reason: Any = None,
-           **_extra: Any) -> None:
+           message: Any = "", peak_mem_bytes: Any = None, cpu_seconds: Any = None, **_extra: Any) -> None:
     if not isinstance(checkpointed, bool):
         raise ProtocolError("checkpointed", f"must be true or false, got {checkpointed!r}")
     if reason is not None and not isinstance(reason, str):
         raise ProtocolError("reason", f"must be a string or null, got {reason!r}")
+    if not isinstance(message, str):
+        raise ProtocolError("message", f"must be a string, got {message!r}")
     reports.attempt_exited(
         node,
         parse_job_id(job_id),
@@ -272,6 +274,9 @@ def exited(node: str, job_id: Any = None, attempt: Any = None, exit_code: Any = 
         checkpointed=checkpointed,
         reason=reason,
         now=dj_timezone.now(),
+        message=message.replace("\x00", ""),
+        peak_mem_bytes=None if peak_mem_bytes is None else parse_count(peak_mem_bytes, "peak_mem_bytes"),
+        cpu_seconds=None if cpu_seconds is None else parse_amount(cpu_seconds, "cpu_seconds"),
     )
 
 

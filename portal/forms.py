@@ -18,6 +18,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.core.perf.catalog import model_names
+from scheduler.selectors import enabled_image_names
 from scheduler.services import JobRequest
 
 #: Which form field shows a quota refusal for each limit (others show above the form).
@@ -61,6 +62,13 @@ class JobForm(forms.Form):
     min_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, label="Min GPUs")
     max_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, label="Max GPUs")
     guaranteed = forms.BooleanField(required=False, help_text="Never run below the requested throughput.")
+    image = forms.ChoiceField(required=False, help_text="A root filesystem registered by an administrator to run in; "
+                                                        "none: the node's own.")
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        # Offered: the enabled images now; the service checks the name again when the job is submitted.
+        self.fields["image"].choices = [("", "none"), *((n, n) for n in enabled_image_names())]
 
     def clean_command(self) -> str:
         command = self.cleaned_data["command"]
@@ -90,6 +98,7 @@ class JobForm(forms.Form):
             min_gpus=data.get("min_gpus"),
             max_gpus=data.get("max_gpus"),
             guaranteed=bool(data.get("guaranteed")),
+            image=data.get("image") or "",
         )
 
 

@@ -33,6 +33,11 @@ Variables (all optional unless noted):
   ``SIMULATION_MAX_ACTIVE_RUNS`` (2 per user), ``SIMULATION_QUEUE`` (Celery
   queue of simulation runs; default ``celery``).
 
+* ``GPUSCHED_SINGLE_USER`` (false): single-user mode. Every job runs as the
+  agents' own user and launches name nobody (``run_as`` empty); submissions
+  need no POSIX identity. For a laptop without root (``scripts/up.sh``); every
+  page shows a banner and the log says so at start. See docs/security.md.
+
 A bad value raises ``ImproperlyConfigured`` naming the variable.
 """
 
@@ -114,6 +119,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.security_mode",
             ],
         },
     },
@@ -238,6 +244,8 @@ AGENT_TOKEN = env_str("GPUSCHED_AGENT_TOKEN", "") or ""
 # Server-side key of per-node agent tokens (cluster/auth.py): when set, a report naming
 # node N must carry N's own token (manage.py agent_token N) and AGENT_TOKEN is not accepted.
 AGENT_SECRET = env_str("GPUSCHED_AGENT_SECRET", "") or ""
+# Single-user mode (docs/security.md): jobs run as the agents' own user; for a laptop without root.
+GPUSCHED_SINGLE_USER = env_bool("GPUSCHED_SINGLE_USER", default=False)
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",

@@ -54,7 +54,7 @@ class AttemptInline(StaffMayView, admin.TabularInline):
     model = Attempt
     extra = 0
     fields = ["number", "state", "gpu_allocation", "started_at", "ended_at", "exit_code", "signal", "notice_at",
-              "vacated_at", "checkpointed", "lost_gpu_seconds"]
+              "vacated_at", "checkpointed", "lost_gpu_seconds", "peak_mem_bytes", "cpu_seconds", "message"]
     readonly_fields = fields
 
 
@@ -168,3 +168,6 @@ class QuotaAdmin(StaffMayManage, admin.ModelAdmin):
         body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
         return format_html("<table>{}</table><p>GPU-hours over the last {} days; a group counts all its members.</p>",
                            body, quota.budget_period_days)
+
+
+from scheduler import identity_admin  # noqa: E402, F401 - registers the POSIX identities' admin

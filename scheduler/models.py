@@ -80,6 +80,7 @@ class PendingReason(models.TextChoices):
     RECONFIGURED = "Reconfigured"
     PREEMPTED = "Preempted"
     NODE_LOST = "NodeLost"
+    IMAGE_UNAVAILABLE = "ImageUnavailable"
 
 
 class Job(models.Model):
@@ -133,6 +134,13 @@ class Job(models.Model):
     target_plan = models.CharField(max_length=32, blank=True, default="")
     target_gpus = models.PositiveIntegerField(default=0, help_text="0: no reconfiguration pending.")
     target_placement = models.JSONField(default=dict, blank=True, help_text="{node: GPUs} the decision chose.")
+    # Confinement (docs/security.md): the POSIX account the job runs as, fixed at submission from its
+    # owner's identity (scheduler.identity; empty in single-user mode).
+    run_as = models.CharField(max_length=32, blank=True, default="", help_text="POSIX user the job runs as.")
+    image = models.ForeignKey("scheduler.Image", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
+                              help_text="Root filesystem the job runs in (scheduler.images); empty: the node's.")
+    excluded_nodes = models.JSONField(
+        default=list, blank=True, help_text="Nodes the job is not placed on: its image was unavailable there.")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -195,6 +203,8 @@ class AttemptState(models.TextChoices):
     TIMEOUT = "TIMEOUT"
     NODE_LOST = "NODE_LOST"
     RECONFIGURED = "RECONFIGURED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"  # went past its memory limit: the kernel's OOM killer ended it
+    IMAGE_UNAVAILABLE = "IMAGE_UNAVAILABLE"  # the node could not fetch, verify or unpack the job's image
 
 
 class NoticeReason(models.TextChoices):
@@ -229,7 +239,7 @@ class Attempt(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField(help_text="1 for the first run, then 2, 3, ...")
     gpu_allocation = models.JSONField(default=dict, blank=True)
-    state = models.CharField(max_length=12, choices=AttemptState.choices, default=AttemptState.STARTING)
+    state = models.CharField(max_length=20, choices=AttemptState.choices, default=AttemptState.STARTING)
 
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -257,6 +267,11 @@ class Attempt(models.Model):
         max_length=12, choices=NoticeReason.choices, blank=True, default="",
         help_text="Why the server told the attempt to stop: reconfigure, or empty (preemption, cancellation).",
     )
+    # What the node measured and said (exit report): the attempt's cgroup peak memory and CPU time
+    # (summed over nodes for CPU, the largest node's for memory; None: not measured) and its message.
+    peak_mem_bytes = models.BigIntegerField(null=True, blank=True, help_text="Peak memory of the attempt, bytes.")
+    cpu_seconds = models.FloatField(null=True, blank=True, help_text="CPU time of the attempt, seconds.")
+    message = models.CharField(max_length=500, blank=True, default="", help_text="What the node said about the end.")
 
     class Meta:
         ordering = ["job_id", "number"]
@@ -370,3 +385,8 @@ class Quota(models.Model):
         if self.user_id is not None:
             return f"user {self.user.username}"
         return f"group {self.group.name}"
+
+
+# Models defined in their own modules of this app, imported here so that Django registers them.
+from scheduler.identity import PosixIdentity  # noqa: E402, F401
+from scheduler.images import Image  # noqa: E402, F401

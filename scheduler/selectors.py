@@ -16,6 +16,7 @@ from django.db.models import Count, F, FilteredRelation, Max, Prefetch, Q, Query
 from django.utils import timezone
 
 from cluster.models import Node
+from scheduler.images import Image
 from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, Job, JobClass, JobEvent, JobState, Quota
 from scheduler.quotas import DEFAULT_BUDGET_PERIOD_DAYS, Limits, Scope, Usage, UsageSnapshot, held_gpus
 
@@ -27,7 +28,7 @@ User = get_user_model()
 
 def visible_jobs(user) -> QuerySet[Job]:  # noqa: ANN001 - a user model instance
     """Jobs ``user`` may see: their own, or all of them for staff."""
-    jobs = Job.objects.select_related("owner")
+    jobs = Job.objects.select_related("owner", "image")
     if user.is_staff:
         return jobs
     return jobs.filter(owner=user)
@@ -284,3 +285,14 @@ def quota_report(user) -> dict:  # noqa: ANN001
             {"scope": s.kind, "name": s.name, "limits": s.limits.as_dict(), "usage": s.usage.as_dict()} for s in scopes
         ],
     }
+
+
+def enabled_image_names() -> list[str]:
+    """Names of the images a job may name now (scheduler.images), sorted."""
+    return list(Image.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
+
+
+def enabled_images() -> list[dict]:
+    """The images a job may name now: ``[{name, digest, note}]``, sorted by name (``uri`` is the
+    storage layout, for the nodes only)."""
+    return list(Image.objects.filter(enabled=True).order_by("name").values("name", "digest", "note"))

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import announce, elastic, quotas, transitions
+from scheduler import announce, elastic, identity, images, quotas, transitions
 from scheduler.models import (
     ACTIVE_STATES,
     DEFAULT_GRACE_PERIOD_S,
@@ -96,6 +96,8 @@ class JobRequest:
     min_gpus: int | None = None
     max_gpus: int | None = None
     guaranteed: bool = False
+    # The name of a registered, enabled image to run in (scheduler.images); empty: the node's root filesystem.
+    image: str = ""
 
 
 def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
@@ -158,8 +160,10 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
     """Validate, apply quotas and create a PENDING job; one scheduling cycle follows the commit.
 
     Raises ``JobRequestInvalid`` or ``QuotaExceeded``; nothing is written then.
-    A TE job without a time limit gets the tightest ``max_te_runtime`` of its
-    owner's quotas. Submissions of one user (and of the members of a group,
+    An owner without a usable POSIX identity (``scheduler.identity``) is
+    refused with the error under ``identity``; the job stores the name it
+    will run as (``run_as``). A TE job without a time limit gets the tightest
+    ``max_te_runtime`` of its owner's quotas. Submissions of one user (and of the members of a group,
     for group quotas) are serialized by row locks so that the pending-job
     count cannot be overrun by concurrent requests.
 
@@ -167,6 +171,11 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
     if prefetched, so an answer can be rendered from it without reading back.
     """
     errors = validate_request(req, cluster_capacity())
+    usable, image_problems = images.resolve({req.image})
+    if req.image in image_problems:
+        errors.setdefault("image", []).append(image_problems[req.image])
+    run_as, identity_errors = _run_as(owner)
+    errors.update(identity_errors)
     if errors:
         raise JobRequestInvalid(errors)
     with transaction.atomic():
@@ -176,7 +185,7 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
             raise JobRequestInvalid({"priority": [refused]})
         if req.job_class == JobClass.TE and req.time_limit is None:
             req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
-        job = Job(owner=owner, **_fields(req))
+        job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), **_fields(req))
         violation = quotas.check_submission(job, scopes)
         if violation:
             raise QuotaExceeded(violation)
@@ -199,15 +208,24 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
     counts as pending for the next), under the same row locks. Raises
     ``JobArrayInvalid`` (every job's field errors, by position) or
     ``QuotaExceeded`` with ``index`` set to the first job refused; nothing is
-    written then. Jobs are stored in order (increasing ids) with one insert for
+    written then. An owner without a usable POSIX identity gets
+    ``JobRequestInvalid`` (field ``identity``) before any job is looked at.
+    Jobs are stored in order (increasing ids) with one insert for
     the jobs and one for their submission events; one scheduling request
     follows the commit. The returned jobs carry attempts and events as
     ``submit_job``'s does.
     """
     if not 1 <= len(reqs) <= MAX_ARRAY_JOBS:
         raise ValueError(f"a job array holds 1 to {MAX_ARRAY_JOBS} jobs, not {len(reqs)}")
+    run_as, identity_errors = _run_as(owner)
+    if identity_errors:
+        raise JobRequestInvalid(identity_errors)
     capacity = cluster_capacity()
     errors = {i: found for i, req in enumerate(reqs) if (found := validate_request(req, capacity))}
+    usable, image_problems = images.resolve({req.image for req in reqs})
+    for i, req in enumerate(reqs):
+        if req.image in image_problems:
+            errors.setdefault(i, {}).setdefault("image", []).append(image_problems[req.image])
     if errors:
         raise JobArrayInvalid(errors)
     with transaction.atomic():
@@ -220,7 +238,7 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
         for i, req in enumerate(reqs):
             if req.job_class == JobClass.TE and req.time_limit is None:
                 req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
-            job = Job(owner=owner, **_fields(req))
+            job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), **_fields(req))
             violation = quotas.check_submission(job, scopes)
             if violation:
                 raise QuotaExceeded(violation, index=i)
@@ -237,6 +255,14 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
     for job, event in zip(jobs, events, strict=True):
         _as_prefetched(job, [event])
     return jobs
+
+
+def _run_as(owner) -> tuple[str, dict[str, list[str]]]:  # noqa: ANN001
+    """The POSIX name the owner's jobs run as, or the ``identity`` error refusing the submission."""
+    try:
+        return identity.run_as_for(owner), {}
+    except identity.IdentityMissing as exc:
+        return "", {"identity": [str(exc)]}
 
 
 def _fields(req: JobRequest) -> dict:

@@ -34,8 +34,9 @@ from django.conf import settings
 from django.db.models import Count, F
 
 from cluster.models import Gpu, Node, NodeState
-from scheduler import elastic, quotas
+from scheduler import elastic, images, quotas
 from scheduler.accounting import attempt_work_seconds
+from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.model import Node as CoreNode
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
@@ -96,7 +97,7 @@ Row = dict[str, Any]
 JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
     "priority", "time_limit", "command", "submitted_at", "first_started_at", "progress_seconds",
-    "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus",
+    "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus", "excluded_nodes",
 )
 #: Columns of a job's current attempt.
 ATTEMPT_COLUMNS = tuple(dict.fromkeys(
@@ -115,6 +116,7 @@ def _spec(job: Row) -> JobSpec:
         priority=job["priority"],
         user=str(job["owner_id"]),
         time_limit=float(job["time_limit"]) if job["time_limit"] is not None else None,
+        excluded_nodes=frozenset(job["excluded_nodes"] or ()),  # its image was unavailable there (scheduler.images)
     )
     reconfig = _reconfig_spec(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
     return replace(spec, **reconfig) if reconfig else spec
@@ -239,15 +241,18 @@ def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: floa
     return RunningJob(**fields)
 
 
-def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow]) -> list[PendingJob]:
+def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str]) -> list[PendingJob]:
     """PENDING jobs in submission order, each with the quota that holds it, if any (their
-    ``JobRow`` go into ``jobs``)."""
+    ``JobRow`` go into ``jobs``); a job whose image was unavailable on every UP node is held
+    with ImageUnavailable instead (its stored message says where and why)."""
     rows = _with_reconfig_fields(list(
         Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values(*JOB_COLUMNS)))
     pending = []
     for job in rows:
         row = jobs[str(job["id"])] = _row(job)
         hold = quotas.blocking_reason(row, usage) if usage.scopes_for(row.owner_id) else None
+        if job["excluded_nodes"] and up and up <= set(job["excluded_nodes"]):
+            hold = (Reason.IMAGE_UNAVAILABLE.value, images.held_message(job["excluded_nodes"]))
         pending.append(PendingJob(
             spec=_spec(job),
             progress=job["progress_seconds"],
@@ -274,7 +279,7 @@ def build(now: datetime) -> CycleInput:
         if entry is not None:
             running.append(entry)
     usage = quota_usage(now=now)
-    pending = _pending(usage, jobs)
+    pending = _pending(usage, jobs, up)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE])
     return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now)

@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 
 from cluster import commands
 from cluster.models import Gpu, NodeState
-from scheduler import reconfigure, transitions
+from scheduler import confinement, reconfigure, transitions
 from scheduler.applied import Applied
 from scheduler.bulkwrite import update_each
 from scheduler.core.decisions import Preempt, Start
@@ -109,6 +109,7 @@ def write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
         for c in claims
     )
     launches = {c.row.pk: _plan_fields(c) for c in claims}  # after the attempts exist (reconfigure.record_start)
+    confined = confinement.launch_fields(launches)  # run_as, limits, image: one query
     transitions.record_events([
         transitions.event(c.row.pk, at=at, from_state=JobState.PENDING, to=JobState.STARTING,
                           reason=c.decision.reason.value, message=c.decision.message)
@@ -118,7 +119,7 @@ def write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
     addresses = commands.node_addresses({node for c in claims for node in c.gpus})  # rank 0's is the master
     for c in sorted(claims, key=lambda c: c.row.pk):
         for node, cmd in commands.launches_for(c.row, c.row.attempt_count + 1, c.allocation, addresses,
-                                               **launches[c.row.pk]):
+                                               **launches[c.row.pk], **confined[c.row.pk]):
             sends.append(lambda node=node, cmd=cmd: commands.launch(node, cmd))
         out.started.append(c.row.pk)
     commands.on_commit(sends)

@@ -114,6 +114,8 @@ class JobSubmitSerializer(serializers.Serializer):
     min_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
     max_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
     guaranteed = StrictBooleanField(default=False)
+    image = StrictCharField(max_length=200, allow_blank=True, default="",
+                            help_text="A registered image to run in (GET /api/v1/images/ lists them); empty: none.")
 
     def validate_command(self, value: str) -> str:
         if not value.strip():
@@ -152,7 +154,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         fields = [
             "number", "node_names", "gpu_indices", "started_at", "ended_at", "exit_code", "signal", "outcome",
             "notice_at", "vacated_at", "checkpointed", "lost_gpu_seconds",
-            "plan", "gpu_count", "grad_accum_steps", "notice_reason",
+            "plan", "gpu_count", "grad_accum_steps", "notice_reason", "peak_mem_bytes", "cpu_seconds", "message",
         ]
         read_only_fields = fields
 
@@ -170,6 +172,8 @@ class JobSerializer(serializers.ModelSerializer):
     """The job object of every response."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
+    image = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True,
+                                         help_text="The image the job runs in; null: the node's root filesystem.")
     attempts = AttemptSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
 
@@ -180,7 +184,7 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit", "priority", "state", "pending_reason", "pending_message", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
-            "attempts", "events",
+            "run_as", "image", "attempts", "events",
         ]
         read_only_fields = fields
 
@@ -209,6 +213,12 @@ class LogSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(allow_null=True)
     offset = serializers.IntegerField()
     lines = serializers.ListField(child=serializers.CharField())
+
+
+class ImageSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    digest = serializers.CharField(help_text="sha256:<hex> of the image's root filesystem tarball.")
+    note = serializers.CharField()
 
 
 class QuotaScopeSerializer(serializers.Serializer):

@@ -9,5 +9,6 @@ router.register("jobs", views.JobViewSet, basename="api-job")
 urlpatterns = [
     path("quota/", views.QuotaView.as_view(), name="api-quota"),
     path("nodes/", views.NodeListView.as_view(), name="api-nodes"),
+    path("images/", views.ImageListView.as_view(), name="api-images"),
     *router.urls,
 ]

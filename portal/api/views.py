@@ -16,6 +16,7 @@ from portal.api.errors import validation_error
 from portal.api.serializers import (
     DetailSerializer,
     ErrorsSerializer,
+    ImageSerializer,
     JobArraySerializer,
     JobArraySubmitSerializer,
     JobSerializer,
@@ -138,6 +139,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         except services.JobArrayInvalid as exc:
             return validation_error({f"jobs[{i}].{name}": messages
                                      for i, errors in exc.errors.items() for name, messages in errors.items()})
+        except services.JobRequestInvalid as exc:  # about the submitter, not one job (``identity``)
+            return validation_error(exc.errors)
         except services.QuotaExceeded as exc:
             return Response({**_quota_body(exc.violation), "index": exc.index}, status=status.HTTP_403_FORBIDDEN)
         return Response({"jobs": JobSerializer(jobs, many=True).data}, status=status.HTTP_201_CREATED)
@@ -214,3 +217,11 @@ class NodeListView(APIView):
     @extend_schema(responses={200: NodeSerializer(many=True)})
     def get(self, request: Request) -> Response:
         return Response(NodeSerializer(nodes_for(request.user), many=True).data)
+
+
+class ImageListView(APIView):
+    """The images a job may name (enabled ones), for ``image`` in a submission."""
+
+    @extend_schema(responses={200: ImageSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(ImageSerializer(selectors.enabled_images(), many=True).data)

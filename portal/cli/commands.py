@@ -20,6 +20,7 @@ from portal.cli.output import (
     dump_json,
     key_values,
     local_time,
+    memory,
     render_table,
     seconds,
     truncate,
@@ -59,6 +60,8 @@ ATTEMPT_COLUMNS: list[Column] = [
     ("SIGNAL", lambda a: a.get("signal")),
     ("CHECKPOINTED", lambda a: a.get("checkpointed")),
     ("LOST_GPU_S", lambda a: a.get("lost_gpu_seconds")),
+    ("PEAK_MEM", lambda a: memory(a.get("peak_mem_bytes"))),
+    ("CPU_S", lambda a: a.get("cpu_seconds")),
 ]
 
 PLAN_COLUMNS: list[Column] = [
@@ -99,6 +102,7 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         "min_gpus": getattr(args, "min_gpus", None),
         "max_gpus": getattr(args, "max_gpus", None),
         "guaranteed": getattr(args, "guaranteed", None),
+        "image": getattr(args, "image", None),
     }
     payload.update({k: v for k, v in optional.items() if v is not None})
     return payload
@@ -216,6 +220,8 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Grace period", seconds(job.get("grace_period"))),
         ("Time limit", seconds(job.get("time_limit"))),
         ("Priority", job.get("priority")),
+        ("Runs as", job.get("run_as") or None),
+        ("Image", job.get("image")),
         ("Command", job.get("command")),
         ("Submitted", local_time(job.get("submitted_at"))),
         ("First started", local_time(job.get("first_started_at"))),
@@ -241,6 +247,9 @@ def format_job(job: Mapping[str, Any]) -> str:
             sections.append("Plan history:\n" + render_table(PLAN_COLUMNS, job["attempts"]))
     if job.get("progress"):
         sections.append(format_progress(job["progress"]))
+    said = [f"attempt {a.get('number')}: {a['message']}" for a in job.get("attempts") or [] if a.get("message")]
+    if said:
+        sections.append("Node messages:\n" + "\n".join(said))
     if job.get("events"):
         sections.append("Events:\n" + render_table(EVENT_COLUMNS, job["events"]))
     return "\n\n".join(sections)

@@ -96,3 +96,15 @@ def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
     """``Key: value`` lines with the values aligned."""
     width = max((len(k) for k, _ in pairs), default=0)
     return "\n".join(f"{(k + ':').ljust(width + 1)} {cell(v)}" for k, v in pairs)
+
+
+def memory(value: Any) -> str | None:
+    """Bytes as the largest binary unit that keeps a whole part (``1.5G``, ``300M``); None stays None."""
+    if value is None:
+        return None
+    amount = float(value)
+    for unit in ("", "K", "M", "G", "T"):
+        if amount < 1024 or unit == "T":
+            return f"{amount:.0f}{unit}" if unit == "" else f"{amount:.1f}{unit}"
+        amount /= 1024
+    return None

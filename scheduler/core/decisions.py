@@ -25,6 +25,7 @@ class Reason(str, Enum):
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     RESERVED = "Reservation"
     RECONFIGURED = "Reconfigured"
+    IMAGE_UNAVAILABLE = "ImageUnavailable"  # held: the job's image is unavailable on every node it may use
     # Why a running job is preempted or reconfigured (reconfiguration-aware policies).
     PREEMPTED_FOR_PRIORITY = "PreemptedForPriority"
     SHRUNK_FOR_JOB = "ShrunkForJob"

@@ -82,6 +82,9 @@ class JobSpec:
     throughput: "JobThroughput | None" = field(default=None, compare=False, repr=False)
     """Seconds per iteration as a function of the allocation (best plan per
     allocation); None: unknown, the job is not reconfigured."""
+    excluded_nodes: frozenset[str] = frozenset()
+    """Nodes the job must not be placed on (the live cluster: its image was
+    unavailable there); placement (``FreeCapacity.place``) never uses them."""
 
     @property
     def reconfigurable(self) -> bool:

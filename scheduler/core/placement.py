@@ -244,9 +244,11 @@ class FreeCapacity:
 
     def place(self, spec: JobSpec, blocked: frozenset[str] = frozenset()) -> Placement | None:
         """Where ``spec`` would go now (see the module rule), avoiding the
-        ``blocked`` nodes; None when it does not fit. Does not take anything.
-        A job with a 3D plan gets a multiple of its tensor-parallel degree on
-        every node (``node_block``)."""
+        ``blocked`` nodes and the job's own ``excluded_nodes``; None when it
+        does not fit. Does not take anything. A job with a 3D plan gets a
+        multiple of its tensor-parallel degree on every node (``node_block``)."""
+        if spec.excluded_nodes:
+            blocked = blocked | spec.excluded_nodes
         g = spec.num_gpus
         if g > self._total:
             return None

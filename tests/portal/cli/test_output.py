@@ -85,8 +85,8 @@ def test_format_job_shows_reason_attempts_and_events() -> None:
     assert len(value_columns) == 1  # every value starts in the same column
     attempts = text.split("Attempts:\n")[1].split("\n\n")[0].splitlines()
     assert attempts[0].split() == ["#", "NODES", "GPUS", "STARTED", "ENDED", "OUTCOME", "EXIT",
-                                   "SIGNAL", "CHECKPOINTED", "LOST_GPU_S"]
-    assert attempts[1].split() == ["1", "n1", "n1:0,1", "-", "-", "PREEMPTED", "-", "15", "yes", "0"]
+                                   "SIGNAL", "CHECKPOINTED", "LOST_GPU_S", "PEAK_MEM", "CPU_S"]
+    assert attempts[1].split() == ["1", "n1", "n1:0,1", "-", "-", "PREEMPTED", "-", "15", "yes", "0", "-", "-"]
     assert text.split("Events:\n")[1].splitlines()[1].split() == [
         "-", "PENDING", "Submitted", "by", "alice"]
 

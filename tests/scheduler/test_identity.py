@@ -1,0 +1,90 @@
+"""POSIX identities: the name syntax, the default from the username, an admin's explicit name,
+single-user mode, and what the launch carries (scheduler.identity, scheduler.confinement)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+
+from scheduler import confinement
+from scheduler.identity import IdentityMissing, PosixIdentity, posix_name_problem, run_as_for
+from scheduler.models import Job
+
+
+@pytest.mark.parametrize("name", ["alice", "_svc", "a", "bob.smith", "j-doe_2", "x" * 32])
+def test_acceptable_posix_names(name: str) -> None:
+    assert posix_name_problem(name) is None
+
+
+@pytest.mark.parametrize("name, says", [
+    ("", "empty"),
+    ("x" * 33, "at most 32"),
+    ("Alice", "not a POSIX user name"),
+    ("alice@example.org", "not a POSIX user name"),
+    ("1alice", "not a POSIX user name"),
+    ("-alice", "not a POSIX user name"),
+    (".alice", "not a POSIX user name"),
+    ("al ice", "not a POSIX user name"),
+    ("al;ice", "not a POSIX user name"),
+    ("alice\n", "not a POSIX user name"),
+    ("root", "superuser"),
+])
+def test_unacceptable_posix_names_say_why(name: str, says: str) -> None:
+    assert says in posix_name_problem(name)
+
+
+@pytest.mark.django_db
+def test_the_username_is_the_default_identity() -> None:
+    assert run_as_for(User.objects.create_user("alice")) == "alice"
+
+
+@pytest.mark.django_db
+def test_an_explicit_identity_wins_over_the_username() -> None:
+    user = User.objects.create_user("alice")
+    PosixIdentity.objects.create(user=user, posix_name="asmith")
+    assert run_as_for(user) == "asmith"
+
+
+@pytest.mark.django_db
+def test_a_username_that_is_no_posix_name_needs_an_identity() -> None:
+    user = User.objects.create_user("Alice@Example.org")
+    with pytest.raises(IdentityMissing, match="no POSIX identity.*Ask an administrator"):
+        run_as_for(user)
+    PosixIdentity.objects.create(user=user, posix_name="alice")
+    assert run_as_for(user) == "alice"
+
+
+@pytest.mark.django_db
+def test_a_stored_identity_that_became_unusable_is_refused_not_replaced_by_the_username() -> None:
+    user = User.objects.create_user("alice")
+    PosixIdentity.objects.create(user=user, posix_name="root")  # a row written around the validator
+    with pytest.raises(IdentityMissing, match="'root' is not usable"):
+        run_as_for(user)
+
+
+@pytest.mark.django_db
+def test_the_model_validates_the_name() -> None:
+    identity = PosixIdentity(user=User.objects.create_user("alice"), posix_name="Bad Name")
+    with pytest.raises(ValidationError) as caught:
+        identity.full_clean()
+    assert "posix_name" in caught.value.message_dict
+
+
+@pytest.mark.django_db
+def test_single_user_mode_runs_everyone_as_the_agent(settings) -> None:
+    settings.GPUSCHED_SINGLE_USER = True
+    assert run_as_for(User.objects.create_user("not a posix name")) == ""
+
+
+@pytest.mark.django_db
+def test_launch_fields_carry_the_stored_user_and_the_requested_limits(settings) -> None:
+    owner = User.objects.create_user("alice")
+    job = Job.objects.create(owner=owner, name="j", command="true", num_gpus=1, num_cpus=2.5, mem_gb=1.5,
+                             run_as="alice")
+    assert confinement.launch_fields([job.pk]) == {
+        job.pk: {"run_as": "alice", "cpus": 2.5, "mem_bytes": 3 * 2**29, "image": "", "image_uri": "",
+                 "image_digest": ""}}
+    settings.GPUSCHED_SINGLE_USER = True
+    assert confinement.launch_fields([job.pk])[job.pk]["run_as"] == ""
+    assert confinement.launch_fields([]) == {}
