@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from scheduler import images
+from scheduler import services
 from scheduler.identity import PosixIdentity
 from scheduler.images import Image
 
@@ -59,4 +59,4 @@ class ImageAdmin(SuperuserMayChange, admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Image, form, change: bool) -> None:  # noqa: ANN001
         super().save_model(request, obj, form, change)
         if change:
-            images.clear_exclusions(obj)
+            services.clear_image_exclusions(obj)

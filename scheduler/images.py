@@ -12,7 +12,8 @@ to the job's ``excluded_nodes``: the snapshot passes them to the policy as a
 placement constraint (``JobSpec.excluded_nodes``), so the job is not sent there
 again; when every node is excluded the job is held with reason
 ImageUnavailable. Saving the image in the admin clears the exclusions of its
-pending jobs (the admin fixed it, so every node gets another chance).
+pending jobs (``services.clear_image_exclusions``: the admin fixed it, so every
+node gets another chance).
 """
 
 from __future__ import annotations
@@ -97,9 +98,3 @@ def held_message(excluded: list[str]) -> str:
     return (f"image unavailable on every node that is up ({', '.join(sorted(excluded))}); "
             "held until an administrator fixes the image or another node joins")
 
-
-def clear_exclusions(image: Image) -> int:
-    """Give every node another chance at ``image``: clear the excluded nodes of its pending jobs."""
-    from scheduler.models import Job, JobState
-
-    return Job.objects.filter(image=image, state=JobState.PENDING).exclude(excluded_nodes=[]).update(excluded_nodes=[])

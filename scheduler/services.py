@@ -350,3 +350,9 @@ def cancel_job(job: Job, by) -> Job:  # noqa: ANN001 - a user model instance
                 break
     job.refresh_from_db()
     return job
+
+
+def clear_image_exclusions(image: images.Image) -> int:
+    """Give every node another chance at ``image`` (an admin changed it): clear the excluded nodes
+    of its pending jobs. Returns how many jobs changed."""
+    return Job.objects.filter(image=image, state=JobState.PENDING).exclude(excluded_nodes=[]).update(excluded_nodes=[])

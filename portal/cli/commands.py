@@ -21,6 +21,7 @@ from portal.cli.output import (
     key_values,
     local_time,
     memory,
+    node_messages,
     render_table,
     seconds,
     truncate,
@@ -60,8 +61,7 @@ ATTEMPT_COLUMNS: list[Column] = [
     ("SIGNAL", lambda a: a.get("signal")),
     ("CHECKPOINTED", lambda a: a.get("checkpointed")),
     ("LOST_GPU_S", lambda a: a.get("lost_gpu_seconds")),
-    ("PEAK_MEM", lambda a: memory(a.get("peak_mem_bytes"))),
-    ("CPU_S", lambda a: a.get("cpu_seconds")),
+    ("PEAK_MEM", lambda a: memory(a.get("peak_mem_bytes"))), ("CPU_S", lambda a: a.get("cpu_seconds")),
 ]
 
 PLAN_COLUMNS: list[Column] = [
@@ -220,8 +220,7 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Grace period", seconds(job.get("grace_period"))),
         ("Time limit", seconds(job.get("time_limit"))),
         ("Priority", job.get("priority")),
-        ("Runs as", job.get("run_as") or None),
-        ("Image", job.get("image")),
+        ("Runs as", job.get("run_as") or None), ("Image", job.get("image")),
         ("Command", job.get("command")),
         ("Submitted", local_time(job.get("submitted_at"))),
         ("First started", local_time(job.get("first_started_at"))),
@@ -247,9 +246,7 @@ def format_job(job: Mapping[str, Any]) -> str:
             sections.append("Plan history:\n" + render_table(PLAN_COLUMNS, job["attempts"]))
     if job.get("progress"):
         sections.append(format_progress(job["progress"]))
-    said = [f"attempt {a.get('number')}: {a['message']}" for a in job.get("attempts") or [] if a.get("message")]
-    if said:
-        sections.append("Node messages:\n" + "\n".join(said))
+    sections += node_messages(job.get("attempts") or [])
     if job.get("events"):
         sections.append("Events:\n" + render_table(EVENT_COLUMNS, job["events"]))
     return "\n\n".join(sections)

@@ -108,3 +108,9 @@ def memory(value: Any) -> str | None:
             return f"{amount:.0f}{unit}" if unit == "" else f"{amount:.1f}{unit}"
         amount /= 1024
     return None
+
+
+def node_messages(attempts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``gpusched show``'s "Node messages" section (what the nodes said about how attempts ended), or none."""
+    said = [f"attempt {a.get('number')}: {a['message']}" for a in attempts if a.get("message")]
+    return ["Node messages:\n" + "\n".join(said)] if said else []

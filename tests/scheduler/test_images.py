@@ -10,10 +10,10 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from cluster import protocol, reports
-from scheduler import images, loop
+from scheduler import loop
 from scheduler.images import Image
 from scheduler.models import Attempt, AttemptState, Job, JobState
-from scheduler.services import JobArrayInvalid, JobRequest, JobRequestInvalid, submit_jobs
+from scheduler.services import JobArrayInvalid, JobRequest, JobRequestInvalid, clear_image_exclusions, submit_jobs
 from tests.support.live_helpers import submit
 
 pytestmark = pytest.mark.django_db
@@ -123,6 +123,6 @@ def test_a_job_whose_image_no_node_has_is_held_and_an_admin_save_releases_it(
     assert sent.launches == []
     assert job.state == JobState.PENDING and job.pending_reason == "ImageUnavailable"
     assert "held until an administrator fixes the image" in job.pending_message
-    assert images.clear_exclusions(image) == 1
+    assert clear_image_exclusions(image) == 1
     _start(django_capture_on_commit_callbacks)
     assert [node for node, _ in sent.launches] == ["n1"]

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0005_posix_identity'),
+        ('scheduler', '0006_posix_identity'),
     ]
 
     operations = [

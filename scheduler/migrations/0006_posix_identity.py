@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0004_reconfiguration'),
+        ('scheduler', '0005_quota_priority_range'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
