@@ -4,7 +4,7 @@ Contract (issue 2, item 6)::
 
     python -m scheduler.sim --policy NAME [--policy NAME ...]
         (--workload synthetic [--seed N] [--load X] [--te-share X]
-         | --trace FILE [--trace-format canonical|philly|morphling])
+         | --trace FILE [--trace-format canonical|philly|morphling|pollux])
         [--cluster NODESxGPUS] [--json FILE] [--report FILE.html]
 
 A bad argument (negative load, unknown policy, cluster smaller than the
@@ -35,6 +35,9 @@ from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse
 from scheduler.sim.table import change_table, results_table
 from scheduler.sim.workloads.canonical import TraceError, load_canonical
 from scheduler.sim.workloads.philly import PhillyRule, load_philly
+from scheduler.sim.workloads.pollux import NODE_GPUS as POLLUX_NODE_GPUS
+from scheduler.sim.workloads.pollux import NODES as POLLUX_NODES
+from scheduler.sim.workloads.pollux import load_pollux_tuned
 from scheduler.sim.workloads.synthetic import SyntheticConfig, generate
 from scheduler.sim.workloads.types import Workload
 
@@ -61,9 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--workload", choices=["synthetic"], help="generate a synthetic workload")
     src.add_argument("--trace", metavar="FILE", help="replay a trace file")
-    p.add_argument("--trace-format", choices=["canonical", "philly", "morphling"], default=None,
+    p.add_argument("--trace-format", choices=["canonical", "philly", "morphling", "pollux"], default=None,
                    help="trace file format (default canonical); morphling: the Rubick workloads, "
-                        "reconfigurable jobs on the authors' 8x8 testbed unless --cluster/--node-* say otherwise")
+                        "reconfigurable jobs on the authors' 8x8 testbed unless --cluster/--node-* say otherwise; "
+                        "pollux: a Pollux study workload as TunedJobs (GPUs and batch size of the trace) on the "
+                        "study's 16x4 cluster unless --cluster says otherwise (the study restarts in 30 s: "
+                        "--resume-overhead 30)")
     p.add_argument("--policy-times", choices=["measured", "model", "measured-only"], default=None,
                    help="morphling: iteration times the policies see (default measured, the model where not "
                         "measured; the simulator always replays measured times, the model where not measured)")
@@ -236,6 +242,8 @@ def _cluster_defaults(args: argparse.Namespace) -> None:
     morphling = args.trace_format == "morphling"
     if morphling and args.cluster is None:
         args.cluster = f"{TESTBED[0]}x{TESTBED[1]}"
+    if args.trace_format == "pollux" and args.cluster is None:
+        args.cluster = f"{POLLUX_NODES}x{POLLUX_NODE_GPUS}"
     if args.node_cpus is None:
         args.node_cpus = TESTBED[2] if morphling else 0.0
     if args.node_mem_gb is None:
@@ -258,6 +266,10 @@ def _workload(args: argparse.Namespace) -> Workload:
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
             _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
         return load_canonical(args.trace)
+    if args.trace_format == "pollux":
+        for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
+            _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
+        return load_pollux_tuned(args.trace, node_gpus=parse_cluster(args.cluster)[1])
     if args.trace_format == "morphling":
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
             _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
