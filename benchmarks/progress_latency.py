@@ -41,7 +41,7 @@ from benchmarks.dashboard_push import CHROMIUM_ARGS, RECORDER, free_port  # noqa
 from benchmarks.e2e_latency import (  # noqa: E402
     PY, Processes, bench_database_url, drop_database, percentiles, recreate_database, server_env, wait_until,
 )
-from tests.procs import kill_job_groups  # noqa: E402
+from tests.support.procs import kill_job_groups  # noqa: E402
 
 JOB = ("{py} -c 'import time; from gpusched import job\n"
        "time.sleep(5)\n"
