@@ -1,11 +1,24 @@
-"""The one policy interface, and the registry that selects policies by name."""
+"""The one policy interface, and the registry that selects policies by name.
+
+The registry is the one module that knows every built-in policy: it imports
+the policy classes, and no policy module imports it back (a policy imports only
+its base classes and the core's data types), so the policies form no cycle with
+their registry. A new policy is added to ``BUILTIN_POLICIES`` below.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 from scheduler.core.decisions import Decision
 from scheduler.core.model import Snapshot
+from scheduler.core.policies.fifo import Fifo, FifoStrict
+from scheduler.core.policies.fitgpp import FitGpp
+from scheduler.core.policies.fitgpp_shrink import FitGppShrink
+from scheduler.core.policies.fixed_plan import FifoFixed, Synergy, Tiresias
+from scheduler.core.policies.preemptive import PreemptNewest, PreemptRandom
+from scheduler.core.policies.rubick import Rubick
+from scheduler.core.policies.te_priority import TePriority
 
 
 class Policy(Protocol):
@@ -26,23 +39,38 @@ class Policy(Protocol):
 
 PolicyFactory = Callable[..., Policy]
 
-_REGISTRY: dict[str, PolicyFactory] = {}
+#: Every selectable policy class; each is selected by its ``name`` attribute.
+BUILTIN_POLICIES: tuple[type, ...] = (
+    Fifo,
+    FifoStrict,
+    TePriority,
+    PreemptRandom,
+    PreemptNewest,
+    FitGpp,
+    FitGppShrink,
+    FifoFixed,
+    Synergy,
+    Tiresias,
+    Rubick,
+)
 
 
-def register(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    """Class decorator: make a policy selectable by ``name``."""
-
-    def wrap(factory: PolicyFactory) -> PolicyFactory:
-        if name in _REGISTRY:
+def _by_name(factories: tuple[type, ...]) -> Mapping[str, PolicyFactory]:
+    """Index the policy classes by their ``name``; two classes may not share one."""
+    table: dict[str, PolicyFactory] = {}
+    for factory in factories:
+        name = factory.name  # type: ignore[attr-defined]
+        if name in table:
             raise ValueError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = factory
-        return factory
+        table[name] = factory
+    return table
 
-    return wrap
+
+_REGISTRY: Mapping[str, PolicyFactory] = _by_name(BUILTIN_POLICIES)
 
 
 def policy_names() -> list[str]:
-    _load_builtin_policies()
+    """The names ``make_policy`` accepts, sorted."""
     return sorted(_REGISTRY)
 
 
@@ -51,14 +79,8 @@ def make_policy(name: str, **params: object) -> Policy:
 
     Raises ``KeyError`` naming the known policies when ``name`` is unknown.
     """
-    _load_builtin_policies()
     try:
         factory = _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
     return factory(**params)
-
-
-def _load_builtin_policies() -> None:
-    # Imported lazily so that the policy modules can import this one.
-    import scheduler.core.policies  # noqa: F401

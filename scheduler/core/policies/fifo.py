@@ -6,11 +6,9 @@ from scheduler.core.decisions import Decision, Reason
 from scheduler.core.fair_queue import FairView
 from scheduler.core.model import Snapshot
 from scheduler.core.policies.base import Cycle, QueuePolicy
-from scheduler.core.policy import register
 from scheduler.core.queue_order import by_priority, uniform_priority
 
 
-@register("fifo")
 class Fifo(QueuePolicy):
     """One queue in arrival order, non-blocking (what a Kubernetes-style
     scheduler does): a job that does not fit lets the jobs behind it start.
@@ -20,7 +18,6 @@ class Fifo(QueuePolicy):
     name = "fifo"
 
 
-@register("fifo-strict")
 class FifoStrict(QueuePolicy):
     """Textbook FIFO: the first job that does not fit blocks every job behind
     it (they get ``Priority``); "first" is the highest priority, then the

@@ -26,7 +26,6 @@ from typing import Sequence
 
 from scheduler.core.policies.base import check_non_negative
 from scheduler.core.policies.preemptive import PreemptivePolicy
-from scheduler.core.policy import register
 from scheduler.core.victims import Candidate, Need, NodeMemo, NodeView, VictimChooser, prefix_cover
 
 DEFAULT_WEIGHTS = {
@@ -276,7 +275,6 @@ class FitGppChooser:
         return self.score(need, view, best_set), best_set
 
 
-@register("fitgpp")
 class FitGpp(PreemptivePolicy):
     """The paper's method: TE priority plus preemption of the BE victim set of
     minimum score (module doc; docs/policies.md explains the defaults).

@@ -38,7 +38,6 @@ from scheduler.core.placement import per_unit, units_of
 from scheduler.core.policies.base import Cycle, StarvationGuard, check_non_negative, describe_placement
 from scheduler.core.policies.fitgpp import FitGpp
 from scheduler.core.policies.reconfig import FLOOR_SLACK, JobModel, Option, Pool, shrink_parts
-from scheduler.core.policy import register
 from scheduler.core.victims import Plan
 
 DEFAULT_TE_HOLD = 600.0
@@ -59,7 +58,6 @@ class Shrink:
     freed: int
 
 
-@register("fitgpp-shrink")
 class FitGppShrink(FitGpp):
     """See the module doc. Parameters besides FitGpp's: ``te_hold`` (s),
     ``restart_time`` (s, filled in by the simulator from its reconfiguration

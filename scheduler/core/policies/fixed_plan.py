@@ -24,7 +24,6 @@ from scheduler.core.model import PendingJob, RunningJob, Snapshot
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
 from scheduler.core.placement import plan_block
 from scheduler.core.policies.reconfig import Pool, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
-from scheduler.core.policy import register
 
 
 class FixedPlanPolicy:
@@ -118,14 +117,12 @@ class FixedPlanPolicy:
                      plan=spec.plan, cpus=cpus)
 
 
-@register("fifo-fixed")
 class FifoFixed(FixedPlanPolicy):
     """First in, first out with each job's own plan and GPUs (non-blocking)."""
 
     name = "fifo-fixed"
 
 
-@register("synergy")
 class Synergy(FixedPlanPolicy):
     """Synergy-like multi-resource allocation (Mohan et al., OSDI 2022) over
     FIFO: GPUs and plan as requested; CPUs either in proportion to GPUs
@@ -175,7 +172,6 @@ WITHIN_QUEUE = ("running-first", "arrival")
 """Orders within a Tiresias queue (``Tiresias.within_queue``)."""
 
 
-@register("tiresias")
 class Tiresias(FixedPlanPolicy):
     """Tiresias-like 2D least-attained-service (Gu et al., NSDI 2019).
 

@@ -16,7 +16,6 @@ from scheduler.core.policies.base import (
     gpus_text,
 )
 from scheduler.core.policies.te_priority import TePriority
-from scheduler.core.policy import register
 from scheduler.core.victims import (
     Candidate,
     NewestChooser,
@@ -149,7 +148,6 @@ class PreemptivePolicy(TePriority):
         )
 
 
-@register("preempt-random")
 class PreemptRandom(PreemptivePolicy):
     """Victims chosen at random among eligible BE jobs (node at random among
     those that can host the TE job, then victims in random order until it
@@ -170,7 +168,6 @@ class PreemptRandom(PreemptivePolicy):
         return self._chooser
 
 
-@register("preempt-newest")
 class PreemptNewest(PreemptivePolicy):
     """Victims are the most recently started eligible jobs (the usual
     Kubernetes choice: they lose the least progress if they cannot

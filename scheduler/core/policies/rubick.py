@@ -51,7 +51,6 @@ from scheduler.core.policies.reconfig import FLOOR_SLACK, JobModel, Option, Pool
 from scheduler.core.policies.rubick_growth import Growing
 from scheduler.core.policies.rubick_reclaim import Reclaiming
 from scheduler.core.policies.rubick_state import Cycle, EmptySizes, Live
-from scheduler.core.policy import register
 
 DEFAULT_RESTART_TIME = 60.0
 """Seconds a reconfigured job spends checkpointing and relaunching (the
@@ -74,7 +73,6 @@ take the cluster sooner and made more of the small guaranteed jobs late
 (docs/results.md, Reconfiguration (Rubick), ablations)."""
 
 
-@register("rubick")
 class Rubick(Reclaiming, Growing):
     """See the module doc. Parameters (keyword only): ``restart_time`` (s,
     the reconfiguration cost the policy weighs), ``min_interval`` (s between

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from scheduler.core.model import JobClass, PendingJob, Snapshot
 from scheduler.core.policies.base import QueuePolicy
-from scheduler.core.policy import register
 
 
-@register("te-priority")
 class TePriority(QueuePolicy):
     """Two queues, each in arrival order and non-blocking: every TE job is
     considered before any BE job, but running jobs are never preempted, so a
