@@ -17,7 +17,7 @@ without it nothing here runs and every policy decides as before.
   it, and that does not fit, preempts BE jobs of *borrowing* tenants (holding
   more than their entitlement) that have run at least ``min_runtime`` in
   their attempt and were preempted fewer than ``max_preemptions`` times,
-  through the shared victim planner (``scheduler.core.victims``), cheapest to
+  through the shared victim planner (``scheduler.core.victim_planner``), cheapest to
   resume first, never taking a tenant below its own entitlement. Resources already vacating for the job are counted first, so
   it never preempts twice for the same need.
 """
@@ -30,7 +30,9 @@ from scheduler.core.decisions import Pend, Preempt, Reason
 from scheduler.core.fairshare import DEFAULT_SHARE, TenantUsage, factors, water_fill
 from scheduler.core.model import JobClass, PendingJob, Snapshot
 from scheduler.core.placement import per_unit
-from scheduler.core.victims import Candidate, Need, NodeMemo, NodeView, Planner, RunningIndex, prefix_cover
+from scheduler.core.victim_choosers import NodeMemo, prefix_cover
+from scheduler.core.victim_planner import Planner
+from scheduler.core.victims import Candidate, Need, NodeView, RunningIndex
 
 _EPS = 1e-9
 

@@ -14,7 +14,7 @@ from scheduler.core.decisions import Preempt
 from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot
 from scheduler.core.placement import FreeCapacity
 from scheduler.core.policies.fitgpp import FitGpp
-from scheduler.core.victims import BoundedChooser
+from scheduler.core.victim_choosers import BoundedChooser
 from tests.core.test_properties import scenarios
 
 

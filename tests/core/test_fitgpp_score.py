@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from scheduler.core.model import JobClass, JobSpec, PendingJob
 from scheduler.core.policies.fitgpp import DEFAULT_WEIGHTS, FitGppChooser
-from scheduler.core.victims import Candidate, Need, NodeMemo, NodeView, covers
+from scheduler.core.victim_choosers import NodeMemo, covers
+from scheduler.core.victims import Candidate, Need, NodeView
 from tests.core.helpers import TE, nodes, pend, preempts, run, snap
 from scheduler.core.policy import make_policy
 

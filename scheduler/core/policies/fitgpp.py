@@ -26,7 +26,8 @@ from typing import Sequence
 
 from scheduler.core.policies.base import check_non_negative
 from scheduler.core.policies.preemptive import PreemptivePolicy
-from scheduler.core.victims import Candidate, Need, NodeMemo, NodeView, VictimChooser, prefix_cover
+from scheduler.core.victim_choosers import NodeMemo, VictimChooser, prefix_cover
+from scheduler.core.victims import Candidate, Need, NodeView
 
 DEFAULT_WEIGHTS = {
     "wait_weight": 1.0,

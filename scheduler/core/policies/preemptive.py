@@ -16,15 +16,9 @@ from scheduler.core.policies.base import (
     gpus_text,
 )
 from scheduler.core.policies.te_priority import TePriority
-from scheduler.core.victims import (
-    Candidate,
-    NewestChooser,
-    Plan,
-    Planner,
-    RandomChooser,
-    RunningIndex,
-    VictimChooser,
-)
+from scheduler.core.victim_choosers import NewestChooser, RandomChooser, VictimChooser
+from scheduler.core.victim_planner import Planner
+from scheduler.core.victims import Candidate, Plan, RunningIndex
 
 DEFAULT_TE_TIME_LIMIT = 3600.0
 """Seconds a TE job keeps its privilege in one attempt (or in total work).

@@ -1,0 +1,131 @@
+"""Nodes kept in rank order for a chooser with a per-node lower bound
+(``BoundedChooser``), across the TE jobs of one planning cycle.
+
+Scanning every node for every TE job that does not fit is what makes a
+cycle with many such jobs slow; a chooser that can bound a node's rank from
+below lets the planner keep the nodes in a heap per job shape instead and
+search a node only when it comes out on top.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Mapping
+
+from scheduler.core.placement import FreeCapacity
+from scheduler.core.victim_choosers import BoundedChooser, NodeMemo
+from scheduler.core.victims import Candidate, Need, NodeView, Shape
+
+_MISSING = object()
+
+#: (key, node, version, best found): key is the floor until the node is searched, then its rank.
+HeapEntry = tuple[tuple, str, int, object]
+
+
+class RankedNodes:
+    """Per (job shape, now), a heap of entries over the nodes that could host
+    the job, kept up to date from the log of dropped nodes; an entry whose
+    version is not the node's current one is stale. Built on first use, so one
+    heap per shape per cycle.
+
+    ``shared_view(name, now)`` gives (and caches in ``views``) a node's shared
+    view; the planner calls ``drop`` for every node whose view it forgets.
+    """
+
+    def __init__(
+        self,
+        bounded: BoundedChooser,
+        cap: FreeCapacity,
+        shared_view: Callable[[str, float], NodeView],
+        views: Mapping[str, NodeView],
+        memo: NodeMemo,
+    ) -> None:
+        self._bounded = bounded
+        self._cap = cap
+        self._shared_view = shared_view
+        self._views = views
+        self._memo = memo
+        self._facts: dict[str, tuple[float, tuple, tuple[int, float, float]] | None] = {}
+        self._version: dict[str, int] = {}
+        self._dropped: list[str] = []
+        self._heaps: dict[tuple[Shape, float], tuple[list[HeapEntry], list[int]]] = {}
+
+    def drop(self, name: str) -> None:
+        """The node changed: its facts are recomputed and its entries go stale."""
+        self._facts.pop(name, None)
+        self._version[name] = self._version.get(name, 0) + 1
+        self._dropped.append(name)
+
+    def _node_facts(self, name: str, now: float) -> tuple[float, tuple, tuple[int, float, float]] | None:
+        """``(now, floor, potential)`` of a node's shared view, None when it has
+        no candidates: the chooser's floor on the node's rank and what the
+        node would have with every candidate preempted. Neither depends on the
+        TE job, so every shape's heap shares them until the node changes."""
+        facts = self._facts.get(name, _MISSING)
+        if facts is _MISSING or (facts is not None and facts[0] != now):  # type: ignore[index]
+            view = self._shared_view(name, now)
+            if not view.cands:
+                facts = None
+            else:
+                g, c, m = view.g, view.c, view.m
+                for v in view.cands:
+                    vg, vc, vm = v.parts[name]
+                    g += vg
+                    c += vc
+                    m += vm
+                facts = (now, self._bounded.floor(view, now), (g, c, m))
+            self._facts[name] = facts
+        return facts  # type: ignore[return-value]
+
+    def _heap_entry(self, name: str, need: Need) -> HeapEntry | None:
+        """A not yet searched node's entry: (floor, name, version, None) when
+        it could host the whole job with all its candidates preempted (what
+        ``covers`` checks), else None."""
+        facts = self._node_facts(name, need.now)
+        if facts is None or need.units(*facts[2]) < need.gpus:
+            return None
+        return (facts[1], name, self._version.get(name, 0), None)
+
+    def best(self, need: Need) -> tuple[NodeView, list[Candidate], float | None] | None:
+        """The feasible shared node of least ``rank``, as ``bounded.single``
+        finds it, from a heap kept across the cycle's TE jobs of this shape.
+
+        Entries are keyed by the chooser's ``floor`` until the node is
+        searched, then by its rank. When a searched node comes out on top,
+        every other node has a rank (or a floor, which no rank of that node
+        is below) above it, so it is the least-rank node over all, which is
+        what ``single``'s early-stopping scan returns."""
+        bounded = self._bounded
+        key = (need.shape, need.now)
+        held = self._heaps.get(key)
+        if held is None:
+            heap = [e for name in self._cap.gpus if (e := self._heap_entry(name, need)) is not None]
+            heapq.heapify(heap)
+            held = self._heaps[key] = (heap, [len(self._dropped)])
+        else:
+            heap, pos = held
+            if pos[0] < len(self._dropped):
+                for name in set(self._dropped[pos[0]:]):
+                    e = self._heap_entry(name, need)
+                    if e is not None:
+                        heapq.heappush(heap, e)
+                pos[0] = len(self._dropped)
+        heap = held[0]
+        version, views, memo = self._version, self._views, self._memo
+        while heap:
+            rank, name, ver, found = heap[0]
+            if ver != version.get(name, 0):
+                heapq.heappop(heap)  # the node changed since; a newer entry exists if it is still feasible
+                continue
+            view = views[name]
+            if found is not None:
+                score, victims = found
+                return view, victims, score
+            heapq.heappop(heap)
+            found = bounded.best_on_node(need, view, memo)
+            if found is not None:  # else: left out until the node changes
+                heapq.heappush(heap, (bounded.rank(found[0], found[1], name), name, ver, found))
+        return None
+
+
+__all__ = ["RankedNodes"]
