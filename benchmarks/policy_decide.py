@@ -148,8 +148,8 @@ def morphling_main(args: argparse.Namespace) -> int:
     8 x 8-GPU testbed, timed one by one (the sizes a reconfiguring policy
     meets in practice: tens of jobs, not thousands)."""
     from scheduler.sim.cluster import make_nodes
-    from scheduler.sim.engine import SimConfig
     from scheduler.sim.morphling import TESTBED, load_morphling
+    from scheduler.sim.records import SimConfig
     from scheduler.sim.runner import build_policy, parse_policy_spec, run_policy
 
     workload = load_morphling(args.morphling)

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduler.core.metrics import gpu_utilization, makespan, metrics_by_class  # noqa: E402
 from scheduler.core.model import JobClass  # noqa: E402
 from scheduler.sim.cluster import make_nodes  # noqa: E402
-from scheduler.sim.engine import SimConfig, simulate  # noqa: E402
+from scheduler.sim.engine import simulate  # noqa: E402
+from scheduler.sim.records import SimConfig  # noqa: E402
 from scheduler.sim.runner import build_policy, parse_policy_spec  # noqa: E402
 from scheduler.sim.workloads.synthetic import SyntheticConfig, generate  # noqa: E402
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from scheduler.core.metrics import percentile  # noqa: E402
 from scheduler.core.model import JobClass  # noqa: E402
 from scheduler.sim.cluster import make_nodes  # noqa: E402
-from scheduler.sim.engine import SimConfig  # noqa: E402
+from scheduler.sim.records import SimConfig  # noqa: E402
 from scheduler.sim.morphling import TESTBED, load_morphling, mixed_workload  # noqa: E402
 from scheduler.sim.runner import parse_policy_spec, run_policy  # noqa: E402
 

@@ -44,7 +44,8 @@ def child(args: argparse.Namespace) -> dict:
     import time
 
     from scheduler.sim.cluster import make_nodes, parse_cluster
-    from scheduler.sim.engine import SimConfig, simulate
+    from scheduler.sim.engine import simulate
+    from scheduler.sim.records import SimConfig
     from scheduler.sim.runner import build_policy, parse_policy_spec
     from scheduler.sim.workloads.philly import load_philly
 

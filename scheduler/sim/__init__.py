@@ -5,6 +5,7 @@ one run, :func:`scheduler.sim.runner.run_all` for policies side by side, and
 ``python -m scheduler.sim`` on the command line.
 """
 
-from scheduler.sim.engine import SimConfig, SimResult, SimulationError, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig, SimResult, SimulationError
 
 __all__ = ["SimConfig", "SimResult", "SimulationError", "simulate"]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from scheduler.core.policy import policy_names
 from scheduler.sim.cluster import make_nodes, parse_cluster
-from scheduler.sim.engine import SimConfig, SimulationError
+from scheduler.sim.records import SimConfig, SimulationError
 from scheduler.sim.progress import ProgressBar
 from scheduler.sim.morphling import TESTBED, load_morphling
 from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table

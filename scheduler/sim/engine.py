@@ -35,214 +35,50 @@ running (or already preempting) raise ``SimulationError``: a policy bug.
 Reconfigurable jobs (a ``SimJob`` with ``speed``, see docs/rubick.md): work is
 counted in iterations. ``duration`` is the job's steps times its reference
 iteration time, and a job running with another plan or allocation progresses
-at ``reference / iteration time`` seconds of work per second. A ``Start`` may
-give such a job any GPU count in ``spec.gpu_range`` and a plan; a
-``Reconfigure`` stops it (progress frozen), lets it checkpoint for its grace
-period (holding its current resources when the new placement only gives some
-up; otherwise the new placement is held at once) and relaunches it, after
-``reconfigure_overhead`` seconds without progress, on the new placement. The
-running job's ``spec`` then carries the allocation (GPUs, CPUs, memory).
+at ``reference / iteration time`` seconds of work per second
+(``scheduler.sim.allocation``). A ``Start`` may give such a job any GPU count
+in ``spec.gpu_range`` and a plan; a ``Reconfigure`` checkpoints and relaunches
+it (``scheduler.sim.reconfiguration``).
+
+The run's records and result are in ``scheduler.sim.records``, each job's
+state and the pending queue's order in ``scheduler.sim.job_state``.
 """
 
 from __future__ import annotations
 
 import heapq
 from array import array
-from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
 
 from scheduler.core.decisions import Pend, Preempt, Reconfigure, Start
-from scheduler.core.fairshare import DEFAULT_HALF_LIFE, UsageLedger
+from scheduler.core.fairshare import UsageLedger
 from scheduler.core.metrics import JobOutcome
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
-from scheduler.core.placement import FreeLedger, node_charges
+from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Snapshot
+from scheduler.core.placement import FreeLedger
 from scheduler.core.policy import Policy
+from scheduler.sim.allocation import IterationTiming, allocation
+from scheduler.sim.job_state import (
+    COMPLETE,
+    DONE,
+    PENDING,
+    PREEMPTING,
+    RUNNING,
+    VACATE,
+    WAKE,
+    LiveRunningJob,
+    SimJobState,
+    VirtualClock,
+    insert_pending,
+    remove_pending,
+)
+from scheduler.sim.reconfiguration import ReconfigurationMechanics
+from scheduler.sim.records import AttemptRecord, PreemptionRecord, SimConfig, SimResult, SimulationError
 from scheduler.sim.workloads.types import SimJob
-
-# Job states.
-_FUTURE, _PENDING, _RUNNING, _PREEMPTING, _DONE, _RESHAPING = range(6)
-# Event kinds (their order breaks ties between events at one timestamp; any
-# order would do since decide() runs only after the whole batch).
-_COMPLETE, _VACATE, _RESHAPE, _WAKE = 0, 1, 2, 3
 
 ProgressCallback = Callable[[int, int], None]
 
 
-class SimulationError(RuntimeError):
-    """A policy returned an infeasible or inconsistent decision, or stalled."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    """Simulator parameters.
-
-    ``resume_overhead``: seconds a job spends restoring its checkpoint when it
-    restarts after a preemption. ``record_attempts``: keep a log of every
-    attempt (for tests and analysis; costs memory linear in attempts).
-    """
-
-    resume_overhead: float = 60.0
-    record_attempts: bool = False
-    reconfigure_overhead: float = 60.0
-    """Seconds a reconfigured job spends relaunching (no progress) after its checkpoint."""
-    shares: Mapping[str, float] | None = None
-    """Fair share on: configured share per tenant (tenants not listed get
-    the default share); the simulator keeps each tenant's decayed usage on
-    its clock and passes it to the policy as ``Snapshot.tenants``. None: off."""
-    half_life: float = DEFAULT_HALF_LIFE
-    """Seconds after which fair-share usage counts half."""
-
-    def __post_init__(self) -> None:
-        if not self.resume_overhead >= 0:
-            raise ValueError(f"resume_overhead must be >= 0, got {self.resume_overhead}")
-        if not self.reconfigure_overhead >= 0:
-            raise ValueError(f"reconfigure_overhead must be >= 0, got {self.reconfigure_overhead}")
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One run of a job: ``end`` is completion or vacate; ``notice`` the
-    preemption notice (None for an attempt that completed)."""
-
-    job_id: str
-    job_class: JobClass
-    placement: Placement
-    start: float
-    end: float
-    notice: float | None
-    preempted_for: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PreemptionRecord:
-    """A preemption notice: when, whom, for whom, how long the attempt had run
-    and how much work the job had done (all attempts) at the notice."""
-
-    time: float
-    job_id: str
-    job_class: JobClass
-    for_job: str | None
-    attempt_runtime: float
-    progress: float
-    count: int  # the job's preemptions including this one
-
-
-@dataclass
-class SimResult:
-    """Everything a run produced; metrics are derived from it."""
-
-    outcomes: list[JobOutcome]
-    total_gpus: int
-    allocated_gpu_seconds: float
-    lost_gpu_seconds: float
-    preemptions: list[PreemptionRecord]
-    decide_calls: int
-    # Allocated GPUs as a step function: util_gpus[i] from util_times[i] on.
-    util_times: array = field(default_factory=lambda: array("d"))
-    util_gpus: array = field(default_factory=lambda: array("l"))
-    attempts: list[Attempt] | None = None
-    # Reconfigurable jobs: Reconfigure decisions applied, and how often (and
-    # for how many seconds of attempts) an iteration time came from the
-    # performance model because that plan and placement were not measured.
-    reconfigurations: int = 0
-    timed_attempts: int = 0
-    modelled_attempts: int = 0
-    timed_seconds: float = 0.0
-    modelled_seconds: float = 0.0
-    below_request: frozenset[str] = frozenset()
-    """Reconfigurable jobs that ran some attempt slower than requested."""
-
-
-class _Clock:
-    __slots__ = ("now",)
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-
-class _LiveRunningJob(RunningJob):
-    """A ``RunningJob`` whose ``progress`` is derived from the virtual clock.
-
-    Work accrues from ``_work_from`` (attempt start plus any resume overhead)
-    until the preemption notice, on top of ``_base`` (progress at attempt start).
-    """
-
-    __slots__ = ("_base", "_work_from", "_clock", "_index", "_rate", "_ref")
-
-    @property
-    def progress(self) -> float:  # type: ignore[override]
-        t = self._clock.now if self.notice_time is None else self.notice_time
-        done = t - self._work_from
-        return self._base + done * self._rate if done > 0 else self._base
-
-    @progress.setter
-    def progress(self, value: float) -> None:
-        self._base = value
-
-    @property
-    def steps_done(self) -> float:  # type: ignore[override]
-        """Iterations done: work over the reference iteration time."""
-        return self.progress / self._ref if self._ref else 0.0
-
-    @steps_done.setter
-    def steps_done(self, value: float) -> None:
-        pass  # derived from progress
-
-
-class _Job:
-    """The simulator's private state of one job."""
-
-    __slots__ = (
-        "spec", "duration", "state", "attempt", "progress", "preemptions",
-        "first_start", "completion", "pending", "running", "overhead", "speed", "modelled", "reshape",
-        "reconfigurations", "last_reconfigure",
-    )
-
-    def __init__(self, sim_job: SimJob) -> None:
-        self.spec = sim_job.spec
-        self.duration = sim_job.duration
-        self.speed = sim_job.speed
-        self.modelled = False  # the current attempt's iteration time came from the model
-        self.reshape: Reconfigure | None = None
-        # Kept across attempts, so a restart after a preemption does not
-        # reset a policy's minimum interval between reconfigurations.
-        self.reconfigurations = 0
-        self.last_reconfigure: float | None = None
-        self.state = _FUTURE
-        self.attempt = 0
-        self.progress = 0.0
-        self.preemptions = 0
-        self.first_start: float | None = None
-        self.completion: float | None = None
-        self.pending: PendingJob | None = None
-        self.running: _LiveRunningJob | None = None
-        self.overhead = 0.0
-
-
-def _pending_key(p: PendingJob) -> tuple[float, str]:
-    return (p.spec.submit_time, p.spec.id)
-
-
-def _insert(queue: list[PendingJob], p: PendingJob) -> None:
-    """Insert keeping arrival order; arrivals (the common case) append."""
-    if queue and _pending_key(queue[-1]) > _pending_key(p):
-        queue.insert(bisect_left(queue, _pending_key(p), key=_pending_key), p)
-    else:
-        queue.append(p)
-
-
-def _remove(queue: list[PendingJob], gone: list[PendingJob]) -> None:
-    """Remove these entries: by binary search when few, else in one pass."""
-    if len(gone) > 8:
-        ids = {id(p) for p in gone}
-        queue[:] = [p for p in queue if id(p) not in ids]
-    else:
-        for p in gone:
-            del queue[bisect_left(queue, _pending_key(p), key=_pending_key)]
-
-
-class Simulator:
+class Simulator(ReconfigurationMechanics):
     """One run of one policy over one workload on one cluster."""
 
     def __init__(
@@ -262,7 +98,7 @@ class Simulator:
         self._ledger = FreeLedger(self.nodes)
         self.total_gpus = sum(n.gpus for n in self.nodes)
         ordered = sorted(jobs, key=lambda j: (j.spec.submit_time, j.spec.id))
-        self._jobs = [_Job(j) for j in ordered]
+        self._jobs = [SimJobState(j) for j in ordered]
         self._by_id = {j.spec.id: j for j in self._jobs}
         if len(self._by_id) != len(self._jobs):
             raise ValueError("job ids must be unique")
@@ -270,8 +106,8 @@ class Simulator:
         if zero is not None:
             raise ValueError(f"job {zero!r} asks for 0 GPUs; the policies place GPU jobs only")
         self._progress_cb = progress
-        self._clock = _Clock()
-        self._events: list[tuple[float, int, int, _Job, int]] = []
+        self._clock = VirtualClock()
+        self._events: list[tuple[float, int, int, SimJobState, int]] = []
         self._seq = 0
         # One priority for the whole workload: the queue needs no priority sort, ever.
         uniform = len({j.spec.priority for j in self._jobs}) <= 1 or None
@@ -286,14 +122,13 @@ class Simulator:
         self._allocated_gpu_seconds = 0.0
         self._lost_gpu_seconds = 0.0
         self._preemptions: list[PreemptionRecord] = []
-        self._attempts: list[Attempt] | None = [] if config.record_attempts else None
+        self._attempts: list[AttemptRecord] | None = [] if config.record_attempts else None
         self._util_times = array("d")
         self._util_gpus = array("l")
         self._done = 0
         self._decide_calls = 0
         self._reconfigurations = 0
-        self._timed = [0, 0, 0.0, 0.0]  # attempts, modelled attempts, seconds, modelled seconds
-        self._below: set[str] = set()
+        self._timing = IterationTiming()
         # A policy that reconfigures running jobs may act with nothing pending
         # (grow jobs into GPUs a completion freed).
         self._decide_idle = bool(getattr(policy, "decide_without_pending", False))
@@ -317,11 +152,11 @@ class Simulator:
                 _, _, kind, job, attempt = heapq.heappop(events)
                 if job.attempt != attempt:
                     continue  # stale: that attempt was preempted
-                if kind == _COMPLETE:
+                if kind == COMPLETE:
                     self._complete(job, t)
-                elif kind == _VACATE:
+                elif kind == VACATE:
                     self._vacate(job, t)
-                elif kind == _WAKE:
+                elif kind == WAKE:
                     pass  # only calls decide: a job became old enough to give GPUs back
                 else:
                     self._relaunch(job, job.reshape, t, 0.0)
@@ -347,23 +182,23 @@ class Simulator:
 
     # --------------------------------------------------------------- events
 
-    def _arrive(self, job: _Job) -> None:
-        job.state = _PENDING
+    def _arrive(self, job: SimJobState) -> None:
+        job.state = PENDING
         job.pending = PendingJob(spec=job.spec)
         self._enqueue(job)
 
-    def _complete(self, job: _Job, t: float) -> None:
+    def _complete(self, job: SimJobState, t: float) -> None:
         r = job.running
         self._release(job, t)
         self._lost_gpu_seconds += r.spec.num_gpus * job.overhead
-        job.state = _DONE
+        job.state = DONE
         job.progress = job.duration
         job.completion = t
         job.running = None
         self._done += 1
         self._log_attempt(job, r, t)
 
-    def _vacate(self, job: _Job, t: float) -> None:
+    def _vacate(self, job: SimJobState, t: float) -> None:
         r = job.running
         self._release(job, t)
         gpus = r.spec.num_gpus
@@ -372,7 +207,7 @@ class Simulator:
         # attempt got through before its notice.
         self._lost_gpu_seconds += gpus * ((t - notice) + min(job.overhead, notice - r.attempt_start))
         job.progress = r.progress
-        job.state = _PENDING
+        job.state = PENDING
         job.running = None
         job.pending = PendingJob(
             spec=job.spec, progress=job.progress, preemptions=job.preemptions, first_start=job.first_start,
@@ -381,10 +216,10 @@ class Simulator:
         self._enqueue(job)
         self._log_attempt(job, r, t)
 
-    def _release(self, job: _Job, t: float) -> None:
+    def _release(self, job: SimJobState, t: float) -> None:
         r = job.running
         spec = r.spec
-        self._close_timing(job, r, t)
+        self._timing.close(job, r, t)
         self._ledger.release(spec, placement=r.placement)
         self._allocated -= spec.num_gpus
         self._charge(spec, -spec.num_gpus, t)
@@ -395,10 +230,10 @@ class Simulator:
             running[r._index] = last
             last._index = r._index
 
-    def _log_attempt(self, job: _Job, r: _LiveRunningJob, t: float) -> None:
+    def _log_attempt(self, job: SimJobState, r: LiveRunningJob, t: float) -> None:
         if self._attempts is not None:
             self._attempts.append(
-                Attempt(job.spec.id, job.spec.job_class, r.placement, r.attempt_start, t, r.notice_time,
+                AttemptRecord(job.spec.id, job.spec.job_class, r.placement, r.attempt_start, t, r.notice_time,
                         r.preempted_for)
             )
 
@@ -409,7 +244,7 @@ class Simulator:
         if self._usage is not None:
             self.snapshot.tenants = self._usage.state(t)
         decisions = self.policy.decide(self.snapshot, t)
-        started: list[_Job] = []
+        started: list[SimJobState] = []
         by_id = self._by_id
         reconfigures = [d for d in decisions if d.__class__ is Reconfigure]
         if reconfigures:
@@ -418,7 +253,7 @@ class Simulator:
             cls = d.__class__
             if cls is Pend:
                 job = by_id.get(d.job_id)
-                if job is None or job.state != _PENDING:
+                if job is None or job.state != PENDING:
                     raise SimulationError(f"t={t:g}: Pend for {d.job_id!r}, which is not pending")
             elif cls is Start:
                 started.append(self._start(d, t))
@@ -431,21 +266,21 @@ class Simulator:
         if started:
             self._remove_pending(started)
 
-    def _start(self, d: Start, t: float) -> _Job:
+    def _start(self, d: Start, t: float) -> SimJobState:
         job = self._by_id.get(d.job_id)
-        if job is None or job.state != _PENDING:
+        if job is None or job.state != PENDING:
             raise SimulationError(f"t={t:g}: Start for {d.job_id!r}, which is not pending")
         placement = d.placement
-        spec = self._allocation(job, d, t, "Start")
+        spec = allocation(job, d, t, "Start", self._node_index)
         try:
             self._ledger.hold(spec, placement)
         except ValueError as e:
             raise SimulationError(f"t={t:g}: Start {spec.id} over-allocates: {e}") from None
-        plan, rate = self._speed(job, d, spec, t)
+        plan, rate = self._timing.speed(job, d, spec, t)
         if job.first_start is None:
             job.first_start = t
         job.overhead = self.config.resume_overhead if job.preemptions else 0.0
-        r = _LiveRunningJob(
+        r = LiveRunningJob(
             spec=spec, placement=placement, attempt_start=t, first_start=job.first_start,
             progress=job.progress, preemptions=job.preemptions, plan=plan,
             reconfigurations=job.reconfigurations, last_reconfigure=job.last_reconfigure,
@@ -458,163 +293,18 @@ class Simulator:
         r._index = len(running)
         running.append(r)
         job.running = r
-        job.state = _RUNNING
+        job.state = RUNNING
         job.attempt += 1
         self._allocated += spec.num_gpus
         self._charge(spec, spec.num_gpus, t)
-        self._push(r._work_from + (job.duration - job.progress) / rate, _COMPLETE, job)
+        self._push(r._work_from + (job.duration - job.progress) / rate, COMPLETE, job)
         if self._reclaim_after is not None:
-            self._push(t + self._reclaim_after, _WAKE, job)
+            self._push(t + self._reclaim_after, WAKE, job)
         return job
-
-    def _allocation(self, job: _Job, d: Start | Reconfigure, t: float, what: str) -> JobSpec:
-        """The job's spec carrying the allocation ``d`` gives it, validated:
-        GPU count (the request, or within ``gpu_range`` for a reconfigurable
-        job), known nodes, CPUs."""
-        spec = job.spec
-        placement = d.placement
-        g = placement.num_gpus
-        elastic = job.speed is not None and spec.reconfigurable
-        lo, hi = spec.gpu_range if elastic else (spec.num_gpus, spec.num_gpus)
-        if not lo <= g <= hi:
-            need = f"{spec.num_gpus}" if lo == hi else f"{lo} to {hi}"
-            raise SimulationError(f"t={t:g}: {what} {spec.id} with {g} GPUs, the job needs {need}")
-        for name, _ in placement.parts:
-            if name not in self._node_index:
-                raise SimulationError(f"t={t:g}: {what} {spec.id} on unknown node {name!r}")
-        cpus = d.cpus
-        if cpus is not None and not (cpus >= 0 and cpus < float("inf")):
-            raise SimulationError(f"t={t:g}: {what} {spec.id} with cpus={cpus!r}")
-        if g == spec.num_gpus and cpus is None:
-            return spec
-        return replace(
-            spec, num_gpus=g, num_cpus=spec.num_cpus * g / spec.num_gpus if cpus is None else float(cpus),
-            mem_gb=spec.mem_gb * g / spec.num_gpus,
-        )
-
-    def _speed(self, job: _Job, d: Start | Reconfigure, alloc: JobSpec, t: float) -> tuple[str, float]:
-        """The plan the attempt runs and its rate (seconds of work per second);
-        counts iteration times that came from the model."""
-        spec = job.spec
-        plan = d.plan or spec.plan
-        if job.speed is None:
-            return plan, 1.0
-        if plan != spec.plan and plan not in spec.allowed_plans:
-            raise SimulationError(f"t={t:g}: {spec.id} may not run plan {plan!r} (allowed: {spec.allowed_plans})")
-        shape = tuple(g for _, g in d.placement.parts)
-        found = job.speed.iter_time(plan, shape, alloc.num_cpus or None)
-        if found is None:
-            raise SimulationError(f"t={t:g}: {spec.id}: plan {plan!r} cannot run on {shape} GPUs per node")
-        seconds, measured = found
-        job.modelled = not measured
-        self._timed[0] += 1
-        self._timed[1] += 0 if measured else 1
-        rate = job.speed.reference / seconds
-        if rate < 1.0 - 1e-9:
-            self._below.add(spec.id)
-        return plan, rate
-
-    def _close_timing(self, job: _Job, r: RunningJob, t: float) -> None:
-        if job.speed is not None:
-            span = t - r.attempt_start
-            self._timed[2] += span
-            if job.modelled:
-                self._timed[3] += span
-
-    def _reconfigure_all(self, decisions: list[Reconfigure], t: float) -> None:
-        """Apply one call's Reconfigures together, before its other decisions:
-        every job relaunching now gives up its old allocation before any takes
-        its new one, so jobs may trade places."""
-        now = [job for job in (self._reconfigure(d, t) for d in decisions) if job is not None]
-        for job, _ in now:
-            self._stop_attempt(job, t)
-        for job, d in now:
-            self._start_attempt(job, d, t, job.spec.grace_period)
-
-    def _reconfigure(self, d: Reconfigure, t: float) -> tuple[_Job, Reconfigure] | None:
-        """Validate and give notice; the job and decision when it relaunches
-        at once, None when it first checkpoints on its current resources."""
-        job = self._by_id.get(d.job_id)
-        if job is None or job.state != _RUNNING:
-            raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not running (or is stopping)")
-        if job.speed is None or not job.spec.reconfigurable:
-            raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not reconfigurable")
-        r = job.running
-        new = self._allocation(job, d, t, "Reconfigure")
-        old_parts = {n: (g, c, m) for n, g, c, m in node_charges(r.spec, r.placement)}
-        eps = 1e-9
-        shrink = all(
-            n in old_parts and g <= old_parts[n][0] and c <= old_parts[n][1] + eps and m <= old_parts[n][2] + eps
-            for n, g, c, m in node_charges(new, d.placement)
-        )
-        r.notice_time = t  # freezes progress
-        job.attempt += 1  # the pending completion event is now stale
-        job.reconfigurations += 1
-        job.last_reconfigure = t
-        r.reconfigurations = job.reconfigurations
-        r.last_reconfigure = t
-        self._reconfigurations += 1
-        grace = job.spec.grace_period
-        if grace > 0 and shrink:
-            # Checkpoint on the current resources, then give some up.
-            r.reconfiguring = True
-            r.reconfigured_for = d.for_job
-            job.state = _RESHAPING
-            job.reshape = d
-            self._push(t + grace, _RESHAPE, job)
-            return None
-        return job, d
-
-    def _relaunch(self, job: _Job, d: Reconfigure, t: float, idle: float) -> None:
-        """End the attempt stopped at ``r.notice_time`` and start the next on
-        ``d``'s allocation; ``idle`` seconds of checkpointing still to come."""
-        self._stop_attempt(job, t)
-        self._start_attempt(job, d, t, idle)
-
-    def _stop_attempt(self, job: _Job, t: float) -> None:
-        """Release the resources of the attempt stopped at its notice."""
-        r = job.running
-        old = r.spec
-        notice = r.notice_time
-        self._close_timing(job, r, t)
-        self._ledger.release(old, placement=r.placement)
-        self._allocated -= old.num_gpus
-        self._charge(old, -old.num_gpus, t)
-        self._allocated_gpu_seconds += old.num_gpus * (t - r.attempt_start)
-        self._lost_gpu_seconds += old.num_gpus * ((t - notice) + min(job.overhead, notice - r.attempt_start))
-        self._log_attempt(job, r, t)
-
-    def _start_attempt(self, job: _Job, d: Reconfigure, t: float, idle: float) -> None:
-        """The next attempt on ``d``'s allocation, after ``idle`` seconds of
-        checkpointing and the reconfiguration overhead."""
-        r = job.running
-        base = r.progress
-        spec = self._allocation(job, d, t, "Reconfigure")
-        try:
-            self._ledger.hold(spec, d.placement)
-        except ValueError as e:
-            raise SimulationError(f"t={t:g}: Reconfigure {spec.id} over-allocates: {e}") from None
-        plan, rate = self._speed(job, d, spec, t)
-        job.overhead = idle + self.config.reconfigure_overhead
-        job.state = _RUNNING
-        job.reshape = None
-        r.spec = spec
-        r.placement = d.placement
-        r.plan = plan
-        r.attempt_start = t
-        r.notice_time = None
-        r.reconfiguring = False
-        r.reconfigured_for = None
-        r.progress = base
-        r._work_from = t + job.overhead
-        r._rate = rate
-        self._allocated += spec.num_gpus
-        self._charge(spec, spec.num_gpus, t)
-        self._push(r._work_from + (job.duration - base) / rate, _COMPLETE, job)
 
     def _preempt(self, d: Preempt, t: float) -> None:
         job = self._by_id.get(d.job_id)
-        if job is None or job.state != _RUNNING:
+        if job is None or job.state != RUNNING:
             raise SimulationError(f"t={t:g}: Preempt for {d.job_id!r}, which is not running (or already preempting)")
         r = job.running
         r.notice_time = t  # freezes progress at the notice
@@ -622,28 +312,28 @@ class Simulator:
         r.preempted_for = d.for_job
         job.preemptions += 1
         r.preemptions = job.preemptions
-        job.state = _PREEMPTING
+        job.state = PREEMPTING
         job.attempt += 1  # the pending completion event is now stale
         self._preemptions.append(
             PreemptionRecord(
                 t, job.spec.id, job.spec.job_class, d.for_job, t - r.attempt_start, r.progress, job.preemptions
             )
         )
-        self._push(t + job.spec.grace_period, _VACATE, job)
+        self._push(t + job.spec.grace_period, VACATE, job)
 
-    def _enqueue(self, job: _Job) -> None:
+    def _enqueue(self, job: SimJobState) -> None:
         """Put the job's PendingJob in ``pending`` (and ``pending_te`` for a TE
         job) at its arrival position."""
-        _insert(self.snapshot.pending, job.pending)
+        insert_pending(self.snapshot.pending, job.pending)
         if job.spec.job_class is JobClass.TE:
-            _insert(self.snapshot.pending_te, job.pending)
+            insert_pending(self.snapshot.pending_te, job.pending)
 
-    def _remove_pending(self, started: list[_Job]) -> None:
+    def _remove_pending(self, started: list[SimJobState]) -> None:
         snap = self.snapshot
-        _remove(snap.pending, [j.pending for j in started])
+        remove_pending(snap.pending, [j.pending for j in started])
         te = [j.pending for j in started if j.spec.job_class is JobClass.TE]
         if te:
-            _remove(snap.pending_te, te)
+            remove_pending(snap.pending_te, te)
         for job in started:
             job.pending = None
 
@@ -654,7 +344,7 @@ class Simulator:
         if self._usage is not None:
             self._usage.add(spec.tenant, spec.user, gpus, t)
 
-    def _push(self, when: float, kind: int, job: _Job) -> None:
+    def _push(self, when: float, kind: int, job: SimJobState) -> None:
         self._seq += 1
         heapq.heappush(self._events, (when, self._seq, kind, job, job.attempt))
 
@@ -678,11 +368,11 @@ class Simulator:
             util_gpus=self._util_gpus,
             attempts=self._attempts,
             reconfigurations=self._reconfigurations,
-            timed_attempts=self._timed[0],
-            modelled_attempts=self._timed[1],
-            timed_seconds=self._timed[2],
-            modelled_seconds=self._timed[3],
-            below_request=frozenset(self._below),
+            timed_attempts=self._timing.attempts,
+            modelled_attempts=self._timing.modelled_attempts,
+            timed_seconds=self._timing.seconds,
+            modelled_seconds=self._timing.modelled_seconds,
+            below_request=frozenset(self._timing.below_request),
         )
 
 

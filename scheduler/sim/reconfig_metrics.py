@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler.core.metrics import mean, percentile
-from scheduler.sim.engine import SimResult
+from scheduler.sim.records import SimResult
 from scheduler.sim.workloads.types import Workload
 
 VIOLATION_TOLERANCE = 0.05

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from scheduler.core.metrics import ClassMetrics, gpu_utilization, makespan, metrics_by_class
 from scheduler.core.model import Node
 from scheduler.core.policy import Policy, make_policy
-from scheduler.sim.engine import ProgressCallback, SimConfig, SimResult, simulate
+from scheduler.sim.engine import ProgressCallback, simulate
 from scheduler.sim.fairness import DEFAULT_WINDOW, run_fairness
+from scheduler.sim.records import SimConfig, SimResult
 from scheduler.sim.reconfig_metrics import reconfiguration_summary
 from scheduler.sim.workloads.types import Workload
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from scheduler.sim.cli import DEFAULT_CLUSTER
 from scheduler.sim.cluster import make_nodes, parse_cluster
-from scheduler.sim.engine import SimConfig
+from scheduler.sim.records import SimConfig
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
 from scheduler.sim.workloads.synthetic import SyntheticConfig, generate
 

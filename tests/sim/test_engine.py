@@ -7,7 +7,8 @@ import pytest
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
 from scheduler.core.model import JobClass, Node, Placement
 from scheduler.sim.cluster import make_nodes
-from scheduler.sim.engine import SimConfig, SimulationError, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig, SimulationError
 
 from .helpers import job
 from .toy_policies import GreedyFifo, PreemptOldestForTE

@@ -147,7 +147,7 @@ def test_rubick_beats_the_plan_keeping_baselines_on_a_slice(root, tmp_root, data
     """The first 150 jobs of workload-base: the bar of issue 6 on a slice
     small enough for the test suite (the full comparison is in docs/results.md)."""
     from scheduler.sim.cluster import make_nodes
-    from scheduler.sim.engine import SimConfig
+    from scheduler.sim.records import SimConfig
     from scheduler.sim.runner import parse_policy_spec, run_policy
 
     workload = load_morphling(first_rows(root, tmp_root, 150), data=data)

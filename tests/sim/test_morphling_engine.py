@@ -14,7 +14,8 @@ import pytest
 
 from scheduler.core.decisions import Preempt, Reconfigure, Start
 from scheduler.core.model import JobClass, JobSpec, Node, Placement
-from scheduler.sim.engine import SimConfig, SimulationError, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig, SimulationError
 from scheduler.sim.workloads.types import SimJob
 
 # Seconds per iteration by (plan, GPUs); a second node doubles the time.

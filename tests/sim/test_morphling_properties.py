@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from scheduler.core.decisions import Reconfigure
 from scheduler.core.policies.rubick import Rubick
 from scheduler.sim.cluster import make_nodes
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
 from tests.core.rubick_fakes import FakeThroughput, dp_curve, elastic_spec
 

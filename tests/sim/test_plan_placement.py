@@ -12,7 +12,8 @@ import pytest
 from scheduler.core.model import JobClass, JobSpec, Node
 from scheduler.core.perf.plans import PlanError, check_plan_fits, parse_plan
 from scheduler.core.policy import make_policy
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
 
 from .helpers import require_trace

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from scheduler.core.model import JobClass, JobSpec
 from scheduler.core.policy import make_policy, policy_names
 from scheduler.sim.cluster import make_nodes
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig
 from scheduler.sim.runner import PolicySpec, accepted_params, build_policy
 from scheduler.sim.workloads.types import SimJob
 

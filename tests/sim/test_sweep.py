@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.sim.engine import SimConfig
+from scheduler.sim.records import SimConfig
 from scheduler.sim.runner import parse_policy_spec
 from scheduler.sim.sweep import markdown, meets_bar, sweep
 from scheduler.sim.workloads.synthetic import SyntheticConfig

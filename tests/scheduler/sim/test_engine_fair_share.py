@@ -7,7 +7,8 @@ import csv
 from scheduler.core.model import JobClass, JobSpec, Node
 from scheduler.core.policy import make_policy
 from scheduler.sim.cli import main
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.engine import simulate
+from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
 
 BE, TE = JobClass.BE, JobClass.TE
