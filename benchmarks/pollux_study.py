@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from scheduler.sim.cluster import make_nodes  # noqa: E402
-from scheduler.sim.engine import SimConfig  # noqa: E402
+from scheduler.sim.records import SimConfig  # noqa: E402
 from scheduler.sim.runner import parse_policy_spec, run_policy  # noqa: E402
 from scheduler.sim.workloads.pollux import NODE_GPUS, NODES, RESTART_SECONDS, load_pollux_tuned  # noqa: E402
 from scheduler.sim.workloads.pollux_app import applications  # noqa: E402
