@@ -89,7 +89,9 @@ def move(
     check(expected, to)
     at = at or timezone.now()
     with transaction.atomic():
-        for _ in range(3):  # the state may change between the read and the update
+        # A re-read after a lost race, not a retry with backoff (nothing for tenacity to add): the state
+        # may change between the read and the conditional update.
+        for _ in range(3):
             current = Job.objects.filter(pk=job_id).values_list("state", flat=True).first()
             if current is None or current not in expected:
                 return False

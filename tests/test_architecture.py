@@ -221,3 +221,87 @@ def test_the_graph_sees_imports_inside_functions() -> None:
 def test_no_catch_all_module_names(house: House) -> None:
     vague = sorted(m for m in house.paths if m.rpartition(".")[2] in ("utils", "helpers", "common", "misc"))
     assert vague == []
+
+
+# --- Tests mirror the tree ---------------------------------------------------------------------------------
+
+#: Files with no behaviour of their own to test apart: package markers, app configs, settings, URL and
+#: routing tables, entry points.
+NO_BEHAVIOUR = frozenset({"__init__.py", "apps.py", "settings.py", "settings_test.py", "urls.py", "routing.py",
+                          "asgi.py", "wsgi.py", "__main__.py"})
+
+#: Folders whose tests are being moved to mirrored paths by their owners (issue 11).
+MIRRORING_PENDING = ("scheduler/core/", "scheduler/sim/", "cluster/agent/")
+
+#: Modules without a test module at their mirrored path, and where they are tested instead.
+TESTED_ELSEWHERE = {
+    "cluster/admin.py": "admin declarations; tests/scheduler/test_admin.py drives the admin pages",
+    "cluster/auth.py": "token derivation and checks: tests/cluster/test_tasks.py, tests/adversarial/test_adv_access.py",
+    "cluster/management/commands/agent_token.py": "tests/adversarial/test_adv_access.py (agent tokens)",
+    "cluster/management/commands/drain_node.py": "tests/cluster/test_drain.py",
+    "cluster/models.py": "model declarations; every cluster test writes and reads them",
+    "cluster/selectors.py": "nodes page and API: tests/portal/api/test_views_listing.py",
+    "portal/access.py": "revocation: tests/adversarial/test_adv_access.py",
+    "portal/admin.py": "admin declarations: tests/scheduler/test_admin.py",
+    "portal/api/errors.py": "error bodies: tests/portal/api/test_views.py",
+    "portal/api/pagination.py": "paging: tests/portal/api/test_views_listing.py",
+    "portal/api/parsers.py": "request bodies: tests/portal/api/test_views.py, tests/adversarial/test_adv_fuzz.py",
+    "portal/api/serializers.py": "field-named refusals: tests/portal/api/test_views.py",
+    "portal/context_processors.py": "template context: tests/portal/test_views.py",
+    "portal/dashboard/forms.py": "tests/portal/dashboard/test_simulation.py",
+    "portal/dashboard/job_page.py": "tests/portal/test_consumers.py, tests/scheduler/test_elastic.py",
+    "portal/dashboard/latency.py": "tests/portal/dashboard/test_views.py, tests/portal/test_consumers.py",
+    "portal/dashboard/metrics_state.py": "tests/portal/test_metrics.py, tests/portal/dashboard/test_views.py",
+    "portal/dashboard/models.py": "model declarations: tests/portal/dashboard/test_simulation.py",
+    "portal/dashboard/report.py": "downloads: tests/portal/dashboard/test_simulation.py",
+    "portal/dashboard/selectors.py": "tests/portal/dashboard/test_views.py, tests/portal/test_consumers.py",
+    "portal/dashboard/staticfinders.py": "plotly.js served: tests/portal/dashboard/test_views.py",
+    "portal/dashboard/tasks.py": "tests/portal/dashboard/test_simulation.py",
+    "portal/forms.py": "the submission form: tests/portal/test_views.py",
+    "portal/login.py": "tests/adversarial/test_adv_access.py (login rate limit)",
+    "portal/login_throttle.py": "tests/adversarial/test_adv_access.py (login rate limit)",
+    "portal/management/commands/clear_runtime_keys.py": "tests/portal/test_runtime_keys.py",
+    "portal/management/commands/revoke_access.py": "tests/adversarial/test_adv_access.py",
+    "portal/middleware.py": "body limits and headers: tests/portal/test_views.py, tests/adversarial/test_adv_fuzz.py",
+    "portal/models.py": "API tokens: tests/portal/api/test_authentication.py",
+    "scheduler/applied.py": "tests/scheduler/test_apply.py (skips and savepoints)",
+    "scheduler/cancel_kills.py": "tests/scheduler/test_loop.py, tests/scheduler/test_apply_atomic.py",
+    "scheduler/checks.py": "the policy setting check: tests/portal/test_env.py",
+    "scheduler/coordination.py": "the Redis client of tests/scheduler/test_loop_lock.py and test_triggers.py",
+    "scheduler/models.py": "model declarations; every scheduler test writes and reads them",
+    "scheduler/pending_reasons.py": "tests/scheduler/test_apply.py (statements per cycle), test_loop.py",
+    "scheduler/selectors.py": "tests/scheduler/test_quotas_enforced.py, tests/portal/api/test_views_listing.py",
+    "scheduler/starts_and_preemptions.py": "tests/scheduler/test_apply.py",
+    "scheduler/tasks.py": "a Celery adapter over scheduler.loop: tests/e2e",
+    # Modules that landed during the reorganisation, tested where their authors put the tests.
+    "portal/cli/progress.py": "pending: tests/portal/cli/test_commands.py",
+    "scheduler/confinement.py": "pending: tests of the identity and image checks",
+    "scheduler/identity_admin.py": "pending: tests of the identity and image checks",
+}
+
+
+def _behaviour_modules() -> Iterator[str]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if "/migrations/" in relative or path.name in NO_BEHAVIOUR or relative.startswith(MIRRORING_PENDING):
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(tree)):
+                yield relative
+
+
+def _mirrored_test(relative: str) -> Path:
+    folder, _, name = relative.rpartition("/")
+    return ROOT / "tests" / folder / f"test_{name}"
+
+
+def test_every_module_with_behaviour_has_its_test_at_the_mirrored_path() -> None:
+    missing = sorted(m for m in _behaviour_modules() if not _mirrored_test(m).is_file() and m not in TESTED_ELSEWHERE)
+    assert missing == [], "add tests/<path>/test_<module>.py, or say in TESTED_ELSEWHERE where it is tested"
+
+
+def test_the_exceptions_name_modules_without_a_mirrored_test() -> None:
+    """An exception for a module that has its test now, or no longer exists, is removed."""
+    stale = sorted(m for m in TESTED_ELSEWHERE if not (ROOT / m).is_file() or _mirrored_test(m).is_file())
+    assert stale == []

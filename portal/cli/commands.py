@@ -18,6 +18,7 @@ from portal.cli.client import ApiClient
 from portal.cli.output import (
     Column,
     dump_json,
+    format_quota,
     key_values,
     local_time,
     memory,
@@ -323,6 +324,7 @@ class _LogPrinter:
 
 # -- quota & nodes ------------------------------------------------------------
 
+
 def cmd_quota(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     body = client.quota()
     if args.json:
@@ -330,25 +332,6 @@ def cmd_quota(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         return 0
     out.write(format_quota(body) + "\n")
     return 0
-
-
-def format_quota(body: Mapping[str, Any]) -> str:
-    """One row per limit with the caller's current usage beside it; a null limit
-    is shown as ``unlimited``. Usage figures without a limit get their own rows.
-    """
-    limits: Mapping[str, Any] = body.get("limits") or {}
-    usage: Mapping[str, Any] = body.get("usage") or {}
-    rows = [{"name": k, "limit": "unlimited" if v is None else v, "usage": usage.get(k)}
-            for k, v in limits.items()]
-    rows += [{"name": k, "limit": "unlimited", "usage": v} for k, v in usage.items() if k not in limits]
-    columns: list[Column] = [
-        ("LIMIT", lambda r: r["name"]),
-        ("VALUE", lambda r: r["limit"]),
-        ("USAGE", lambda r: r["usage"]),
-    ]
-    table = render_table(columns, rows)
-    scopes = [f"{s.get('scope')} {s.get('name')}" for s in body.get("scopes") or []]
-    return table + (f"\n(the tightest of: {', '.join(scopes)})" if scopes else "")
 
 
 def cmd_nodes(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:

@@ -114,3 +114,22 @@ def node_messages(attempts: Sequence[Mapping[str, Any]]) -> list[str]:
     """``gpusched show``'s "Node messages" section (what the nodes said about how attempts ended), or none."""
     said = [f"attempt {a.get('number')}: {a['message']}" for a in attempts if a.get("message")]
     return ["Node messages:\n" + "\n".join(said)] if said else []
+
+
+def format_quota(body: Mapping[str, Any]) -> str:
+    """One row per limit with the caller's current usage beside it; a null limit
+    is shown as ``unlimited``. Usage figures without a limit get their own rows.
+    """
+    limits: Mapping[str, Any] = body.get("limits") or {}
+    usage: Mapping[str, Any] = body.get("usage") or {}
+    rows = [{"name": k, "limit": "unlimited" if v is None else v, "usage": usage.get(k)}
+            for k, v in limits.items()]
+    rows += [{"name": k, "limit": "unlimited", "usage": v} for k, v in usage.items() if k not in limits]
+    columns: list[Column] = [
+        ("LIMIT", lambda r: r["name"]),
+        ("VALUE", lambda r: r["limit"]),
+        ("USAGE", lambda r: r["usage"]),
+    ]
+    table = render_table(columns, rows)
+    scopes = [f"{s.get('scope')} {s.get('name')}" for s in body.get("scopes") or []]
+    return table + (f"\n(the tightest of: {', '.join(scopes)})" if scopes else "")

@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from portal.cli.commands import format_job, format_quota
+from portal.cli.commands import format_job
+from portal.cli.output import format_quota
 from portal.cli.output import cell, key_values, local_time, render_table, truncate
 
 
