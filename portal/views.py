@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -16,7 +18,8 @@ from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
 from scheduler import selectors, services
-from scheduler.models import TERMINAL_STATES
+from scheduler.core.priority_factors import priority_factors
+from scheduler.models import TERMINAL_STATES, JobState
 
 JOBS_PER_PAGE = 25
 
@@ -69,6 +72,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "progress": job_progress(job.pk),
+        "factors": (priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time())
+                    if job.state == JobState.PENDING else None),
     })
 
 

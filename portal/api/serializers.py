@@ -9,6 +9,7 @@ refused by name. The rules beyond types live in
 from __future__ import annotations
 
 import math
+import time
 
 from rest_framework import serializers
 
@@ -26,7 +27,9 @@ from scheduler.models import (
     Job,
     JobClass,
     JobEvent,
+    JobState,
 )
+from scheduler.core.priority_factors import priority_factors
 from scheduler.services import MAX_ARRAY_JOBS, JobRequest
 
 
@@ -176,6 +179,10 @@ class JobSerializer(serializers.ModelSerializer):
                                          help_text="The image the job runs in; null: the node's root filesystem.")
     attempts = AttemptSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
+    priority_factors = serializers.SerializerMethodField(
+        help_text="Pending jobs: what orders the job in the queue (class, fair share, priority, age), as Slurm's "
+                  "sprio; fair_share is null while fair share is off. Null for a job that is not pending."
+    )
 
     class Meta:
         model = Job
@@ -184,9 +191,14 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit", "priority", "state", "pending_reason", "pending_message", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
-            "run_as", "image", "attempts", "events",
+            "run_as", "image", "priority_factors", "attempts", "events",
         ]
         read_only_fields = fields
+
+    def get_priority_factors(self, job: Job) -> dict | None:
+        if job.state != JobState.PENDING:
+            return None
+        return priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time())
 
 
 class QuotaExceededSerializer(serializers.Serializer):
