@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import protocol
-from cluster.agent import procs, stopping
+from cluster.agent import attempt_cgroups, procs, stopping
 from cluster.agent.attempt import Attempt, Key, marker_identity, read_exit_file
 from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
@@ -234,7 +234,7 @@ class Supervisor:
         for att in list(self.attempts.values()):
             if att.handle is not None and att.handle.alive():
                 self.dirty = stopping.enforce(att, now) or self.dirty
-                self._kill_cgroup_if_killed(att)
+                attempt_cgroups.kill_if_killed(self.cgroups, att)
             else:
                 self._finish(att, now)
 
@@ -306,40 +306,11 @@ class Supervisor:
     def _stop(self, att: Attempt, reason: str, grace: float) -> None:
         stopping.notice(att, reason, grace, self.clock())
         self.dirty = True
-        self._kill_cgroup_if_killed(att)
-
-    def _kill_cgroup_if_killed(self, att: Attempt) -> None:
-        # SIGKILL to the group misses processes that left it (setsid, a double-forked
-        # daemon); the cgroup holds every one of them.
-        if att.killed_at is not None and self.cgroups is not None:
-            self.cgroups.attempt(str(att.job_id), att.attempt).kill_all()
+        attempt_cgroups.kill_if_killed(self.cgroups, att)
 
     def kill_unknown_cgroups(self) -> list[Key]:
-        """At start, after adoption: kill and remove every attempt cgroup of this node that no attempt owns.
-
-        Such processes escaped supervision (their attempt was lost with the
-        state file, or they outlived a shim); no job runs outside control.
-        """
-        if self.cgroups is None:
-            return []
-        unknown = [key for key in self.cgroups.existing() if key not in self.attempts]
-        for job, attempt in unknown:
-            cgroup = self.cgroups.attempt(job, attempt)
-            log.warning("cgroup of %s attempt %d has no known attempt; killing its %d process(es)", job, attempt, len(cgroup.pids()))
-            cgroup.remove()
-        return unknown
-
-    def _release_cgroup(self, att: Attempt) -> tuple[int | None, float | None, bool]:
-        """(peak memory, CPU-seconds, OOM-killed) of an ended attempt; kills what is left and removes its cgroup."""
-        if self.cgroups is None:
-            return None, None, False
-        cgroup = self.cgroups.attempt(str(att.job_id), att.attempt)
-        if not cgroup.exists():
-            return None, None, False
-        cgroup.kill_all()
-        usage = cgroup.peak_mem_bytes(), cgroup.cpu_seconds(), cgroup.oom_killed()
-        cgroup.remove()
-        return usage
+        """At start, after adoption: kill whatever runs in cgroups of this node no attempt owns (attempt_cgroups.py)."""
+        return attempt_cgroups.kill_unknown(self.cgroups, self.attempts)
 
     def _finish(self, att: Attempt, now: float) -> None:
         record = read_exit_file(att.exit_path)
@@ -349,7 +320,7 @@ class Supervisor:
             # left in the group must not outlive the attempt. After a clean
             # end the group is empty (the shim reaps every descendant).
             procs.signal_group(att.pgid, signal.SIGKILL)
-        peak_mem, cpu_seconds, oom = self._release_cgroup(att)
+        peak_mem, cpu_seconds, oom = attempt_cgroups.release(self.cgroups, att)
         message = ""
         if oom and att.reason is None and exit_code != 0:
             reason = protocol.EXIT_OUT_OF_MEMORY
