@@ -356,8 +356,9 @@ def train_command(**env: Any) -> str:
 
 
 def reference_digest(steps: int, **env: Any) -> str:
-    """params_sha256 of an uninterrupted run of the example job (no sleep)."""
-    run_env = {**os.environ, "TRAIN_STEPS": str(steps), "TRAIN_SLEEP": "0", "CHECKPOINT_DIR": "",
+    """params_sha256 of an uninterrupted run of the example job (no sleep), in the environment a job
+    gets: built from scratch (host variables that tune the BLAS, such as OPENBLAS_CORETYPE, change the digits)."""
+    run_env = {"PATH": os.environ["PATH"], "TRAIN_STEPS": str(steps), "TRAIN_SLEEP": "0", "CHECKPOINT_DIR": "",
                **{k: str(v) for k, v in env.items()}}
     import tempfile
 

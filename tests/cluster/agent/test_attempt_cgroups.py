@@ -11,6 +11,7 @@ from cluster.agent import attempt_cgroups
 from cluster.agent.attempt import Attempt
 from cluster.agent.cgroup_tree import CgroupTree
 from cluster.agent.cgroups import Limits
+from tests.cluster.agent.agent_testlib import wait_until
 from tests.cluster.agent.confined import unavailable
 
 
@@ -38,8 +39,11 @@ def tree():
 
 
 def _sleeper(cgroup) -> subprocess.Popen:
+    """``sleep 600`` inside ``cgroup``, returned once it is in."""
     join = "; ".join(f"echo $$ > {f}" for f in cgroup.procs_files)
-    return subprocess.Popen(["sh", "-c", f"{join}; exec sleep 600"])
+    proc = subprocess.Popen(["sh", "-c", f"{join}; exec sleep 600"])
+    wait_until(lambda: proc.pid in cgroup.pids(), what="the sleeper to join its cgroup")
+    return proc
 
 
 def test_the_start_sweep_kills_only_cgroups_no_attempt_owns(tree):
