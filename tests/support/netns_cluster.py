@@ -82,6 +82,10 @@ class NetnsCluster:
     heartbeat: float = 1.0
     fence_after: float = 6.0
     settings: dict[str, str] = field(default_factory=dict)
+    # Hosts spare1, ... on the network with no agent started (a test starts its own there).
+    spare_hosts: int = 0
+    # The code the agents run at start (a checkout of another version); None: this repository's.
+    agent_code: Path | None = None
     net: Network | None = None
     postgres: NetnsPostgres | None = None
     procs: dict[str, Proc] = field(default_factory=dict)
@@ -121,7 +125,8 @@ class NetnsCluster:
         step waits for the previous one to answer. On failure, everything made is removed."""
         self.tmp.mkdir(parents=True, exist_ok=True)
         try:
-            self.net = Network.create(["db", "app", *self.node_names])
+            spares = [f"spare{i}" for i in range(1, self.spare_hosts + 1)]
+            self.net = Network.create(["db", "app", *self.node_names, *spares])
             self._start_data_services()
             self._run_manage("migrate", "--noinput")
             credentials = self.tmp / "demo-credentials.json"
@@ -131,7 +136,7 @@ class NetnsCluster:
             self.start_worker()
             self.start_beat()
             for name in self.node_names:
-                self.start_agent(name)
+                self.start_agent(name, code=self.agent_code)
             self.wait_nodes_up(self.node_names)
         except BaseException:
             self.stop()
@@ -216,18 +221,23 @@ class NetnsCluster:
         return self._spawn("beat", "app", [PY, "-m", "celery", "-A", "portal", "beat", "--loglevel", "INFO",
                                            "--schedule", str(self.tmp / "beat-schedule")])
 
-    def start_agent(self, name: str, *extra_args: str, python: str = PY) -> Proc:
-        """Start (or restart, on the same work dir) the agent of host ``name``."""
+    def start_agent(self, name: str, *extra_args: str, code: Path | None = None, **env: str) -> Proc:
+        """Start (or restart, on the same work dir) the agent of host ``name``, from the checkout
+        ``code`` (whose ``cluster`` package it imports; default this repository's), with extra ``env``."""
         from cluster.auth import node_token
 
         existing = self.procs.get(name)
         if existing is not None and existing.alive():
             raise RuntimeError(f"agent {name} is already running")
-        argv = [python, "-m", "cluster.agent", "--name", name, "--gpus", str(self.gpus),
+        if code is not None:
+            env = {"PYTHONPATH": str(code), **env}
+        argv = ["env", "-C", str(code or REPO), PY, "-m", "cluster.agent", "--name", name, "--gpus", str(self.gpus),
                 "--workdir", str(self.tmp / "agents" / name), "--checkpoint-root", str(self.checkpoints),
                 "--heartbeat", f"{self.heartbeat:g}", "--fence-after", f"{self.fence_after:g}",
                 "--log-interval", "0.2", "--advertise-address", self.net.address(name), *extra_args]
-        return self._spawn(name, name, argv, GPUSCHED_AGENT_TOKEN=node_token(SECRET, name))
+        # Single-user mode: jobs run as the agent's user, unconfined (no per-user accounts or cgroups here).
+        return self._spawn(name, name, argv, GPUSCHED_AGENT_TOKEN=node_token(SECRET, name), GPUSCHED_SINGLE_USER="1",
+                           **env)
 
     def wait_nodes_up(self, names: list[str]) -> None:
         wait_for(lambda: self.sql("SELECT count(*) FROM cluster_node WHERE name = ANY(%s) AND state = 'UP'",
