@@ -56,7 +56,8 @@ def spans(checkpoints: Path, job_id: int) -> list[Span]:
     if path.exists():
         for raw in path.read_text().splitlines():
             parts = raw.split()
-            if len(parts) >= 3 and parts[0].isdigit():
+            # A notice to the job's process group may kill ``date`` mid-line: such a line has no time.
+            if len(parts) >= 3 and parts[0].isdigit() and _is_time(parts[2]):
                 lines[int(parts[0])].append(parts)
     out = []
     for attempt, rows in lines.items():
@@ -64,6 +65,14 @@ def spans(checkpoints: Path, job_id: int) -> list[Span]:
         out.append(Span(attempt, min(times), max(times), frozenset(r[3] for r in rows if r[1] == "tick" and len(r) > 3),
                         any(r[1] == "term" for r in rows), any(r[1] == "end" for r in rows)))
     return sorted(out, key=lambda s: s.first)
+
+
+def _is_time(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def overlaps_recorded(checkpoints: Path, job_ids: list[int]) -> list[str]:
