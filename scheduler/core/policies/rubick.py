@@ -260,14 +260,32 @@ class Rubick(Reclaiming, Growing):
         """The right size if it fits; else, for a best-effort job, the fastest
         option that fits, up to the right size on packed nodes, if it reaches
         ``start_floor``."""
-        opt = model.right_size(pool, self.floor(model, guaranteed))
+        # Each GPU count is placed once: the right-size scan (as
+        # ``JobModel.right_size`` on ``pool``) and the best-effort scan after
+        # it ask the same placements of the same pool.
+        placed: dict[int, Option | None] = {}
+
+        def at(g: int) -> Option | None:
+            if g not in placed:
+                placed[g] = model.place(pool, g)
+            return placed[g]
+
+        floor = self.floor(model, guaranteed)
+        opt: Option | None = None
+        for g in range(model.lo, model.hi + 1):
+            o = at(g)
+            if o is not None and o.speed >= floor - FLOOR_SLACK:
+                opt = o
+                break
+            if pool.gpus < g:
+                break
         if opt is not None or guaranteed:
             return opt
         packed = self._empty_size(cyc, model, self.floor(model, False))
         cap = packed.gpus if packed is not None else model.hi
         best: Option | None = None
         for g in range(model.lo, min(cap, pool.gpus) + 1):
-            o = model.place(pool, g)
+            o = at(g)
             if (o is not None and o.speed >= min(self.start_floor, model.guarantee) - FLOOR_SLACK
                     and (best is None or o.speed > best.speed + FLOOR_SLACK)):
                 best = o
