@@ -9,7 +9,7 @@
 #   Chromium at /usr/bin/chromium for the browser tests
 #   bwrap and mmdebstrap for the confinement tests (jobs in a real image)
 # then runs pytest with DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)
-# and passes its arguments on: scripts/test.sh tests/core -q
+# and passes its arguments on: scripts/test.sh tests/scheduler/core -q
 #
 # Trace data: $GPUSCHED_TRACES_DIR, else ../shared/traces next to the repository.
 # Exit status: pytest's, except that "no tests collected" (5) counts as success.

@@ -8,7 +8,7 @@ import pytest
 from scheduler.core.perf.plans import PlanError
 from scheduler.core.perf.throughput import ThroughputModel, packed_placement
 
-from tests.core.perf.conftest import synthetic_fit
+from tests.scheduler.core.perf.conftest import synthetic_fit
 
 ALL_DP = ["ga", "gc", "zero-dp", "zero-offload"]
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from scheduler.core.decisions import Preempt, Reconfigure, Start
 from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policies.rubick import Rubick
-from tests.core.rubick_fakes import FakeThroughput, dp_curve, elastic_spec, running
+from tests.support.fake_throughput import FakeThroughput, dp_curve, elastic_spec, running
 
 EPS = 1e-9
 

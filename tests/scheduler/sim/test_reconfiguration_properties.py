@@ -24,7 +24,7 @@ from scheduler.sim.cluster import make_nodes
 from scheduler.sim.engine import simulate
 from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
-from tests.core.rubick_fakes import FakeThroughput, dp_curve, elastic_spec
+from tests.support.fake_throughput import FakeThroughput, dp_curve, elastic_spec
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.sim.cli import main, parse_window
 
-from .helpers import REPO, require_trace
+from tests.support.traces import REPO, require_trace
 
 SMALL = ["--workload", "synthetic", "--jobs", "80", "--cluster", "4x4", "--no-progress"]
 HEADER = "job_id,submit_time,duration,num_gpus,job_class\n"

@@ -13,7 +13,7 @@ from scheduler.core.model import JobClass, JobSpec, PendingJob
 from scheduler.core.policies.fitgpp import DEFAULT_WEIGHTS, FitGppChooser
 from scheduler.core.victim_choosers import NodeMemo, covers
 from scheduler.core.victims import Candidate, Need, NodeView
-from tests.core.helpers import TE, nodes, pend, preempts, run, snap
+from tests.support.snapshot_builders import TE, by_job, nodes, pend, preempts, run, snap
 from scheduler.core.policy import make_policy
 
 
@@ -128,3 +128,46 @@ def test_subset_limit_parameter_reaches_the_policy():
     )
     assert preempts(make_policy("fitgpp", subset_limit=4).decide(s, 100.0)) == {"b00": "t", "b01": "t"}
     assert preempts(make_policy("fitgpp").decide(s, 100.0)) == {"b00": "t", "b01": "t"}
+
+
+def fit_choices():
+    return snap(
+        nodes(("a", 4), ("b", 4)),
+        running=[
+            run("whole", {"a": 4}, grace=10),  # shortest wait, frees 2 GPUs too many
+            run("pair", {"b": 2}, grace=60),  # exactly the need
+            run("one1", {"b": 1}, grace=30),
+            run("one2", {"b": 1}, grace=30),  # two victims together
+        ],
+        pending=[pend("t", 2, TE)],
+    )
+
+
+@pytest.mark.parametrize(
+    "params, victims, score",
+    [
+        # Defaults: whole 10 + 60 = 70; pair 60 + 60 = 120; one1+one2 30 + 2*60 = 150.
+        ({}, {"whole"}, 70.0),
+        # Penalizing excess GPUs and lost GPU-seconds makes the exact fit win:
+        # whole 70 + 30*2 + 0.05*4*40 = 138; pair 120 + 0.05*2*90 = 129; pair of ones 150 + 0.05*2*60 = 156.
+        ({"excess_weight": 30, "loss_weight": 0.05}, {"pair"}, 129.0),
+        # With victims free of charge, the shortest wait alone decides... unless it
+        # takes two: one1+one2 wait 30 < pair's 60, but whole's 10 is shorter still.
+        ({"victim_weight": 0}, {"whole"}, 10.0),
+        ({"victim_weight": 0, "excess_weight": 100}, {"one1", "one2"}, 30.0),
+    ],
+)
+def test_fitgpp_weights_decide_between_wait_fit_and_count(params, victims, score):
+    out = make_policy("fitgpp", **params).decide(fit_choices(), 100.0)
+    assert set(preempts(out)) == victims
+    assert all(f"victim score {score:.1f}" in by_job(out)[v].message for v in victims)
+
+
+def test_fitgpp_prefers_victims_preempted_less_often():
+    s = snap(
+        nodes(("a", 1), ("b", 1)),
+        running=[run("often", {"a": 1}, grace=30, preemptions=2), run("fresh", {"b": 1}, grace=60)],
+        pending=[pend("t", 1, TE)],
+    )
+    assert preempts(make_policy("fitgpp").decide(s, 100.0)) == {"fresh": "t"}
+    assert preempts(make_policy("fitgpp", repeat_weight=0).decide(s, 100.0)) == {"often": "t"}

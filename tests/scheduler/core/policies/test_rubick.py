@@ -8,9 +8,9 @@ from scheduler.core.decisions import Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.core.model import Node, Snapshot
 from scheduler.core.policies.rubick import Rubick
 from scheduler.core.policy import make_policy
-from tests.core.helpers import pend as plain_pend
-from tests.core.helpers import run as plain_run
-from tests.core.rubick_fakes import FakeThroughput, dp_curve, elastic_spec, pending, running
+from tests.support.snapshot_builders import pend as plain_pend
+from tests.support.snapshot_builders import run as plain_run
+from tests.support.fake_throughput import FakeThroughput, dp_curve, elastic_spec, pending, running
 
 NODES = [Node("n1", 8), Node("n2", 8)]
 

@@ -8,7 +8,7 @@ from scheduler.core.model import JobClass
 from scheduler.sim.workloads.canonical import TraceError
 from scheduler.sim.workloads.philly import PhillyRule, load_philly
 
-from .helpers import require_trace
+from tests.support.traces import require_trace
 
 SAMPLE = """timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-01 00:10:00,600.0,1,600.0,a

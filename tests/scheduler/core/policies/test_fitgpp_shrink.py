@@ -7,9 +7,9 @@ from scheduler.core.decisions import Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.core.model import JobClass, Node, Snapshot
 from scheduler.core.policies.fitgpp_shrink import FitGppShrink
 from scheduler.core.policy import make_policy
-from tests.core.helpers import pend as plain_pend
-from tests.core.helpers import run as plain_run
-from tests.core.rubick_fakes import FakeThroughput, dp_curve, elastic_spec, running
+from tests.support.snapshot_builders import pend as plain_pend
+from tests.support.snapshot_builders import run as plain_run
+from tests.support.fake_throughput import FakeThroughput, dp_curve, elastic_spec, running
 
 TE = JobClass.TE
 CURVE = {"dp": dp_curve(8.0, 16, 0.9)}  # close to linear: losing GPUs costs almost proportionally

@@ -20,7 +20,7 @@ from scheduler.sim.records import SimConfig
 from scheduler.sim.runner import PolicySpec, accepted_params, build_policy
 from scheduler.sim.workloads.types import SimJob
 
-from .toy_policies import GreedyFifo, PreemptOldestForTE
+from tests.support.toy_policies import GreedyFifo, PreemptOldestForTE
 
 TE_TIME_LIMIT = 120.0
 MAX_PREEMPTIONS = 2

@@ -69,3 +69,16 @@ def pends(decisions) -> dict[str, str]:
 
 def by_job(decisions) -> dict[str, object]:
     return {d.job_id: d for d in decisions}
+
+
+def short_grace_vs_newest():
+    """a: two old 1-GPU jobs with a 30 s grace; b: a new 2-GPU job with a 600 s grace."""
+    return snap(
+        nodes(("a", 2), ("b", 2)),
+        running=[
+            run("x1", {"a": 1}, start=0, grace=30),
+            run("x2", {"a": 1}, start=10, grace=30),
+            run("y", {"b": 2}, start=50, grace=600),
+        ],
+        pending=[pend("t", 1, TE, submit=60)],
+    )

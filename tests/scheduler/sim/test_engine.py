@@ -10,8 +10,8 @@ from scheduler.sim.cluster import make_nodes
 from scheduler.sim.engine import simulate
 from scheduler.sim.records import SimConfig, SimulationError
 
-from .helpers import job
-from .toy_policies import GreedyFifo, PreemptOldestForTE
+from tests.support.sim_jobs import job
+from tests.support.toy_policies import GreedyFifo, PreemptOldestForTE
 
 TE, BE = JobClass.TE, JobClass.BE
 

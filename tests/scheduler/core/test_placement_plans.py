@@ -16,7 +16,7 @@ from scheduler.sim.engine import simulate
 from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
 
-from .helpers import require_trace
+from tests.support.traces import require_trace
 
 QUEUE_POLICIES = ("fifo", "fifo-strict", "fitgpp", "fitgpp-shrink", "te-priority", "preempt-newest", "preempt-random")
 

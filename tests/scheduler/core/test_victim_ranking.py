@@ -15,7 +15,7 @@ from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob
 from scheduler.core.placement import FreeCapacity
 from scheduler.core.policies.fitgpp import FitGpp
 from scheduler.core.victim_choosers import BoundedChooser
-from tests.core.test_properties import scenarios
+from tests.support.policy_scenarios import scenarios
 
 
 class _ScanOnly:

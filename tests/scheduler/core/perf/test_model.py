@@ -18,7 +18,7 @@ from scheduler.core.perf.model import (
 )
 from scheduler.core.perf.plans import PlanError, parse_plan
 
-from tests.core.perf.conftest import BERT_LIKE, SYNTHETIC_COEFFS, SYNTHETIC_ENV
+from tests.scheduler.core.perf.conftest import BERT_LIKE, SYNTHETIC_COEFFS, SYNTHETIC_ENV
 
 FWD = ForwardCurve(12.0, 210.0)
 DP_PLANS = ["ga", "gc", "zero-dp", "zero-offload", "zero-offload+gc"]

@@ -15,7 +15,7 @@ from scheduler.sim.cli import main
 from scheduler.sim.morphling import MorphlingData, load_morphling
 from scheduler.sim.workloads.canonical import TraceError
 
-from .helpers import require_trace
+from tests.support.traces import require_trace
 
 HEADER = "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n"
 GOOD = "bert-1,10,31.4,bert,8,64,0,zero-dp,203,1\n"

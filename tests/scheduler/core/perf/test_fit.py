@@ -13,7 +13,7 @@ from scheduler.core.perf.fit import NVLINK, FitError, fit_all, fit_forward, fit_
 from scheduler.core.perf.model import ForwardCurve, ModelInputs, components, features
 from scheduler.core.perf.plans import Plan
 
-from tests.core.perf.conftest import SYNTHETIC_COEFFS, SYNTHETIC_ENV
+from tests.scheduler.core.perf.conftest import SYNTHETIC_COEFFS, SYNTHETIC_ENV
 
 BERT = spec_for("bert")
 TRUE_FWD = ForwardCurve(12.0, 210.0)

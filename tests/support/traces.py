@@ -1,4 +1,4 @@
-"""Shared helpers for simulator tests: trace location and small builders."""
+"""Where the shared trace files are, for tests that replay them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.core.model import JobClass, JobSpec
-from scheduler.sim.workloads.types import SimJob
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,14 +25,3 @@ def require_trace(relative: str) -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
-
-
-def job(
-    job_id: str,
-    submit: float,
-    duration: float,
-    gpus: int = 1,
-    klass: JobClass = JobClass.BE,
-    grace: float = 0.0,
-) -> SimJob:
-    return SimJob(JobSpec(id=job_id, job_class=klass, num_gpus=gpus, submit_time=submit, grace_period=grace), duration)

@@ -19,7 +19,7 @@ from scheduler.core.placement import (
     node_charges,
     spread,
 )
-from tests.core.helpers import BE, nodes, pend, run
+from tests.support.snapshot_builders import nodes, pend, run
 
 
 def cap_of(node_list, running=()):

@@ -1,0 +1,77 @@
+"""Anti-starvation reservations: a job waiting past the threshold has nodes
+reserved for it, which only TE jobs may still use."""
+
+from __future__ import annotations
+
+from scheduler.core.policy import make_policy
+from tests.support.snapshot_builders import TE, by_job, nodes, pend, pends, run, snap, starts
+
+
+def starving_cluster():
+    """Two 4-GPU nodes, each with 1 free GPU; a 4-GPU job waiting long; 1-GPU jobs behind."""
+    return snap(
+        nodes(("a", 4), ("b", 4)),
+        running=[run("ra", {"a": 3}), run("rb1", {"b": 2}, time_limit=2000.0), run("rb2", {"b": 1}, time_limit=500.0)],
+        pending=[pend("big", 4, submit=0), pend("s1", 1, submit=10), pend("s2", 1, submit=20)],
+    )
+
+
+def test_reservation_blocks_jobs_behind_the_starving_job():
+    s = starving_cluster()
+    out = make_policy("fifo", starvation_threshold=100).decide(s, 1000.0)
+    # b reaches 4 free first: its jobs declared time limits, the job on a did not.
+    assert starts(out) == {"s1": {"a": 1}}
+    assert pends(out) == {"big": "Resources", "s2": "Reservation"}
+    assert "b reserved for it" in by_job(out)["big"].message
+    assert "reserved for job big" in by_job(out)["s2"].message
+
+
+def test_below_the_threshold_there_is_no_reservation():
+    out = make_policy("fifo", starvation_threshold=2000).decide(starving_cluster(), 1000.0)
+    assert starts(out) == {"s1": {"a": 1}, "s2": {"b": 1}}
+
+
+def test_starvation_rule_can_be_disabled():
+    out = make_policy("fifo", starvation_threshold=None).decide(starving_cluster(), 10**9)
+    assert set(starts(out)) == {"s1", "s2"}
+
+
+def test_reservation_without_time_limits_prefers_the_node_short_of_fewest_gpus():
+    s = snap(
+        nodes(("a", 4), ("b", 4)),
+        running=[run("ra", {"a": 2}), run("rb", {"b": 3})],
+        pending=[pend("big", 4, submit=0), pend("s1", 1, submit=1), pend("s2", 1, submit=2), pend("s3", 1, submit=3)],
+    )
+    out = make_policy("te-priority", starvation_threshold=60).decide(s, 1000.0)
+    # a is short of 2 GPUs, b of 3: a is reserved, the small jobs fill b.
+    assert starts(out) == {"s1": {"b": 1}}
+    assert pends(out) == {"big": "Resources", "s2": "Reservation", "s3": "Reservation"}
+
+
+def test_reservation_for_a_multi_node_job_takes_the_emptiest_nodes():
+    s = snap(
+        nodes(("a", 4), ("b", 4), ("c", 4)),
+        running=[run("ra", {"a": 3}), run("rb", {"b": 1}), run("rc", {"c": 2})],
+        pending=[pend("big", 8, submit=0), pend("s1", 2, submit=1), pend("s2", 1, submit=2)],
+    )
+    out = make_policy("fifo", starvation_threshold=60).decide(s, 1000.0)
+    # b (3 free) and c (2 free) are reserved; only a's free GPU is left to others.
+    assert starts(out) == {"s2": {"a": 1}}
+    assert pends(out) == {"big": "Resources", "s1": "Reservation"}
+
+
+def test_te_jobs_may_use_free_gpus_on_reserved_nodes():
+    s = starving_cluster()
+    s.pending.append(pend("te", 1, TE, submit=30))
+    out = make_policy("te-priority", starvation_threshold=100).decide(s, 1000.0)
+    assert starts(out) == {"te": {"a": 1}}
+    out = make_policy("te-priority", starvation_threshold=100).decide(
+        snap(s.nodes, s.running, [pend("big", 4, submit=0), pend("te", 2, TE, submit=30)]), 1000.0
+    )
+    assert starts(out) == {"te": {"a": 1, "b": 1}}
+
+
+def test_starving_job_that_fits_just_starts():
+    s = snap(nodes(("a", 4)), pending=[pend("old", 4, submit=0), pend("new", 1, submit=1)])
+    out = make_policy("fifo", starvation_threshold=1).decide(s, 1000.0)
+    assert starts(out) == {"old": {"a": 4}}
