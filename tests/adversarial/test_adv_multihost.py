@@ -11,6 +11,7 @@ on a shared machine cannot fake a partition; nothing here asserts how fast anyth
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import pytest
@@ -183,3 +184,71 @@ def test_agents_upgraded_one_by_one_under_load_lose_no_job_and_a_too_new_agent_i
                       "lost": 0}
     assert all(len(rows) == 1 for rows in attempt_rows(cluster.sql, jobs).values())
     report("rolling-upgrade", counts, upgraded_nodes=len(cluster.node_names))
+
+
+def test_every_service_restarted_one_at_a_time_under_load_loses_and_doubles_nothing(netns_cluster) -> None:  # noqa: F811
+    """A steady stream of API submissions while jobs run; one at a time, the portal (SIGTERM, then
+    SIGKILL), the worker (SIGKILL), beat (SIGTERM), each agent (SIGKILL), Redis (SIGTERM; append-only
+    file) and PostgreSQL (fast shutdown) are stopped and started again. A submission the portal could
+    not take (it or the database was down) is refused, never half-stored; every stored job (the
+    accepted ones, and any whose request got no answer) completes, none ran twice at once."""
+    import threading
+
+    cluster = netns_cluster(agents=2, gpus=2)
+    accepted: list[int] = []
+    refused, unanswered = [0], [0]
+    stop = threading.Event()
+
+    def stream() -> None:
+        i = 0
+        while not stop.wait(0.7):
+            i += 1
+            try:
+                response = requests.post(f"{cluster.base_url}/api/v1/jobs/", json={
+                    "name": f"s{i}", "command": recording_job(10), "grace_period": 1},
+                    headers={"Authorization": f"Token {cluster.api_token}"}, timeout=10)
+            except requests.RequestException:  # no answer: stored or not, the client cannot know
+                unanswered[0] += 1
+                continue
+            if response.status_code == 201:
+                accepted.append(response.json()["id"])
+            else:
+                refused[0] += 1
+
+    submitter = threading.Thread(target=stream, daemon=True)
+    submitter.start()
+    restarts = []
+    try:
+        def restart(name: str, how: str, start) -> None:  # noqa: ANN001
+            time.sleep(2.0)
+            proc = cluster.procs[name]
+            proc.kill(signal.SIGKILL) if how == "SIGKILL" else proc.stop()
+            start()
+            restarts.append(f"{name}/{how}")
+
+        restart("portal", "SIGTERM", cluster.start_portal)
+        restart("portal", "SIGKILL", cluster.start_portal)
+        restart("worker", "SIGKILL", cluster.start_worker)
+        restart("beat", "SIGTERM", cluster.start_beat)
+        for name in cluster.node_names:
+            restart(name, "SIGKILL", lambda name=name: cluster.start_agent(name))
+        restart("redis", "SIGTERM", cluster.start_redis)
+        if not cluster.procs["worker"].alive():  # kombu may exit on a lost broker: its supervisor restarts it
+            cluster.start_worker()
+        time.sleep(2.0)
+        cluster.postgres.restart(down_for=1.0)
+        restarts.append("postgresql/fast")
+        time.sleep(3.0)
+    finally:
+        stop.set()
+        submitter.join(timeout=30)
+    if not cluster.procs["worker"].alive():
+        cluster.start_worker()
+    stored = sorted(row[0] for row in cluster.sql("SELECT id FROM scheduler_job"))
+    # Nothing accepted is missing; beyond those, only requests that got no answer may have been stored.
+    assert set(accepted) <= set(stored) and len(stored) - len(accepted) <= unanswered[0]
+    wait(lambda: set(job_states(cluster, stored).values()) == {"COMPLETED"}, "every stored job to complete",
+         timeout=300)
+    counts = tally(cluster.sql, cluster.checkpoints, stored)
+    assert counts["ran_twice_at_once"] == 0 and counts["lost"] == 0 and counts["finished"] == len(stored)
+    report("restarts", {**counts, "refused_while_down": refused[0], "unanswered": unanswered[0]}, restarts=restarts)

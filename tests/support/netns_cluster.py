@@ -144,16 +144,22 @@ class NetnsCluster:
         return self
 
     def _start_data_services(self) -> None:
+        self.start_redis()
+        self.postgres = NetnsPostgres(self.tmp, self.net, "db").init()
+        self.postgres.create_database("gpusched")
+
+    def start_redis(self) -> Proc:
+        """redis-server on host db with an append-only file, as production runs it (a restart keeps
+        the queued messages)."""
         redis_server = shutil.which("redis-server")
         if redis_server is None:
             raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
         (self.tmp / "redis").mkdir(exist_ok=True)
-        self._spawn("redis", "db", [redis_server, "--bind", self.net.address("db"), "--port", str(REDIS_PORT),
-                                    "--save", "", "--appendonly", "no", "--protected-mode", "no",
-                                    "--dir", str(self.tmp / "redis")])
+        proc = self._spawn("redis", "db", [redis_server, "--bind", self.net.address("db"), "--port", str(REDIS_PORT),
+                                           "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                                           "--protected-mode", "no", "--dir", str(self.tmp / "redis")])
         wait_for(self._redis_answers, "redis-server on host db")
-        self.postgres = NetnsPostgres(self.tmp, self.net, "db").init()
-        self.postgres.create_database("gpusched")
+        return proc
 
     def _redis_answers(self) -> bool:
         import redis
