@@ -19,6 +19,11 @@ Redis must not lock every user out.
 
 The client address is ``REMOTE_ADDR``; behind a reverse proxy, configure it to
 pass the real address (see docs/operations.md).
+
+Kept rather than django-axes: axes applies one failure limit to every lockout
+parameter set, while this throttle needs two (per address and username, and a
+higher one per address against spraying), and its cache handler raises when
+Redis is down where this one lets the login proceed.
 """
 
 from __future__ import annotations
