@@ -290,7 +290,6 @@ TESTED_ELSEWHERE = {
     "scheduler/sim/workloads/types.py": "the workload's dataclasses; every simulator test builds them",
     # Modules that landed during the reorganisation, tested where their authors put the tests.
     "portal/cli/progress.py": "pending: tests/portal/cli/test_commands.py",
-    "scheduler/sim/progress.py": "pending: the progress bar becomes tqdm's, with its test",
     "scheduler/confinement.py": "pending: tests of the identity and image checks",
     "scheduler/identity_admin.py": "pending: tests of the identity and image checks",
 }
