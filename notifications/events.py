@@ -18,7 +18,8 @@ LABELS = {
     FAILED: "failed or timed out",
     IDLE_WARNING: "idle warning (reserved)",
 }
-DEFAULT_EMAIL_KINDS = (FINISHED, FAILED)
+#: Nothing until the user chooses (like Slurm's --mail-type=NONE): a site without a mail server sends nothing.
+DEFAULT_EMAIL_KINDS: tuple[str, ...] = ()
 
 
 def kind_of(from_state: str, to_state: str) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from notifications.events import kind_of
@@ -25,7 +26,7 @@ def _enqueue(event_ids: list[int]) -> None:
     from notifications.tasks import dispatch
 
     try:
-        dispatch.delay(event_ids)
+        dispatch.apply_async(args=[event_ids], queue=settings.NOTIFICATIONS_QUEUE)
     except Exception:  # a broker outage must not fail the commit's other callbacks
         log.exception("could not queue notifications for job events %s", event_ids[:10])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from notifications import services
 from notifications.models import Delivery
@@ -15,7 +16,7 @@ FIRST_RETRY_S = 2.0
 @shared_task(name="notifications.dispatch", ignore_result=True)
 def dispatch(event_ids: list[int]) -> None:
     for delivery_id in services.dispatch([int(i) for i in event_ids]):
-        deliver_webhook.delay(delivery_id)
+        deliver_webhook.apply_async(args=[delivery_id], queue=settings.NOTIFICATIONS_QUEUE)
 
 
 @shared_task(name="notifications.deliver_webhook", bind=True, ignore_result=True, max_retries=MAX_TRIES - 1)

@@ -310,6 +310,10 @@ EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "") or ""
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpusched@localhost")
+# Celery queue of the notification tasks: a deployment gives them a worker of their own
+# (celery -A portal worker -Q notifications) so a slow mail server or webhook never holds a
+# worker the scheduling loop and the agents' reports need.
+NOTIFICATIONS_QUEUE = env_str("NOTIFICATIONS_QUEUE", "celery") or "celery"
 
 SIMULATION_MAX_UPLOAD_BYTES = env_int("SIMULATION_MAX_UPLOAD_BYTES", 5 * 1024 * 1024, minimum=1024)
 SIMULATION_MAX_JOBS = env_int("SIMULATION_MAX_JOBS", 20000, minimum=1)

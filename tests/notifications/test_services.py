@@ -30,10 +30,16 @@ def event(job, from_state: str, to_state: str, reason: str = "") -> int:  # noqa
                                    reason=reason, message="exit 0").pk
 
 
-def test_the_default_emails_finished_and_failed_to_the_owner(job, smtp_server) -> None:
+def test_nothing_is_sent_until_the_user_chooses(job, smtp_server) -> None:
+    tasks.dispatch.apply(args=[[event(job, "RUNNING", "FAILED")]])
+    assert smtp_server == [] and not Delivery.objects.exists()
+
+
+def test_the_chosen_events_are_emailed_to_the_owner(job, smtp_server) -> None:
+    Preference.objects.create(user=job.owner, email_events=["finished", "failed"])
     ids = [event(job, "STARTING", "RUNNING"), event(job, "RUNNING", "COMPLETED", "Completed")]
     assert tasks.dispatch.apply(args=[ids]).successful()
-    assert len(smtp_server) == 1  # started is not in the default
+    assert len(smtp_server) == 1  # started was not chosen
     mail = smtp_server[0]
     assert mail["To"] == "alice@example.org" and f"job {job.pk}" in mail["Subject"] and "finished" in mail["Subject"]
     assert "RUNNING -> COMPLETED" in mail.get_payload()
@@ -96,6 +102,7 @@ def test_a_private_address_is_refused_at_delivery_without_the_admin_flag(job, re
 def test_an_smtp_server_that_is_down_is_logged_for_the_owner(job, settings) -> None:
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", 1
+    Preference.objects.create(user=job.owner, email_events=["failed"])
     tasks.dispatch.apply(args=[[event(job, "RUNNING", "FAILED")]])
     delivery = Delivery.objects.get()
     assert delivery.status == "failed" and delivery.error
