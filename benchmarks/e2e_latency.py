@@ -133,6 +133,7 @@ def server_env(database_url: str, redis_url: str, confined: bool = False) -> dic
         "SCHEDULER_AUTORUN": "1",
         "AGENT_HEARTBEAT_SECONDS": str(HEARTBEAT),
         "GPUSCHED_AGENT_TOKEN": "bench-token",
+        "GPUSCHED_AGENT_DEV_MODE": "true",  # one shared token for the benchmark's agents
         "LOG_LEVEL": "WARNING",
         # The server's side of single-user mode: launches name nobody when the agents run every job as themselves.
         "GPUSCHED_SINGLE_USER": "0" if confined else "1",

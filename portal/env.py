@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -102,3 +104,30 @@ def env_url(
     if not sep or scheme not in schemes or not rest:
         raise ImproperlyConfigured(f"{name}={value!r} is not a URL with scheme {' or '.join(schemes)}")
     return value
+
+
+def read_secret_file(name: str, path: str) -> str:
+    """The first line of the file at ``path`` (``""`` when ``path`` is empty); ``name`` is the variable
+    that named it, for the error when it cannot be read or is empty."""
+    if not path:
+        return ""
+    try:
+        value = Path(path).read_text(encoding="utf-8").splitlines()[0].strip() if Path(path).stat().st_size else ""
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name}={path!r} cannot be read: {exc.strerror}") from None
+    if not value:
+        raise ImproperlyConfigured(f"{name}={path!r} is empty")
+    return value
+
+
+def redis_url_with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` put in when given and the URL has none (percent-encoded)."""
+    if not password:
+        return url
+    parts = urlsplit(url)
+    if parts.password or parts.scheme == "unix":
+        return url if parts.password else f"{url}{'&' if parts.query else '?'}password={quote(password, safe='')}"
+    user = quote(parts.username, safe="") if parts.username else ""
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    netloc = f"{user}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

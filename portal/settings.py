@@ -10,7 +10,10 @@ Variables (all optional unless noted):
   ``var/db.sqlite3``.
 * ``REDIS_URL``: default ``redis://127.0.0.1:6379/0``; used by Celery (broker)
   and the Channels layer unless ``CELERY_BROKER_URL`` / ``CHANNEL_LAYER_URL``
-  say otherwise.
+  say otherwise. ``REDIS_PASSWORD_FILE``: a file holding the Redis password,
+  put into ``REDIS_URL`` when the URL carries none (docs/security.md).
+* ``GPUSCHED_AGENT_DEV_MODE`` (false): accept agent reports without per-node
+  tokens (the shared ``GPUSCHED_AGENT_TOKEN``, or none); development only.
 * ``SCHEDULER_POLICY``: the scheduling policy's registered name; default
   ``fitgpp`` (checked against the registry by ``manage.py check``).
 * ``SCHEDULER_AUTORUN``: whether a submission or cancellation enqueues a
@@ -50,7 +53,16 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from portal.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+    read_secret_file,
+    redis_url_with_password,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -183,6 +195,10 @@ except OSError:
 
 # --- Redis, Celery, Channels ---------------------------------------------
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", ("redis", "rediss", "unix"))
+# The Redis password from a file (a compose secret, or scripts/up.sh's var/redis.password) when the URL
+# carries none; every URL below derives from REDIS_URL unless set on its own.
+REDIS_PASSWORD_FILE = env_str("REDIS_PASSWORD_FILE", "") or ""
+REDIS_URL = redis_url_with_password(REDIS_URL, read_secret_file("REDIS_PASSWORD_FILE", REDIS_PASSWORD_FILE))
 
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, ("redis", "rediss", "unix", "memory"))
 CELERY_RESULT_BACKEND = None
@@ -244,6 +260,9 @@ AGENT_TOKEN = env_str("GPUSCHED_AGENT_TOKEN", "") or ""
 # Server-side key of per-node agent tokens (cluster/auth.py): when set, a report naming
 # node N must carry N's own token (manage.py agent_token N) and AGENT_TOKEN is not accepted.
 AGENT_SECRET = env_str("GPUSCHED_AGENT_SECRET", "") or ""
+# Without AGENT_SECRET every agent report is refused, unless this development mode is on: then the shared
+# AGENT_TOKEN (or nothing, when it is empty) is accepted. For test stacks and one developer's machine.
+GPUSCHED_AGENT_DEV_MODE = env_bool("GPUSCHED_AGENT_DEV_MODE", default=False)
 # Single-user mode (docs/security.md): jobs run as the agents' own user; for a laptop without root.
 GPUSCHED_SINGLE_USER = env_bool("GPUSCHED_SINGLE_USER", default=False)
 CELERY_BEAT_SCHEDULE = {

@@ -15,6 +15,8 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-deployment")
 from portal.settings import *  # noqa: E402,F401,F403
 
 SCHEDULER_AUTORUN = False
+# Unit tests drive agent reports with the shared token or none; tests of the refusal turn this off.
+GPUSCHED_AGENT_DEV_MODE = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

@@ -12,8 +12,8 @@
 #                                       a node agent with GPUS virtual GPUs (default 4);
 #                                       options go to python -m cluster.agent
 #
-# Configuration comes from the environment (DATABASE_URL, REDIS_URL, SECRET_KEY,
-# DEBUG, ...; see portal/settings.py). HOST defaults to 127.0.0.1, PORT to 8000.
+# Configuration comes from the environment (DATABASE_URL, REDIS_URL,
+# REDIS_PASSWORD_FILE, SECRET_KEY, DEBUG, ...; see portal/settings.py). HOST defaults to 127.0.0.1, PORT to 8000.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -40,6 +40,14 @@ case "$component" in
         exec "$VENV/bin/celery" -A portal beat --loglevel "${CELERY_LOG_LEVEL:-info}" \
             --schedule "${BEAT_SCHEDULE_FILE:-var/celerybeat-schedule}" ;;
     agent)
+        # The agent reads no Django settings: give it the Redis password in its URL.
+        if [ -n "${REDIS_PASSWORD_FILE:-}" ] && [ -n "${REDIS_URL:-}" ]; then
+            REDIS_URL="$("$VENV/bin/python" -c 'import sys
+from portal.env import read_secret_file, redis_url_with_password
+print(redis_url_with_password(sys.argv[1], read_secret_file("REDIS_PASSWORD_FILE", sys.argv[2])))' \
+                "$REDIS_URL" "$REDIS_PASSWORD_FILE")" || die "REDIS_PASSWORD_FILE cannot be read"
+            export REDIS_URL
+        fi
         [ $# -ge 1 ] || die "usage: scripts/serve.sh agent NAME [GPUS [AGENT OPTION...]]"
         [ -f cluster/agent/__main__.py ] || die "this checkout has no node agent (cluster/agent)"
         name="$1"

@@ -3,8 +3,9 @@
 # machine, in the foreground. Ctrl-C stops everything it started.
 #
 #   1. .venv and the project installed in it             (scripts/setup.sh)
-#   2. Redis: $REDIS_URL, else one on 127.0.0.1:6379, else a private
-#      redis-server started here, else instructions and exit
+#   2. Redis: $REDIS_URL (with its password, or REDIS_PASSWORD_FILE), else a
+#      private redis-server started here with a generated password
+#      (var/redis.password, 0600), else instructions and exit
 #   3. database: $DATABASE_URL if set, else SQLite at var/db.sqlite3; migrate
 #   4. demo admin and demo user (credentials printed)
 #   5. web server, Celery worker and beat, and local node agents with virtual
@@ -132,27 +133,37 @@ start_agent() {
 }
 
 # --- Redis ----------------------------------------------------------------
+# Redis always asks for a password (docs/security.md): either REDIS_URL names a
+# server with its credentials, or a private redis-server is started here with a
+# password generated once into var/redis.password (mode 0600). Its URL carries
+# no password; every component reads it from REDIS_PASSWORD_FILE.
 if [ -n "${REDIS_URL:-}" ]; then
-    redis_ok "$REDIS_URL" || die "REDIS_URL=$REDIS_URL does not answer PING"
-    say "Redis: $REDIS_URL (from REDIS_URL)"
-elif redis_ok "redis://127.0.0.1:6379/0"; then
-    export REDIS_URL="redis://127.0.0.1:6379/0"
-    say "Redis: $REDIS_URL (already running on this machine)"
+    redis_ok "$REDIS_URL" || die "REDIS_URL does not answer PING (check its host and password)"
+    case "$REDIS_URL" in
+        *://*:*@*) say "Redis: from REDIS_URL (with a password)" ;;
+        *) [ -n "${REDIS_PASSWORD_FILE:-}" ] && say "Redis: from REDIS_URL, password from REDIS_PASSWORD_FILE" \
+               || say "Redis: from REDIS_URL, WITHOUT a password: anyone who reaches it can read and forge messages" ;;
+    esac
 elif command -v redis-server >/dev/null 2>&1; then
     port="${GPUSCHED_REDIS_PORT:-6390}"
     mkdir -p var/redis
-    start redis redis redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-        --dir "$ROOT/var/redis"
-    export REDIS_URL="redis://127.0.0.1:$port/0"
-    for _ in $(seq 1 50); do redis_ok "$REDIS_URL" && break; sleep 0.2; done
-    redis_ok "$REDIS_URL" || die "the private redis-server on port $port did not start"
-    say "Redis: $REDIS_URL (private redis-server started here)"
+    if [ ! -s var/redis.password ]; then
+        (umask 077 && "$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))' >var/redis.password)
+    fi
+    # The password goes into a 0600 config file, not onto the command line (where ps shows it).
+    (umask 077 && printf 'requirepass %s\n' "$(cat var/redis.password)" >var/redis/auth.conf)
+    start redis redis redis-server "$ROOT/var/redis/auth.conf" --bind 127.0.0.1 --port "$port" --save "" \
+        --appendonly no --dir "$ROOT/var/redis"
+    export REDIS_URL="redis://127.0.0.1:$port/0" REDIS_PASSWORD_FILE="$ROOT/var/redis.password"
+    authed="redis://:$(cat var/redis.password)@127.0.0.1:$port/0"
+    for _ in $(seq 1 50); do redis_ok "$authed" && break; sleep 0.2; done
+    redis_ok "$authed" || die "the private redis-server on port $port did not start"
+    say "Redis: $REDIS_URL (private redis-server started here; password in var/redis.password)"
 else
     say "Redis is needed and none was found. Any one of these works:"
     say "  Debian/Ubuntu:  sudo apt-get install redis-server   (then run this again)"
-    say "  macOS:          brew install redis && brew services start redis"
-    say "  Docker:         docker run -d -p 6379:6379 redis:7"
-    say "  elsewhere:      export REDIS_URL=redis://HOST:6379/0"
+    say "  macOS:          brew install redis   (then run this again)"
+    say "  elsewhere:      export REDIS_URL=redis://:PASSWORD@HOST:6379/0"
     exit 1
 fi
 
@@ -164,6 +175,17 @@ if [ -z "${SECRET_KEY:-}" ]; then
     SECRET_KEY="$(cat var/secret_key)"
     export SECRET_KEY
 fi
+# Per-node agent tokens (docs/security.md): the server holds the secret, each
+# agent only its own token (given below); the agents never see the secret.
+if [ -z "${GPUSCHED_AGENT_SECRET:-}" ]; then
+    if [ ! -s var/agent_secret ]; then
+        (umask 077 && "$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))' >var/agent_secret)
+    fi
+    GPUSCHED_AGENT_SECRET="$(cat var/agent_secret)"
+    export GPUSCHED_AGENT_SECRET
+fi
+# A laptop has no per-user accounts for jobs: single-user mode, said on every page and in the log.
+export GPUSCHED_SINGLE_USER="${GPUSCHED_SINGLE_USER:-1}"
 export HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
 # One checkpoint folder for all local agents, so a job preempted on one node
 # resumes from its checkpoint on another.
@@ -186,7 +208,9 @@ if [ -f cluster/agent/__main__.py ]; then
         # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
         # --single-user: a laptop has no per-user accounts for jobs; every job runs as
         # this user, unconfined between jobs (the agent's log says so; docs/agent.md).
-        start_agent "local-$i" "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
+        token="$("$VENV/bin/python" manage.py agent_token "local-$i")"
+        start_agent "local-$i" env -u GPUSCHED_AGENT_SECRET -u SECRET_KEY GPUSCHED_AGENT_TOKEN="$token" \
+            "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
             --kill-jobs-on-exit --single-user
     done
 else

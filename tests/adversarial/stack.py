@@ -254,6 +254,8 @@ class Stack:
         env.update({
             "DJANGO_SETTINGS_MODULE": "portal.settings",
             "SECRET_KEY": "adversarial-only-secret-key-not-for-deployment",
+            # Stacks without GPUSCHED_AGENT_SECRET use a shared token: development mode (cluster/auth.py).
+            "GPUSCHED_AGENT_DEV_MODE": "true",
             "DATABASE_URL": self.database_url,
             "REDIS_URL": self.redis_url,
             "LOG_LEVEL": "INFO",

@@ -61,6 +61,8 @@ WORKER_ENV = {
     "AGENT_HEARTBEAT_SECONDS": str(HEARTBEAT),
     "NODE_LOST_HEARTBEATS": str(LOST_AFTER_HEARTBEATS),
     "GPUSCHED_AGENT_TOKEN": TOKEN,
+    # One shared token for the stack's agents: development mode (cluster/auth.py).
+    "GPUSCHED_AGENT_DEV_MODE": "true",
     "LOG_LEVEL": "INFO",
 }
 
