@@ -8,6 +8,8 @@ from datetime import datetime
 
 from django.db import transaction
 
+from audit import services as audit
+from audit.models import Action
 from cluster import commands
 from cluster.models import AGENT_VERSION_LENGTH, GPU_MODEL_LENGTH, Gpu, Node, NodeState
 from cluster.selectors import expected_attempts
@@ -44,6 +46,9 @@ def register_node(
             node.state = NodeState.UP
         node.save()
         _sync_gpus(node, gpu_models)
+        audit.record(Action.AGENT_REGISTERED, target=f"node {name}", actor_name=f"node {name}",
+                     detail=f"{'new' if created else 'known'}: {gpus} GPUs, agent {agent_version or '?'}, "
+                            f"address {node.address}")
         transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
         transaction.on_commit(triggers.request_scheduling)
     log.info("node %s registered (%s): %d GPUs, protocol version %d%s%s", name, "new" if created else "known", gpus,

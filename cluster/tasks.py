@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -30,6 +31,8 @@ from django import db
 from django.conf import settings
 from django.utils import timezone as dj_timezone
 
+from audit import services as audit
+from audit.models import Action
 from cluster import auth, commands, liveness, protocol, protocol_versions, registration, reports, tick as safety_tick
 from cluster.protocol import ProtocolError
 
@@ -138,6 +141,7 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 log.error("%s from node %r dropped: %s", name, node, exc)
             except auth.AgentAuthError as exc:
                 log.error("%s dropped: %s", name, exc)
+                _audit_refusal(name, node, str(exc))
             except (db.OperationalError, db.InterfaceError) as exc:
                 log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
                 raise self.retry(countdown=DB_RETRY_DELAY_S, max_retries=DB_RETRIES) from None
@@ -153,6 +157,20 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                            reject_on_worker_lost=True)(task)
 
     return wrap
+
+
+#: A refused node's reports of one kind are audited at most this often per worker process (a refused
+#: agent keeps sending heartbeats); every refused registration is.
+REFUSAL_AUDIT_INTERVAL_S = 60.0
+_last_refusal_audit: dict[str, float] = {}
+
+
+def _audit_refusal(task: str, node: Any, why: str) -> None:
+    key, now = f"{task} {node}", time.monotonic()
+    if task != protocol.REPORT_REGISTER and now - _last_refusal_audit.get(key, -math.inf) < REFUSAL_AUDIT_INTERVAL_S:
+        return
+    _last_refusal_audit[key] = now
+    audit.record(Action.AGENT_REFUSED, target=f"node {node}", actor_name=f"node {node}", detail=f"{task}: {why}")
 
 
 # --- parsing ------------------------------------------------------------------

@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "portal.dashboard",
     "scheduler",
     "cluster",
+    "audit",
     "jobprogress",
     "notifications",
 ]

@@ -13,6 +13,7 @@ from django.templatetags.static import static
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from audit import services as audit
 from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
@@ -85,6 +86,7 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
         raise Http404("No such job.")
     try:
         job = services.cancel_job(job, request.user)
+        audit.record_staff_cancel(request, job)
     except services.JobNotCancellable as exc:
         messages.error(request, str(exc))
     else:

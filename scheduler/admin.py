@@ -13,6 +13,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from audit import services as audit
+from audit.admin import AuditedAdmin
 from scheduler import selectors, services
 from scheduler.models import Attempt, Job, JobEvent, Quota
 from scheduler.quotas import Scope, Usage
@@ -91,6 +93,7 @@ class JobAdmin(StaffMayView, admin.ModelAdmin):
         for job in queryset:
             try:
                 services.cancel_job(job, request.user)
+                audit.record_staff_cancel(request, job)
                 done += 1
             except services.JobNotCancellable:
                 finished += 1
@@ -129,7 +132,8 @@ def _used_of(usage: Usage, attr: str, limit) -> str:  # noqa: ANN001
 
 
 @admin.register(Quota)
-class QuotaAdmin(StaffMayManage, admin.ModelAdmin):
+class QuotaAdmin(AuditedAdmin, StaffMayManage, admin.ModelAdmin):
+    audit_action = "quota"
     search_fields = ["user__username", "group__name", "note"]
     list_filter = [ScopeKindFilter, "group", "budget_period_days"]
     list_select_related = ["user", "group"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from audit.admin import AuditedAdmin
 from scheduler import services
 from scheduler.identity import PosixIdentity
 from scheduler.images import Image
@@ -39,7 +40,8 @@ class SuperuserMayChange:
 
 
 @admin.register(PosixIdentity)
-class PosixIdentityAdmin(SuperuserMayChange, admin.ModelAdmin):
+class PosixIdentityAdmin(AuditedAdmin, SuperuserMayChange, admin.ModelAdmin):
+    audit_action = "identity"
     list_display = ["user", "posix_name", "note", "updated_at"]
     search_fields = ["user__username", "posix_name", "note"]
     autocomplete_fields = ["user"]
@@ -47,10 +49,11 @@ class PosixIdentityAdmin(SuperuserMayChange, admin.ModelAdmin):
 
 
 @admin.register(Image)
-class ImageAdmin(SuperuserMayChange, admin.ModelAdmin):
+class ImageAdmin(AuditedAdmin, SuperuserMayChange, admin.ModelAdmin):
     """Images jobs may run in. Saving one gives every node another chance at it: the
     exclusions its pending jobs collected (nodes where it was unavailable) are cleared."""
 
+    audit_action = "image"
     list_display = ["name", "enabled", "uri", "digest", "note", "updated_at"]
     list_filter = ["enabled"]
     search_fields = ["name", "uri", "note"]

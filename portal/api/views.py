@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from cluster.selectors import nodes_for
 from portal.api.errors import validation_error
+from audit import services as audit
 from portal.api.serializers import (
     DetailSerializer,
     ErrorsSerializer,
@@ -150,7 +151,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self._visible_job(pk)
         try:
-            services.cancel_job(job, request.user)
+            job = services.cancel_job(job, request.user)
+            audit.record_staff_cancel(request, job)
         except services.JobNotCancellable as exc:
             return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
         return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,
