@@ -231,7 +231,6 @@ MIRRORING_PENDING = ("cluster/agent/",)
 #: Modules without a test module at their mirrored path, and where they are tested instead.
 TESTED_ELSEWHERE = {
     "cluster/admin.py": "admin declarations; tests/scheduler/test_admin.py drives the admin pages",
-    "cluster/auth.py": "token derivation and checks: tests/cluster/test_tasks.py, tests/adversarial/test_adv_access.py",
     "cluster/management/commands/agent_token.py": "tests/adversarial/test_adv_access.py (agent tokens)",
     "cluster/management/commands/drain_node.py": "tests/cluster/test_drain.py",
     "cluster/models.py": "model declarations; every cluster test writes and reads them",
