@@ -32,7 +32,7 @@ from scheduler.core.model import JobClass, PendingJob, Snapshot
 from scheduler.core.placement import per_unit
 from scheduler.core.victim_choosers import NodeMemo, prefix_cover
 from scheduler.core.victim_planner import Planner
-from scheduler.core.victims import Candidate, Need, NodeView, RunningIndex
+from scheduler.core.victims import Candidate, Need, HostView, RunningIndex
 
 _EPS = 1e-9
 
@@ -163,7 +163,7 @@ class ResumeCostChooser:
     """Victims in ``resume_cost`` order until the job fits; across nodes the
     set of least total cost, then fewest victims, then node name."""
 
-    def single(self, need: Need, views: Sequence[NodeView], memo: NodeMemo):
+    def single(self, need: Need, views: Sequence[HostView], memo: NodeMemo):
         best = None
         best_key = None
         for view in views:

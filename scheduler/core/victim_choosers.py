@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Iterable, Protocol, Sequence, runtime_checkable
 
-from scheduler.core.victims import Candidate, Need, NodeView
+from scheduler.core.victims import Candidate, Need, HostView
 
 _MISSING = object()
 
@@ -26,7 +26,7 @@ class NodeMemo:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[tuple[object, ...], object]] = {}
 
-    def get(self, view: NodeView, key: tuple[object, ...], compute: Callable[[], object]) -> object:
+    def get(self, view: HostView, key: tuple[object, ...], compute: Callable[[], object]) -> object:
         if not view.shared:
             return compute()
         d = self._by_node.setdefault(view.name, {})
@@ -44,8 +44,8 @@ class VictimChooser(Protocol):
     for the multi-node greedy."""
 
     def single(
-        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
-    ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        self, need: Need, views: Sequence[HostView], memo: NodeMemo
+    ) -> tuple[HostView, list[Candidate], float | None] | None:
         """Among ``views`` (nodes that could host the whole job with all their
         candidates preempted), the node and victim set to use, plus a score if
         the chooser has one. ``memo`` caches per-node work across TE jobs."""
@@ -62,13 +62,13 @@ class BoundedChooser(Protocol):
     bound it from below per node; the planner then keeps the nodes in a heap
     across the TE jobs of a cycle instead of scanning them per job."""
 
-    def floor(self, view: NodeView, now: float) -> tuple:
+    def floor(self, view: HostView, now: float) -> tuple:
         """A lower bound on every ``rank`` the node can have for any TE job
         (``view`` has candidates); a function of the shared view and ``now``
         only. It must never equal the rank of another node."""
         ...
 
-    def best_on_node(self, need: Need, view: NodeView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
+    def best_on_node(self, need: Need, view: HostView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
         """The node's best (score, victims), or None; cached in ``memo``."""
         ...
 
@@ -78,7 +78,7 @@ class BoundedChooser(Protocol):
         ...
 
 
-def covers(need: Need, view: NodeView, victims: Iterable[Candidate]) -> bool:
+def covers(need: Need, view: HostView, victims: Iterable[Candidate]) -> bool:
     g, c, m = view.g, view.c, view.m
     name = view.name
     for v in victims:
@@ -89,7 +89,7 @@ def covers(need: Need, view: NodeView, victims: Iterable[Candidate]) -> bool:
     return need.units(g, c, m) >= need.gpus
 
 
-def prefix_cover(need: Need, view: NodeView, ordered: Iterable[Candidate]) -> list[Candidate] | None:
+def prefix_cover(need: Need, view: HostView, ordered: Iterable[Candidate]) -> list[Candidate] | None:
     """Take candidates in order until the node can host the job, then drop the
     ones that turned out unnecessary (last taken kept first)."""
     g, c, m = view.g, view.c, view.m
@@ -120,8 +120,8 @@ class NewestChooser:
     the fewest victims wins, then the one whose victims started latest."""
 
     def single(
-        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
-    ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        self, need: Need, views: Sequence[HostView], memo: NodeMemo
+    ) -> tuple[HostView, list[Candidate], float | None] | None:
         best = None
         best_key = None
         key = ("newest", need.shape)
@@ -155,8 +155,8 @@ class RandomChooser:
         return self.rng
 
     def single(
-        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
-    ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        self, need: Need, views: Sequence[HostView], memo: NodeMemo
+    ) -> tuple[HostView, list[Candidate], float | None] | None:
         rng = self._reseed(need)
         view = rng.choice(sorted(views, key=lambda v: v.name))
         cands = sorted(view.cands, key=lambda x: x.id)

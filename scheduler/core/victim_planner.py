@@ -25,7 +25,7 @@ from scheduler.core.model import PendingJob
 from scheduler.core.placement import FreeCapacity, per_unit, spread
 from scheduler.core.victim_choosers import BoundedChooser, NodeMemo, VictimChooser, covers, drop_redundant
 from scheduler.core.victim_ranking import RankedNodes
-from scheduler.core.victims import Candidate, Need, NodeView, Plan, RunningIndex, Vacating
+from scheduler.core.victims import Candidate, Need, HostView, PreemptionPlan, RunningIndex, Vacating
 
 _NO_CANDS: list[Candidate] = []  # shared, never modified
 
@@ -51,13 +51,13 @@ class Planner:
             target = self._own_vac.setdefault(owner, {}) if owner is not None and owner in pending_te else self._shared_vac
             for name in w.parts:
                 target.setdefault(name, []).append(w)
-        self._views: dict[str, NodeView] = {}
+        self._views: dict[str, HostView] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
         bounded = chooser if isinstance(chooser, BoundedChooser) else None
         self._ranked = RankedNodes(bounded, cap, self._shared_view, self._views, self.memo) if bounded is not None else None
         cap.touched.clear()
 
-    def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> Plan | None:
+    def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> PreemptionPlan | None:
         """A plan for ``job`` (not yet committed), or None when no preemption
         can make room. Nodes in ``avoid()`` get victims only if nothing else
         works (called only when victims are needed)."""
@@ -83,7 +83,7 @@ class Planner:
                 return plan
         return self._victim_plan(need, views)
 
-    def commit(self, need_job: PendingJob, plan: Plan) -> None:
+    def commit(self, need_job: PendingJob, plan: PreemptionPlan) -> None:
         """Hold the plan's free capacity for the job and mark its victims and
         vacating jobs as spoken for, so later jobs in this cycle cannot use them."""
         spec = need_job.spec
@@ -120,10 +120,10 @@ class Planner:
         if self._ranked is not None:
             self._ranked.drop(name)
 
-    def _single_plan(self, need: Need, picked: tuple[NodeView, list[Candidate], float | None]) -> Plan:
+    def _single_plan(self, need: Need, picked: tuple[HostView, list[Candidate], float | None]) -> PreemptionPlan:
         view, victims, score = picked
         until = max([view.vac_end] + [need.now + v.grace for v in victims])
-        return Plan({view.name: need.gpus}, sorted(victims, key=lambda v: v.id), list(view.vac), until, score)
+        return PreemptionPlan({view.name: need.gpus}, sorted(victims, key=lambda v: v.id), list(view.vac), until, score)
 
     def _sync(self) -> None:
         """Forget views of nodes whose free capacity changed (Starts, claims)."""
@@ -164,7 +164,7 @@ class Planner:
                     mine += wg
         return g, c, m, vac, vac_end, mine
 
-    def _make_view(self, name: str, vac_lists: Sequence[Sequence[Vacating]], jid: str | None, now: float) -> NodeView:
+    def _make_view(self, name: str, vac_lists: Sequence[Sequence[Vacating]], jid: str | None, now: float) -> HostView:
         g, c, m, vac, vac_end, mine = self._avail(name, vac_lists, jid, now)
         if self._by_node is None:
             self._by_node = self.index.by_node
@@ -172,25 +172,25 @@ class Planner:
         cands = self._by_node.get(name, _NO_CANDS)
         if chosen and cands:
             cands = [v for v in cands if v.id not in chosen]
-        return NodeView(name, g, c, m, vac, vac_end, mine, cands, jid is None)
+        return HostView(name, g, c, m, vac, vac_end, mine, cands, jid is None)
 
-    def _shared_view(self, name: str, now: float) -> NodeView:
+    def _shared_view(self, name: str, now: float) -> HostView:
         view = self._views.get(name)
         if view is None:
             view = self._make_view(name, (self._shared_vac.get(name, ()),), None, now)
             self._views[name] = view
         return view
 
-    def _view(self, name: str, need: Need, own: dict[str, list[Vacating]] | None) -> NodeView:
+    def _view(self, name: str, need: Need, own: dict[str, list[Vacating]] | None) -> HostView:
         if own and name in own:
             return self._make_view(name, (self._shared_vac.get(name, ()), own[name]), need.job.spec.id, need.now)
         return self._shared_view(name, need.now)
 
-    def _all_views(self, need: Need) -> list[NodeView]:
+    def _all_views(self, need: Need) -> list[HostView]:
         own = self._own_vac.get(need.job.spec.id)
         return [self._view(name, need, own) for name in self.cap.gpus]
 
-    def _wait_plan(self, need: Need) -> Plan | None:
+    def _wait_plan(self, need: Need) -> PreemptionPlan | None:
         """No new preemption: the job fits in free plus vacating resources.
         Only nodes with vacating resources are examined."""
         jid = need.job.spec.id
@@ -213,7 +213,7 @@ class Planner:
         if fit:
             name = min(fit)[2]
             a = avail[name]
-            return Plan({name: need.gpus}, [], list(a[3]), a[4])
+            return PreemptionPlan({name: need.gpus}, [], list(a[3]), a[4])
         units = []
         for name in self.cap.gpus:
             a = avail.get(name)
@@ -225,9 +225,9 @@ class Planner:
             return None
         waits = {w.id: w for n in parts if n in avail for w in avail[n][3]}
         until = max((avail[n][4] for n in parts if n in avail), default=need.now)
-        return Plan(parts, [], sorted(waits.values(), key=lambda w: w.id), until)
+        return PreemptionPlan(parts, [], sorted(waits.values(), key=lambda w: w.id), until)
 
-    def _victim_plan(self, need: Need, views: list[NodeView]) -> Plan | None:
+    def _victim_plan(self, need: Need, views: list[HostView]) -> PreemptionPlan | None:
         if not views:
             return None
         # Single node: only nodes that could host the whole job.
@@ -241,7 +241,7 @@ class Planner:
                 return self._single_plan(need, picked)
         return self._multi(need, views)
 
-    def _multi(self, need: Need, views: list[NodeView]) -> Plan | None:
+    def _multi(self, need: Need, views: list[HostView]) -> PreemptionPlan | None:
         """Greedy across nodes: the fewest nodes whose potential (free,
         vacating and every candidate) reaches the need; victims taken in the
         chooser's order until the job fits there; unnecessary victims dropped."""
@@ -295,7 +295,7 @@ class Planner:
             return None
         waits = sorted({w.id: w for n in parts for w in by_name[n].vac}.values(), key=lambda w: w.id)
         until = max([by_name[n].vac_end for n in parts] + [need.now + x.grace for x in taken])
-        return Plan(parts, sorted(taken, key=lambda x: x.id), waits, until)
+        return PreemptionPlan(parts, sorted(taken, key=lambda x: x.id), waits, until)
 
 
 

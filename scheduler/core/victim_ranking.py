@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 
 from scheduler.core.placement import FreeCapacity
 from scheduler.core.victim_choosers import BoundedChooser, NodeMemo
-from scheduler.core.victims import Candidate, Need, NodeView, Shape
+from scheduler.core.victims import Candidate, Need, HostView, Shape
 
 _MISSING = object()
 
@@ -36,8 +36,8 @@ class RankedNodes:
         self,
         bounded: BoundedChooser,
         cap: FreeCapacity,
-        shared_view: Callable[[str, float], NodeView],
-        views: Mapping[str, NodeView],
+        shared_view: Callable[[str, float], HostView],
+        views: Mapping[str, HostView],
         memo: NodeMemo,
     ) -> None:
         self._bounded = bounded
@@ -86,7 +86,7 @@ class RankedNodes:
             return None
         return (facts[1], name, self._version.get(name, 0), None)
 
-    def best(self, need: Need) -> tuple[NodeView, list[Candidate], float | None] | None:
+    def best(self, need: Need) -> tuple[HostView, list[Candidate], float | None] | None:
         """The feasible shared node of least ``rank``, as ``bounded.single``
         finds it, from a heap kept across the cycle's TE jobs of this shape.
 

@@ -97,8 +97,8 @@ class RunningIndex:
 
 
 @dataclass(slots=True)
-class NodeView:
-    """One node as a TE job sees it: what it can have there without new
+class HostView:
+    """One node as a possible host of a TE job: what the job can have there without new
     preemptions (free now plus resources being vacated for it), and the
     candidates that could free more. ``shared`` views (no resources vacating
     for this very job) are the same for every TE job and cached per cycle."""
@@ -136,7 +136,7 @@ class Need:
 
 
 @dataclass(slots=True)
-class Plan:
+class PreemptionPlan:
     """How a TE job will get its resources: GPUs per node, victims to preempt
     now and vacating jobs it waits for. ``until`` is when the last of them is
     expected to be gone (grace periods are upper bounds)."""
@@ -152,8 +152,8 @@ class Plan:
 __all__ = [
     "Candidate",
     "Need",
-    "NodeView",
-    "Plan",
+    "HostView",
+    "PreemptionPlan",
     "RunningIndex",
     "Shape",
     "Vacating",

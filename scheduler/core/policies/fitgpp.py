@@ -27,7 +27,7 @@ from typing import Sequence
 from scheduler.core.policies.base import check_non_negative
 from scheduler.core.policies.preemptive import PreemptivePolicy
 from scheduler.core.victim_choosers import NodeMemo, VictimChooser, prefix_cover
-from scheduler.core.victims import Candidate, Need, NodeView
+from scheduler.core.victims import Candidate, Need, HostView
 
 DEFAULT_WEIGHTS = {
     "wait_weight": 1.0,
@@ -68,7 +68,7 @@ class FitGppChooser:
         """The victim's additive share: count, lost GPU-seconds, repeats."""
         return self.wv + self.wl * v.gpus * (v.grace + self.r) + self.wr * v.preemptions
 
-    def score(self, need: Need, view: NodeView, victims: Sequence[Candidate]) -> float:
+    def score(self, need: Need, view: HostView, victims: Sequence[Candidate]) -> float:
         """The score of ``victims`` on ``view`` (the formula in the module doc)."""
         deficit = max(0, need.gpus - view.g)
         wait = max([view.vac_end - need.now] + [v.grace for v in victims])
@@ -78,8 +78,8 @@ class FitGppChooser:
     # --- choosing ----------------------------------------------------------------
 
     def single(
-        self, need: Need, views: Sequence[NodeView], memo: NodeMemo
-    ) -> tuple[NodeView, list[Candidate], float | None] | None:
+        self, need: Need, views: Sequence[HostView], memo: NodeMemo
+    ) -> tuple[HostView, list[Candidate], float | None] | None:
         """Nodes are visited in order of a lower bound on their best score
         (one victim at least: the smallest own cost, and a wait of at least the
         shortest grace period there), and the visit stops once the bound
@@ -88,7 +88,7 @@ class FitGppChooser:
         now = need.now
         order = sorted((self.bound(view, now), view.name, view) for view in views)
         best: tuple[float, tuple[str, ...], str] | None = None
-        best_pick: tuple[NodeView, list[Candidate], float | None] | None = None
+        best_pick: tuple[HostView, list[Candidate], float | None] | None = None
         for bound, _, view in order:
             if best is not None and bound > best[0] + _EPS:
                 break
@@ -103,12 +103,12 @@ class FitGppChooser:
                 best, best_pick = k, (view, victims, score)
         return best_pick
 
-    def bound(self, view: NodeView, now: float) -> float:
+    def bound(self, view: HostView, now: float) -> float:
         """A lower bound on the score of any victim set on ``view`` (which has
         candidates); a function of the node and ``now`` only, not of the job."""
         return self._bound_and_least_id(view, now)[0]
 
-    def floor(self, view: NodeView, now: float) -> tuple[float, tuple[str], str]:
+    def floor(self, view: HostView, now: float) -> tuple[float, tuple[str], str]:
         """A lower bound on every ``rank`` of ``view`` (which has candidates),
         for any TE job: ``(bound rounded to 1e-9, (least candidate id,), name)``.
 
@@ -122,7 +122,7 @@ class FitGppChooser:
         bound, least_id = self._bound_and_least_id(view, now)
         return (round(bound, 9), (least_id,), view.name)
 
-    def _bound_and_least_id(self, view: NodeView, now: float) -> tuple[float, str]:
+    def _bound_and_least_id(self, view: HostView, now: float) -> tuple[float, str]:
         """``bound`` (the shortest grace, or the wait for vacating jobs if
         longer, plus the least ``own``) and the least candidate id, in one
         pass over the candidates."""
@@ -143,7 +143,7 @@ class FitGppChooser:
         base = view.vac_end - now
         return self.ww * (shortest if shortest > base else base) + least_own, least_id
 
-    def best_on_node(self, need: Need, view: NodeView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
+    def best_on_node(self, need: Need, view: HostView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
         """The node's minimum-score victim set (cached in ``memo``)."""
         return memo.get(view, ("fitgpp", need.shape), lambda: self._best_on_node(need, view))  # type: ignore[return-value]
 
@@ -163,7 +163,7 @@ class FitGppChooser:
 
         return sorted(cands, key=key)
 
-    def _best_on_node(self, need: Need, view: NodeView) -> tuple[float, list[Candidate]] | None:
+    def _best_on_node(self, need: Need, view: HostView) -> tuple[float, list[Candidate]] | None:
         """The minimum-score victim set on one node (victims sorted by id)."""
         if not view.cands:
             return None
@@ -186,7 +186,7 @@ class FitGppChooser:
             return greedy_score, greedy
         return found
 
-    def _best_singleton(self, need: Need, view: NodeView) -> tuple[float, list[Candidate]] | None:
+    def _best_singleton(self, need: Need, view: HostView) -> tuple[float, list[Candidate]] | None:
         """When every candidate alone frees enough (the usual case for a small
         TE job on a full node), the minimal covering sets are the single
         victims: the best is the cheapest of them, no search needed. None when
@@ -222,7 +222,7 @@ class FitGppChooser:
         return best_s, [best_v]
 
     def _search(
-        self, need: Need, view: NodeView, cands: list[Candidate], bound: float
+        self, need: Need, view: HostView, cands: list[Candidate], bound: float
     ) -> tuple[float, list[Candidate]] | None:
         """Branch and bound over subsets in candidate order; a covering subset
         is never extended (a superset scores no better)."""

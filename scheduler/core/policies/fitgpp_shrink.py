@@ -38,7 +38,7 @@ from scheduler.core.placement import per_unit, units_of
 from scheduler.core.policies.base import Cycle, StarvationGuard, check_non_negative, describe_placement
 from scheduler.core.policies.fitgpp import FitGpp
 from scheduler.core.policies.reconfig import FLOOR_SLACK, JobModel, Option, Pool, shrink_parts
-from scheduler.core.victims import Plan
+from scheduler.core.victims import PreemptionPlan
 
 DEFAULT_TE_HOLD = 600.0
 """Seconds a TE job is expected to hold its GPUs (the median TE run of the
@@ -113,7 +113,7 @@ class FitGppShrink(FitGpp):
             return super().te_no_fit(cyc, job, guard)
         self._apply_shrink(cyc, job, shrink)
 
-    def _preempt_loss(self, plan: Plan) -> float:
+    def _preempt_loss(self, plan: PreemptionPlan) -> float:
         return sum(v.gpus * (v.grace + self.te_hold + self.resume_overhead) for v in plan.victims)
 
     def _shrink_loss(self, gpus: int, grace: float, before: float, after: float) -> float:

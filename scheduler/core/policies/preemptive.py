@@ -18,7 +18,7 @@ from scheduler.core.policies.base import (
 from scheduler.core.policies.te_priority import TePriority
 from scheduler.core.victim_choosers import NewestChooser, RandomChooser, VictimChooser
 from scheduler.core.victim_planner import Planner
-from scheduler.core.victims import Candidate, Plan, RunningIndex
+from scheduler.core.victims import Candidate, PreemptionPlan, RunningIndex
 
 DEFAULT_TE_TIME_LIMIT = 3600.0
 """Seconds a TE job keeps its privilege in one attempt (or in total work).
@@ -122,7 +122,7 @@ class PreemptivePolicy(TePriority):
 
     # --- messages -------------------------------------------------------------
 
-    def victim_message(self, te_id: str, v: Candidate, plan: Plan) -> str:
+    def victim_message(self, te_id: str, v: Candidate, plan: PreemptionPlan) -> str:
         here = [f"{gpus_text(v.parts[n][0])} on {n}" for n in sorted(v.parts)]
         msg = f"preempted for TE job {te_id}: grace {v.grace:g} s, {', '.join(here)}"
         if v.demoted_te:
@@ -132,7 +132,7 @@ class PreemptivePolicy(TePriority):
         return msg
 
     @staticmethod
-    def waiting_message(cyc: Cycle, plan: Plan) -> str:
+    def waiting_message(cyc: Cycle, plan: PreemptionPlan) -> str:
         ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
         where = ", ".join(sorted(plan.parts))
         shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scheduler.core.model import JobClass, JobSpec, PendingJob
 from scheduler.core.policies.fitgpp import DEFAULT_WEIGHTS, FitGppChooser
 from scheduler.core.victim_choosers import NodeMemo, covers
-from scheduler.core.victims import Candidate, Need, NodeView
+from scheduler.core.victims import Candidate, Need, HostView
 from tests.support.snapshot_builders import TE, by_job, nodes, pend, preempts, run, snap
 from scheduler.core.policy import make_policy
 
@@ -30,7 +30,7 @@ def cand(jid, gpus, grace, preemptions=0, node="a", elsewhere=0):
 
 
 def view(free, cands, vac_end=100.0, name="a"):
-    return NodeView(name, free, 0.0, 0.0, [], vac_end, 0, cands, True)
+    return HostView(name, free, 0.0, 0.0, [], vac_end, 0, cands, True)
 
 
 def need(g, now=100.0):
