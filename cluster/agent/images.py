@@ -70,7 +70,8 @@ class ImageCache:
             raise ImageUnavailable(f"{uri} has digest {actual}, not the registered {digest}")
         tmp = self.root / f"{target.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(mode=0o755)
+        tmp.mkdir()
+        os.chmod(tmp, 0o755)  # explicit: the agent's umask is 077, and the job's user must enter the tree
         try:
             self._unpack(tarball, tmp)
         except ImageUnavailable:
@@ -96,3 +97,5 @@ class ImageCache:
             raise ImageUnavailable(f"{tarball} is not a root filesystem (no /bin/sh in it)")
         for mount_point in MOUNT_POINTS:
             (into / mount_point).mkdir(parents=True, exist_ok=True)
+            for level in (into / mount_point, (into / mount_point).parent):
+                os.chmod(level, 0o755)

@@ -62,7 +62,11 @@ class Bubblewrap:
         argv = [
             self.binary,
             "--ro-bind", str(rootfs), "/",
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
+            # No --new-session: the job must stay in the attempt's process group, or the agent's SIGTERM
+            # notice would never reach it (it has no terminal to protect: stdin is /dev/null). No
+            # --die-with-parent: bwrap dies of that notice at once, and its death would SIGKILL the job
+            # before it could checkpoint; the attempt's cgroup, not bwrap, makes sure nothing outlives it.
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
             "--bind", str(work_dir), IMAGE_WORK_DIR,
             "--bind", str(checkpoint_dir), IMAGE_CHECKPOINT_DIR,

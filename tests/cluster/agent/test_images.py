@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
 import tarfile
 
 import pytest
@@ -24,7 +26,13 @@ def _tar(path, members: dict[str, bytes]) -> str:
 def test_a_real_image_is_unpacked_once_with_its_mount_points(tmp_path):
     tarball, digest = build_test_image()
     cache = ImageCache(tmp_path / "cache")
-    root = cache.ensure(str(tarball), digest)
+    old_umask = os.umask(0o077)  # the agent's
+    try:
+        root = cache.ensure(str(tarball), digest)
+    finally:
+        os.umask(old_umask)
+    # The job's user must be able to enter the tree and the mount points whatever the agent's umask.
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o755 for p in (root, root / "gpusched", root / MOUNT_POINTS[0]))
     assert (root / "usr" / "bin" / "python3").exists()
     assert all((root / m).is_dir() for m in MOUNT_POINTS)
     marker = root / "gpusched" / "unpacked-once"

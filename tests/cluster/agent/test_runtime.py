@@ -21,7 +21,9 @@ def test_the_bwrap_command_binds_the_job_dirs_and_only_its_own_gpu_nodes(tmp_pat
                                                       checkpoint_dir=Path("/c"), gpu_indices=[1])
     pairs = list(zip(argv, argv[1:]))
     assert ("--ro-bind", "/img") in pairs and ("--bind", "/w") in pairs and ("--bind", "/c") in pairs
-    assert {"--unshare-pid", "--die-with-parent", "--new-session"} <= set(argv)
+    assert {"--unshare-pid", "--unshare-ipc"} <= set(argv)
+    # The job stays in the attempt's process group (the notice goes there) and outlives bwrap's death from it.
+    assert "--new-session" not in argv and "--die-with-parent" not in argv
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind"]
     assert bound == [str(dev / "nvidia1"), str(dev / "nvidiactl")]
     assert argv[-2:] == ["--chdir", IMAGE_WORK_DIR]
@@ -60,3 +62,15 @@ def test_a_corrupt_image_ends_as_image_unavailable(node, tmp_path):
     assert node.launch("bad-image", "true", image="bad", image_uri=str(bad), image_digest="sha256:" + "1" * 64) == "failed"
     ex = node.exited("bad-image")
     assert ex["reason"] == protocol.EXIT_IMAGE_UNAVAILABLE and "sha256:" in ex["message"]
+
+
+def test_a_job_in_an_image_gets_the_preemption_notice_and_exits_within_its_grace(node):
+    tarball, digest = build_test_image()
+    trap = "trap 'echo got-term; exit 143' TERM; echo ready; while true; do sleep 0.1; done"
+    assert node.launch("notice", trap, image="debian-mini", image_uri=str(tarball), image_digest=digest,
+                       grace_period=60.0) == "started"
+    node.wait_line("notice", "ready")
+    node.sup.preempt({"job_id": "notice", "attempt": 1, "grace_period": 60.0})
+    ex = node.exited("notice")
+    assert "got-term" in node.lines("notice")
+    assert (ex["exit_code"], ex["reason"], ex["checkpointed"]) == (143, protocol.EXIT_PREEMPT, True)
