@@ -9,7 +9,6 @@ refused by name. The rules beyond types live in
 from __future__ import annotations
 
 import math
-import time
 
 from rest_framework import serializers
 
@@ -181,7 +180,8 @@ class JobSerializer(serializers.ModelSerializer):
     events = JobEventSerializer(many=True, read_only=True)
     priority_factors = serializers.SerializerMethodField(
         help_text="Pending jobs: what orders the job in the queue (class, fair share, priority, age), as Slurm's "
-                  "sprio; fair_share is null while fair share is off. Null for a job that is not pending."
+                  "sprio; fair_share is null while fair share is off; the age counts from waiting_since (the "
+                  "submission time). Null for a job that is not pending."
     )
 
     class Meta:
@@ -198,7 +198,12 @@ class JobSerializer(serializers.ModelSerializer):
     def get_priority_factors(self, job: Job) -> dict | None:
         if job.state != JobState.PENDING:
             return None
-        return priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time())
+        # The age is given as the instant it counts from, not as seconds: a resource that changes every time
+        # it is read could not be compared, cached or answered identically by a submission and a later read.
+        submitted = job.submitted_at.timestamp()
+        factors = priority_factors(job.job_class, job.priority, submitted, submitted)
+        del factors["age_seconds"]
+        return {**factors, "waiting_since": serializers.DateTimeField().to_representation(job.submitted_at)}
 
 
 class QuotaExceededSerializer(serializers.Serializer):
