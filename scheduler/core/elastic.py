@@ -87,10 +87,6 @@ class IterTimes:
         self._memo: dict[tuple, Lookup | None] = {}
         self._best: dict[tuple, tuple[str, float] | None] = {}
 
-    @property
-    def has_measurements(self) -> bool:
-        return bool(self._table)
-
     def measured_plans(self, model: str) -> list[str]:
         """Plans with at least one measurement for ``model``, sorted."""
         name = spec_for(model).name
