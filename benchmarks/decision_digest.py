@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from policy_decide import build_scale  # noqa: E402
 
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot  # noqa: E402
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, RunningJob, Snapshot  # noqa: E402
 from scheduler.core.placement import FreeCapacity, FreeLedger  # noqa: E402
 from scheduler.core.policy import make_policy  # noqa: E402
 
@@ -63,14 +63,14 @@ CASES = (
 BIG_CASES = [("fitgpp", {}), ("te-priority", {}), ("fifo", {})]
 
 
-def random_snapshot(seed: int) -> tuple[list[Node], list[RunningJob], list[PendingJob], float]:
+def random_snapshot(seed: int) -> tuple[list[NodeCapacity], list[RunningJob], list[PendingJob], float]:
     """One random cluster, running set and queue (see the module doc)."""
     rng = random.Random(seed)
     now = 100_000.0
     track = rng.random() < 0.5
     n = rng.randint(3, 200)
     nodes = [
-        Node(f"n{i:03d}", rng.choice([4, 8, 8, 8]), rng.choice([32.0, 64.0]) if track else 0.0,
+        NodeCapacity(f"n{i:03d}", rng.choice([4, 8, 8, 8]), rng.choice([32.0, 64.0]) if track else 0.0,
              rng.choice([0.0, 256.0]) if track else 0.0)
         for i in range(n)
     ]

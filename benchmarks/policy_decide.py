@@ -47,17 +47,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot  # noqa: E402
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot  # noqa: E402
 from scheduler.core.placement import FreeCapacity, FreeLedger  # noqa: E402
 from scheduler.core.policy import make_policy, policy_names  # noqa: E402
 
 NOW = 1_000_000.0
 
 
-def build(pending_count: int, free_gpus: int, seed: int = 1) -> tuple[list[Node], list[RunningJob], list[PendingJob]]:
+def build(pending_count: int, free_gpus: int, seed: int = 1) -> tuple[list[NodeCapacity], list[RunningJob], list[PendingJob]]:
     """Fill 64 x 8 GPUs with running jobs except ``free_gpus``; ``pending_count`` jobs wait."""
     rng = random.Random(seed)
-    nodes = [Node(f"n{i:02d}", 8, 64.0, 512.0) for i in range(64)]
+    nodes = [NodeCapacity(f"n{i:02d}", 8, 64.0, 512.0) for i in range(64)]
     ledger = FreeLedger(nodes)
     cap = FreeCapacity(ledger.free)
     running: list[RunningJob] = []
@@ -86,7 +86,7 @@ def build(pending_count: int, free_gpus: int, seed: int = 1) -> tuple[list[Node]
     return nodes, running, pending
 
 
-def situations(pending_count: int) -> dict[str, tuple[list[Node], list[RunningJob], list[PendingJob]]]:
+def situations(pending_count: int) -> dict[str, tuple[list[NodeCapacity], list[RunningJob], list[PendingJob]]]:
     full = build(pending_count, 0)
     few_free = build(pending_count, 6)
     # One new TE job at the head of the TE queue, cluster full: preemption planning every call.
@@ -97,10 +97,10 @@ def situations(pending_count: int) -> dict[str, tuple[list[Node], list[RunningJo
 
 
 def build_scale(nodes_count: int, busy: float, pending_count: int, te_share: float,
-                seed: int = 1) -> tuple[list[Node], list[RunningJob], list[PendingJob]]:
+                seed: int = 1) -> tuple[list[NodeCapacity], list[RunningJob], list[PendingJob]]:
     """The cycle_scale.py cluster as a pure snapshot (see the module doc)."""
     rng = random.Random(seed)
-    nodes = [Node(f"node-{i:05d}", 8, 64.0, 512.0) for i in range(nodes_count)]
+    nodes = [NodeCapacity(f"node-{i:05d}", 8, 64.0, 512.0) for i in range(nodes_count)]
     target = int(busy * nodes_count * 8)
     running: list[RunningJob] = []
     held = 0

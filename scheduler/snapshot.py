@@ -38,7 +38,7 @@ from scheduler import elastic, images, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
-from scheduler.core.model import Node as CoreNode
+from scheduler.core.model import NodeCapacity
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
 from scheduler.selectors import quota_usage
 
@@ -157,15 +157,15 @@ def _row(job: Row, allocation: dict[str, list[int]] | None = None) -> JobRow:
     )
 
 
-def _nodes() -> list[CoreNode]:
+def _nodes() -> list[NodeCapacity]:
     return [
-        CoreNode(name=name, gpus=gpus, cpus=cpus, mem_gb=mem_gb)
+        NodeCapacity(name=name, gpus=gpus, cpus=cpus, mem_gb=mem_gb)
         for name, gpus, cpus, mem_gb in Node.objects.filter(state=NodeState.UP).order_by("name")
         .values_list("name", "gpus", "cpus", "mem_gb")
     ]
 
 
-def _free_map(nodes: list[CoreNode], active: list[tuple[Row, Row]]) -> dict[str, tuple[int, float, float]]:
+def _free_map(nodes: list[NodeCapacity], active: list[tuple[Row, Row]]) -> dict[str, tuple[int, float, float]]:
     """Free (GPUs, CPUs, GB) per UP node: unallocated GPU rows, capacity minus held shares."""
     names = {n.name for n in nodes}
     free_gpus = dict(

@@ -2,7 +2,7 @@
 
 An attempt lives in ``<workdir>/jobs/<job>/``: ``attempt-<n>.log`` (its stdout
 and stderr) and ``attempt-<n>.exit`` (how it ended, written by the shim). The
-``Attempt`` record is what the state file keeps, so a restarted agent can adopt
+``TrackedAttempt`` record is what the state file keeps, so a restarted agent can adopt
 the attempt; only its process handle is not saved.
 """
 
@@ -21,7 +21,7 @@ Key = tuple[str, int]
 
 
 @dataclass
-class Attempt:
+class TrackedAttempt:
     """One running attempt; everything but ``handle`` is saved in the state file."""
 
     job_id: str | int

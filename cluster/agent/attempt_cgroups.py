@@ -10,7 +10,7 @@ import logging
 from collections.abc import Container
 from typing import NamedTuple
 
-from cluster.agent.attempt import Attempt, Key
+from cluster.agent.attempt import TrackedAttempt, Key
 from cluster.agent.cgroup_tree import CgroupTree
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class Usage(NamedTuple):
     oom_killed: bool = False
 
 
-def kill_if_killed(tree: CgroupTree | None, att: Attempt) -> None:
+def kill_if_killed(tree: CgroupTree | None, att: TrackedAttempt) -> None:
     """Once the attempt has been SIGKILLed, kill every process of its cgroup too.
 
     SIGKILL to the process group misses processes that left it (setsid, a
@@ -51,7 +51,7 @@ def kill_unknown(tree: CgroupTree | None, known: Container[Key]) -> list[Key]:
     return unknown
 
 
-def release(tree: CgroupTree | None, att: Attempt) -> Usage:
+def release(tree: CgroupTree | None, att: TrackedAttempt) -> Usage:
     """The ended attempt's peak memory, CPU-seconds and OOM kill; kills what is left and removes its cgroup."""
     if tree is None:
         return Usage()

@@ -1,7 +1,7 @@
 """Starting an attempt on this node: its identity, directories, cgroup, image, environment and shim.
 
 A ``Launcher`` turns a validated ``LaunchCommand`` into a running process group
-and the ``Attempt`` record the supervisor keeps. The job's files::
+and the ``TrackedAttempt`` record the supervisor keeps. The job's files::
 
     <workdir>/jobs/<job>/                   root, 0711: the job can reach work/, not list the rest
     <workdir>/jobs/<job>/attempt-<n>.log    stdout + stderr of attempt n (root, 0600; the job holds the fd)
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cluster import protocol
 from cluster.agent import procs
-from cluster.agent.attempt import Attempt, attempt_exit_path, attempt_log_path, marker_identity
+from cluster.agent.attempt import TrackedAttempt, attempt_exit_path, attempt_log_path, marker_identity
 from cluster.agent.cgroups import Limits
 from cluster.agent.confinement import Confinement
 from cluster.agent.identity import JobIdentity, agent_user, resolve
@@ -82,7 +82,7 @@ class Launcher:
         except ValueError as exc:
             raise LaunchError(protocol.EXIT_LAUNCH_FAILED, str(exc)) from None
 
-    def spawn(self, cmd: protocol.LaunchCommand) -> Attempt:
+    def spawn(self, cmd: protocol.LaunchCommand) -> TrackedAttempt:
         """Start ``cmd`` confined under its shim; raises LaunchError or OSError if it cannot start."""
         who = self.identity(cmd)
         rootfs = self._image(cmd)
@@ -115,7 +115,7 @@ class Launcher:
                 cgroup.remove()
             raise
         stat = procs.proc_stat(handle.pid)
-        return Attempt(
+        return TrackedAttempt(
             job_id=cmd.job_id, attempt=cmd.attempt, pgid=handle.pid, start_ticks=stat[1] if stat else None,
             started_at=started_at, grace_period=cmd.grace_period, time_limit=cmd.time_limit,
             job_dir=str(job_dir), checkpoint_dir=str(checkpoint_dir), gpu_indices=list(cmd.gpu_indices),

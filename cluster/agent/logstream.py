@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cluster import protocol
-from cluster.agent.attempt import Attempt
+from cluster.agent.attempt import TrackedAttempt
 from cluster.agent.logtail import read_new_lines
 
-EmitLines = Callable[[Attempt, list[str]], None]
+EmitLines = Callable[[TrackedAttempt, list[str]], None]
 
 
-def stream_new_lines(att: Attempt, chunk_bytes: int, emit: EmitLines) -> bool:
+def stream_new_lines(att: TrackedAttempt, chunk_bytes: int, emit: EmitLines) -> bool:
     """Emit the complete new lines of ``att``'s log (at most ``chunk_bytes``); True if any."""
     lines, offset = read_new_lines(att.log_path, att.log_offset, chunk_bytes)
     if not lines:
@@ -26,7 +26,7 @@ def stream_new_lines(att: Attempt, chunk_bytes: int, emit: EmitLines) -> bool:
     return True
 
 
-def flush_final_log(att: Attempt, chunk_bytes: int, budget: int, node: str, emit: EmitLines) -> None:
+def flush_final_log(att: TrackedAttempt, chunk_bytes: int, budget: int, node: str, emit: EmitLines) -> None:
     """Emit the rest of an ended attempt's log, a last line without newline included, up to ``budget`` bytes.
 
     Beyond the budget one line says how many bytes were not streamed and where the full log is.
@@ -46,6 +46,6 @@ def flush_final_log(att: Attempt, chunk_bytes: int, budget: int, node: str, emit
         emit(att, [f"[agent] {left} more bytes not streamed; the full log is {att.log_path} on node {node}"])
 
 
-def log_report(att: Attempt, lines: list[str]) -> tuple[str, dict]:
+def log_report(att: TrackedAttempt, lines: list[str]) -> tuple[str, dict]:
     """The REPORT_LOG (task, kwargs) carrying ``lines`` of ``att``."""
     return protocol.REPORT_LOG, {"job_id": att.job_id, "attempt": att.attempt, "lines": lines}

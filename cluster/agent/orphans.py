@@ -14,12 +14,12 @@ from pathlib import Path
 
 from cluster import protocol
 from cluster.agent import procs
-from cluster.agent.attempt import Attempt, attempt_log_path, marker_identity
+from cluster.agent.attempt import TrackedAttempt, attempt_log_path, marker_identity
 
 log = logging.getLogger(__name__)
 
 
-def orphan_attempt(shim: procs.FoundShim, checkpoint_root: Path, now: float) -> Attempt | None:
+def orphan_attempt(shim: procs.FoundShim, checkpoint_root: Path, now: float) -> TrackedAttempt | None:
     """The attempt ``shim`` runs, rebuilt from its environment; None if it has no identity.
 
     A job id of digits only is taken as an integer (the server's ids). A shim
@@ -37,7 +37,7 @@ def orphan_attempt(shim: procs.FoundShim, checkpoint_root: Path, now: float) -> 
         return None
     checkpoint_dir = Path(env.get(protocol.ENV_CHECKPOINT_DIR, checkpoint_root / str(job_id)))
     log_path = attempt_log_path(shim.exit_path.parent, attempt)
-    return Attempt(
+    return TrackedAttempt(
         job_id=job_id, attempt=attempt, pgid=shim.pid, start_ticks=shim.start_ticks,
         started_at=now, grace_period=grace, time_limit=None,
         job_dir=str(shim.exit_path.parent), checkpoint_dir=str(checkpoint_dir),

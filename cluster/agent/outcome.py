@@ -10,12 +10,12 @@ import signal
 from typing import Any
 
 from cluster import protocol
-from cluster.agent.attempt import Attempt
+from cluster.agent.attempt import TrackedAttempt
 
 Outcome = tuple[int | None, int | None, str | None]
 
 
-def outcome(att: Attempt, record: dict[str, Any] | None) -> Outcome:
+def outcome(att: TrackedAttempt, record: dict[str, Any] | None) -> Outcome:
     """(exit_code, signal, reason) of an ended attempt, from the shim's exit ``record`` (None: none written)."""
     reason = att.reason
     if record and record.get("fenced"):
@@ -42,7 +42,7 @@ def outcome(att: Attempt, record: dict[str, Any] | None) -> Outcome:
     return None, None, reason or protocol.EXIT_LOST
 
 
-def checkpointed(att: Attempt, exit_code: int | None, marker_now: list[int] | None) -> bool:
+def checkpointed(att: TrackedAttempt, exit_code: int | None, marker_now: list[int] | None) -> bool:
     """True when the attempt wrote (or replaced) the marker, or exited by itself after a notice before SIGKILL."""
     wrote_marker = marker_now is not None and marker_now != att.marker_before
     exited_cleanly = att.notice_at is not None and att.killed_at is None and exit_code is not None

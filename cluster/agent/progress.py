@@ -21,7 +21,7 @@ to somewhere else. So the reader
 * never raises: an unexpected error is logged and the attempt's reports wait
   for the next poll.
 
-The read offset is ``Attempt.progress_offset``, saved with the state file, so
+The read offset is ``TrackedAttempt.progress_offset``, saved with the state file, so
 a restarted agent neither repeats nor loses a report.
 """
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import protocol
-from cluster.agent.attempt import Attempt, Key
+from cluster.agent.attempt import TrackedAttempt, Key
 from cluster.progress_schema import MAX_LINE_BYTES, MAX_METRICS, parse_line
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class ProgressReader:
         self.min_interval = min_interval
         self._seen: dict[Key, _Seen] = {}
 
-    def poll(self, att: Attempt, *, final: bool = False) -> bool:
+    def poll(self, att: TrackedAttempt, *, final: bool = False) -> bool:
         """Forward ``att``'s newest report if one is due (always when ``final``); True if the offset moved."""
         seen = self._seen.setdefault(att.key, _Seen())
         now = self.clock()
@@ -96,7 +96,7 @@ class ProgressReader:
     def forget(self, key: Key) -> None:
         self._seen.pop(key, None)
 
-    def _read(self, att: Attempt, seen: _Seen) -> dict[str, Any]:
+    def _read(self, att: TrackedAttempt, seen: _Seen) -> dict[str, Any]:
         chunk = self._chunk(att, seen)
         if not chunk:
             return {}
@@ -112,7 +112,7 @@ class ProgressReader:
                 self._merge(merged, line, seen)
         return merged
 
-    def _chunk(self, att: Attempt, seen: _Seen) -> bytes:
+    def _chunk(self, att: TrackedAttempt, seen: _Seen) -> bytes:
         """The unread bytes (the newest MAX_READ_BYTES of them); advances ``att.progress_offset`` past them."""
         path = progress_path(Path(att.job_dir), att.attempt)
         try:
@@ -165,7 +165,7 @@ class ProgressReader:
         seen.first_reason = seen.first_reason or reason
 
     @staticmethod
-    def _log_drops(att: Attempt, seen: _Seen, now: float, final: bool) -> None:
+    def _log_drops(att: TrackedAttempt, seen: _Seen, now: float, final: bool) -> None:
         if seen.dropped and (final or now >= seen.next_drop_log):
             log.warning("progress of %s attempt %d: %d report(s) dropped (first: %s)",
                         att.job_id, att.attempt, seen.dropped, seen.first_reason)

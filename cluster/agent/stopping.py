@@ -1,6 +1,6 @@
 """Stopping an attempt: the notice (SIGTERM), the SIGKILL deadline, the time limit.
 
-Deadlines are timestamps on the ``Attempt`` checked on every loop step, never
+Deadlines are timestamps on the ``TrackedAttempt`` checked on every loop step, never
 blocking waits. Each function returns True when it changed the attempt (so the
 state file must be saved).
 """
@@ -12,12 +12,12 @@ import signal
 
 from cluster import protocol
 from cluster.agent import procs
-from cluster.agent.attempt import Attempt, read_exit_file
+from cluster.agent.attempt import TrackedAttempt, read_exit_file
 
 log = logging.getLogger(__name__)
 
 
-def notice(att: Attempt, reason: str, grace: float, now: float) -> None:
+def notice(att: TrackedAttempt, reason: str, grace: float, now: float) -> None:
     """SIGTERM to the group now (once), SIGKILL at now + grace (or earlier if already due).
 
     A repeated notice does not signal again: it replaces the reason and can
@@ -34,7 +34,7 @@ def notice(att: Attempt, reason: str, grace: float, now: float) -> None:
         sigkill(att, now)
 
 
-def sigkill(att: Attempt, now: float) -> bool:
+def sigkill(att: TrackedAttempt, now: float) -> bool:
     """SIGKILL the group once; False if it had already been killed."""
     if att.killed_at is not None:
         return False
@@ -44,7 +44,7 @@ def sigkill(att: Attempt, now: float) -> bool:
     return True
 
 
-def enforce(att: Attempt, now: float) -> bool:
+def enforce(att: TrackedAttempt, now: float) -> bool:
     """Fire the time limit, stop processes a finished command left behind, and the SIGKILL deadline."""
     changed = False
     if att.kill_at is None and att.time_limit is not None and now >= att.started_at + att.time_limit:

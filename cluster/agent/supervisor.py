@@ -28,7 +28,7 @@ from typing import Any
 
 from cluster import protocol
 from cluster.agent import attempt_cgroups, procs, stopping
-from cluster.agent.attempt import Attempt, Key, marker_identity, read_exit_file
+from cluster.agent.attempt import TrackedAttempt, Key, marker_identity, read_exit_file
 from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
 from cluster.agent.orphans import orphan_attempt
@@ -77,7 +77,7 @@ class Supervisor:
         self.base_env = self.launcher.base_env
         self.log_chunk_bytes = log_chunk_bytes
         self.final_log_bytes = final_log_bytes
-        self.attempts: dict[Key, Attempt] = {}
+        self.attempts: dict[Key, TrackedAttempt] = {}
         self.newest: dict[str, int] = {}
         self.dirty = False
 
@@ -95,7 +95,7 @@ class Supervisor:
         """
         self.newest.update({str(k): int(v) for k, v in state.get("newest", {}).items()})
         for data in state.get("attempts", []):
-            att = Attempt.from_state(data)
+            att = TrackedAttempt.from_state(data)
             att.handle = procs.AdoptedHandle(att.pgid, att.start_ticks)
             self.attempts[att.key] = att
         return list(self.attempts)
@@ -249,7 +249,7 @@ class Supervisor:
 
     # ----- internals ---------------------------------------------------------
 
-    def _find(self, kwargs: Mapping[str, Any]) -> Attempt | None:
+    def _find(self, kwargs: Mapping[str, Any]) -> TrackedAttempt | None:
         for name in ("job_id", "attempt"):
             if name not in kwargs:
                 raise protocol.ProtocolError(name, "is required")
@@ -303,7 +303,7 @@ class Supervisor:
              "checkpointed": False, "reason": reason, "message": message, "peak_mem_bytes": None, "cpu_seconds": None},
         )
 
-    def _stop(self, att: Attempt, reason: str, grace: float) -> None:
+    def _stop(self, att: TrackedAttempt, reason: str, grace: float) -> None:
         stopping.notice(att, reason, grace, self.clock())
         self.dirty = True
         attempt_cgroups.kill_if_killed(self.cgroups, att)
@@ -312,7 +312,7 @@ class Supervisor:
         """At start, after adoption: kill whatever runs in cgroups of this node no attempt owns (attempt_cgroups.py)."""
         return attempt_cgroups.kill_unknown(self.cgroups, self.attempts)
 
-    def _finish(self, att: Attempt, now: float) -> None:
+    def _finish(self, att: TrackedAttempt, now: float) -> None:
         record = read_exit_file(att.exit_path)
         exit_code, sig, reason = outcome(att, record)
         if not (record and record.get("done")):
@@ -350,5 +350,5 @@ class Supervisor:
             },
         )
 
-    def _emit_log(self, att: Attempt, lines: list[str]) -> None:
+    def _emit_log(self, att: TrackedAttempt, lines: list[str]) -> None:
         self.emit(*log_report(att, lines))

@@ -100,7 +100,7 @@ class JobSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class NodeCapacity:
     """A schedulable machine and its capacity."""
 
     name: str
@@ -198,7 +198,7 @@ class Snapshot:
     policy returns decisions and never mutates the snapshot.
     """
 
-    nodes: list[Node]
+    nodes: list[NodeCapacity]
     running: list[RunningJob] = field(default_factory=list)
     pending: list[PendingJob] = field(default_factory=list)
     free: dict[str, tuple[int, float, float]] | None = None

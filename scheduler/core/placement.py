@@ -37,7 +37,7 @@ import math
 from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from scheduler.core.model import JobSpec, Node, Placement, RunningJob
+from scheduler.core.model import JobSpec, NodeCapacity, Placement, RunningJob
 
 EPS = 1e-6
 """Slack for float CPU/memory arithmetic: proportional charges such as 10/3 CPUs
@@ -89,12 +89,12 @@ def node_charges(spec: JobSpec, placement: Placement) -> list[tuple[str, int, fl
     return [(n, k, spec.num_cpus * k / g, spec.mem_gb * k / g) for n, k in placement.parts]
 
 
-def full_free(nodes: Iterable[Node]) -> dict[str, tuple[int, float, float]]:
+def full_free(nodes: Iterable[NodeCapacity]) -> dict[str, tuple[int, float, float]]:
     """The free map of an empty cluster (untracked CPU/memory as ``inf``)."""
     return {n.name: (n.gpus, n.cpus if n.cpus > 0 else INF, n.mem_gb if n.mem_gb > 0 else INF) for n in nodes}
 
 
-def free_from_running(nodes: Iterable[Node], running: Iterable[RunningJob]) -> dict[str, tuple[int, float, float]]:
+def free_from_running(nodes: Iterable[NodeCapacity], running: Iterable[RunningJob]) -> dict[str, tuple[int, float, float]]:
     """Free ``(gpus, cpus, mem_gb)`` per node: capacity minus everything held.
 
     Raises ``ValueError`` naming the job when a running job sits on a node the
@@ -132,7 +132,7 @@ class FreeLedger:
 
     __slots__ = ("free",)
 
-    def __init__(self, nodes: Iterable[Node]) -> None:
+    def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
         self.free: dict[str, tuple[int, float, float]] = full_free(nodes)
 
     def hold(self, spec: JobSpec, placement: Placement) -> None:
@@ -203,7 +203,7 @@ class FreeCapacity:
         self._index: _BestFitIndex | None = None  # built on the first best-fit search
 
     @staticmethod
-    def of(snapshot_nodes: Sequence[Node], running: Iterable[RunningJob], free: FreeMap | None) -> "FreeCapacity":
+    def of(snapshot_nodes: Sequence[NodeCapacity], running: Iterable[RunningJob], free: FreeMap | None) -> "FreeCapacity":
         """Working copy from ``Snapshot.free`` when given, else from ``running``."""
         return FreeCapacity(free if free is not None else free_from_running(snapshot_nodes, running))
 

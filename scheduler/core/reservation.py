@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from scheduler.core.model import Node, PendingJob, RunningJob
+from scheduler.core.model import NodeCapacity, PendingJob, RunningJob
 from scheduler.core.placement import INF, FreeCapacity, per_unit, units_of
 
 
@@ -38,7 +38,7 @@ class Reservation:
     waited: float
 
 
-def capacity_units(node: Node, cpg: float, mpg: float) -> int:
+def capacity_units(node: NodeCapacity, cpg: float, mpg: float) -> int:
     """Units of a job shape an empty ``node`` can hold."""
     if not (cpg or mpg):
         return node.gpus
@@ -58,7 +58,7 @@ def expected_end(job: RunningJob, now: float) -> float:
 
 def reserve(
     job: PendingJob,
-    nodes: Sequence[Node],
+    nodes: Sequence[NodeCapacity],
     cap: FreeCapacity,
     running: Iterable[RunningJob],
     now: float,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from scheduler.core.model import Node
+from scheduler.core.model import NodeCapacity
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
@@ -20,11 +20,11 @@ def parse_cluster(text: str) -> tuple[int, int]:
     return nodes, gpus
 
 
-def make_nodes(nodes: int, gpus_per_node: int, cpus: float = 0.0, mem_gb: float = 0.0) -> list[Node]:
+def make_nodes(nodes: int, gpus_per_node: int, cpus: float = 0.0, mem_gb: float = 0.0) -> list[NodeCapacity]:
     """Identical nodes ``n00``, ``n01``, ... (names sort in node order).
 
     ``cpus``/``mem_gb`` of 0 declare no CPU/memory capacity: such a node does
     not limit jobs by CPU or memory.
     """
     width = max(2, len(str(nodes - 1)))
-    return [Node(name=f"n{i:0{width}d}", gpus=gpus_per_node, cpus=cpus, mem_gb=mem_gb) for i in range(nodes)]
+    return [NodeCapacity(name=f"n{i:0{width}d}", gpus=gpus_per_node, cpus=cpus, mem_gb=mem_gb) for i in range(nodes)]

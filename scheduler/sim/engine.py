@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from scheduler.core.decisions import Pend, Preempt, Reconfigure, Start
 from scheduler.core.fairshare import UsageLedger
 from scheduler.core.metrics import JobOutcome
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Snapshot
 from scheduler.core.placement import FreeLedger
 from scheduler.core.policy import Policy
 from scheduler.sim.allocation import IterationTiming, allocation
@@ -84,7 +84,7 @@ class Simulator(ReconfigurationMechanics):
     def __init__(
         self,
         policy: Policy,
-        nodes: Sequence[Node],
+        nodes: Sequence[NodeCapacity],
         jobs: Sequence[SimJob],
         config: SimConfig = SimConfig(),
         progress: ProgressCallback | None = None,
@@ -378,7 +378,7 @@ class Simulator(ReconfigurationMechanics):
 
 def simulate(
     policy: Policy,
-    nodes: Sequence[Node],
+    nodes: Sequence[NodeCapacity],
     jobs: Sequence[SimJob],
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,

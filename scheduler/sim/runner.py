@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.metrics import ClassMetrics, gpu_utilization, makespan, metrics_by_class
-from scheduler.core.model import Node
+from scheduler.core.model import NodeCapacity
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.engine import ProgressCallback, simulate
 from scheduler.sim.fairness import DEFAULT_WINDOW, run_fairness
@@ -121,7 +121,7 @@ def accepted_params(cls: type) -> set[str]:
     return names
 
 
-def check_fits(workload: Workload, nodes: Sequence[Node]) -> None:
+def check_fits(workload: Workload, nodes: Sequence[NodeCapacity]) -> None:
     """Raise ``ValueError`` when the cluster is smaller than the largest job, or
     a job asks for no GPU (the policies place GPU jobs only)."""
     zero = next((j.spec.id for j in workload.jobs if j.spec.num_gpus < 1), None)
@@ -184,7 +184,7 @@ class RunResult:
 def run_policy(
     spec: PolicySpec,
     workload: Workload,
-    nodes: Sequence[Node],
+    nodes: Sequence[NodeCapacity],
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
     policy: Policy | None = None,
@@ -212,7 +212,7 @@ def run_policy(
 def run_all(
     specs: Sequence[PolicySpec],
     workload: Workload,
-    nodes: Sequence[Node],
+    nodes: Sequence[NodeCapacity],
     config: SimConfig = SimConfig(),
     progress_for: Callable[[str], ProgressCallback | None] | None = None,
 ) -> list[RunResult]:

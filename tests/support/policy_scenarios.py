@@ -8,7 +8,7 @@ import random
 
 from hypothesis import strategies as st
 
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, RunningJob, Snapshot
 from scheduler.core.placement import FreeCapacity, FreeLedger
 
 POLICIES = ["fifo", "fifo-strict", "te-priority", "preempt-random", "preempt-newest", "fitgpp"]
@@ -21,7 +21,7 @@ def scenarios(draw):
     n_nodes = rng.randint(1, 4)
     track = draw(st.booleans())
     nodes = [
-        Node(f"n{i}", rng.choice([1, 2, 4, 4, 8]), rng.choice([16.0, 32.0]) if track else 0.0, rng.choice([64.0, 0.0]) if track else 0.0)
+        NodeCapacity(f"n{i}", rng.choice([1, 2, 4, 4, 8]), rng.choice([16.0, 32.0]) if track else 0.0, rng.choice([64.0, 0.0]) if track else 0.0)
         for i in range(n_nodes)
     ]
     now = 10_000.0

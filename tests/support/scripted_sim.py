@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.core.decisions import Start
-from scheduler.core.model import JobClass, JobSpec, Node, Placement
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, Placement
 from scheduler.sim.workloads.types import SimJob
 
 # Seconds per iteration by (plan, GPUs); a second node doubles the time.
@@ -66,4 +66,4 @@ def place(**parts: int) -> Placement:
     return Placement.of(parts)
 
 
-NODES = [Node("a", 4), Node("b", 4), Node("c", 4)]
+NODES = [NodeCapacity("a", 4), NodeCapacity("b", 4), NodeCapacity("c", 4)]

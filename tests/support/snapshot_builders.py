@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from scheduler.core.decisions import Pend, Preempt, Start
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 
 TE, BE = JobClass.TE, JobClass.BE
 
 
-def nodes(*specs: tuple[str, int] | tuple[str, int, float, float]) -> list[Node]:
-    return [Node(*s) for s in specs]
+def nodes(*specs: tuple[str, int] | tuple[str, int, float, float]) -> list[NodeCapacity]:
+    return [NodeCapacity(*s) for s in specs]
 
 
-def uniform(n: int, gpus: int = 8) -> list[Node]:
-    return [Node(f"n{i}", gpus) for i in range(1, n + 1)]
+def uniform(n: int, gpus: int = 8) -> list[NodeCapacity]:
+    return [NodeCapacity(f"n{i}", gpus) for i in range(1, n + 1)]
 
 
 def pend(jid: str, gpus: int = 1, cls: JobClass = BE, submit: float = 0.0, **kw) -> PendingJob:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from scheduler.core.model import JobSpec, Node, Placement, RunningJob
+from scheduler.core.model import JobSpec, NodeCapacity, Placement, RunningJob
 from scheduler.core.placement import EPS, INF, free_from_running, full_free, plan_block, spread, units_of
 
 FLOOR_SLACK = 1e-9
@@ -36,7 +36,7 @@ class Pool:
         self.order = sorted(self.free)
 
     @staticmethod
-    def of(nodes: Sequence[Node], running: Iterable[RunningJob], free: Mapping | None) -> "Pool":
+    def of(nodes: Sequence[NodeCapacity], running: Iterable[RunningJob], free: Mapping | None) -> "Pool":
         return Pool(free if free is not None else free_from_running(nodes, running))
 
     @property
@@ -246,7 +246,7 @@ def _packed(g: int, node_gpus: int = 8) -> dict[str, int]:
     return parts
 
 
-def node_free_map(nodes: Sequence[Node]) -> dict[str, tuple[int, float, float]]:
+def node_free_map(nodes: Sequence[NodeCapacity]) -> dict[str, tuple[int, float, float]]:
     return full_free(nodes)
 
 

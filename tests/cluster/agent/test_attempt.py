@@ -6,15 +6,15 @@ import json
 import os
 
 from cluster import protocol
-from cluster.agent.attempt import Attempt, marker_identity, read_exit_file
+from cluster.agent.attempt import TrackedAttempt, marker_identity, read_exit_file
 
 
 def test_an_attempt_round_trips_through_json_and_ignores_unknown_keys(tmp_path):
-    att = Attempt(job_id="j", attempt=2, pgid=7, start_ticks=9, started_at=1.5, grace_period=3.0, time_limit=None,
+    att = TrackedAttempt(job_id="j", attempt=2, pgid=7, start_ticks=9, started_at=1.5, grace_period=3.0, time_limit=None,
                   job_dir=str(tmp_path), checkpoint_dir=str(tmp_path / "c"), gpu_indices=[1], notice_at=2.0)
     data = json.loads(json.dumps(att.to_state()))
     assert "handle" not in data
-    assert Attempt.from_state({**data, "from_a_newer_agent": 1}) == att
+    assert TrackedAttempt.from_state({**data, "from_a_newer_agent": 1}) == att
     assert att.key == ("j", 2)
     assert (att.log_path.name, att.exit_path.name) == ("attempt-2.log", "attempt-2.exit")
 

@@ -8,15 +8,15 @@ import subprocess
 import pytest
 
 from cluster.agent import attempt_cgroups
-from cluster.agent.attempt import Attempt
+from cluster.agent.attempt import TrackedAttempt
 from cluster.agent.cgroup_tree import CgroupTree
 from cluster.agent.cgroups import Limits
 from tests.cluster.agent.agent_testlib import wait_until
 from tests.cluster.agent.confined import unavailable
 
 
-def _att(job: str, attempt: int = 1, **changes) -> Attempt:
-    return Attempt(job_id=job, attempt=attempt, pgid=1, start_ticks=None, started_at=0.0, grace_period=0.0,
+def _att(job: str, attempt: int = 1, **changes) -> TrackedAttempt:
+    return TrackedAttempt(job_id=job, attempt=attempt, pgid=1, start_ticks=None, started_at=0.0, grace_period=0.0,
                    time_limit=None, job_dir="/j", checkpoint_dir="/c", **changes)
 
 

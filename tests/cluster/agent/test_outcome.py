@@ -5,14 +5,14 @@ from __future__ import annotations
 import signal
 
 from cluster import protocol
-from cluster.agent.attempt import Attempt
+from cluster.agent.attempt import TrackedAttempt
 from cluster.agent.outcome import checkpointed, ended_at, outcome
 
 
-def _att(**changes) -> Attempt:
+def _att(**changes) -> TrackedAttempt:
     base = dict(job_id=1, attempt=0, pgid=10, start_ticks=1, started_at=100.0, grace_period=5.0, time_limit=None,
                 job_dir="/j", checkpoint_dir="/c")
-    return Attempt(**{**base, **changes})
+    return TrackedAttempt(**{**base, **changes})
 
 
 def _rec(main, last=None, done=True, **extra):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cluster import protocol
-from cluster.agent.attempt import Attempt
+from cluster.agent.attempt import TrackedAttempt
 from cluster.agent.progress import MAX_READ_BYTES, ProgressReader, progress_path
 from tests.cluster.agent.agent_testlib import PY, REPO
 
@@ -29,7 +29,7 @@ class Clock:
 
 @pytest.fixture
 def setup(tmp_path: Path):
-    att = Attempt(job_id=7, attempt=2, pgid=1, start_ticks=None, started_at=0.0, grace_period=1.0, time_limit=None,
+    att = TrackedAttempt(job_id=7, attempt=2, pgid=1, start_ticks=None, started_at=0.0, grace_period=1.0, time_limit=None,
                   job_dir=str(tmp_path), checkpoint_dir=str(tmp_path / "ck"))
     (tmp_path / "work").mkdir()
     sent: list[tuple[str, dict[str, Any]]] = []
@@ -144,7 +144,7 @@ def test_the_offset_survives_a_new_reader_as_after_an_agent_restart(setup) -> No
     att, reader, sent, clock, path = setup
     write(path, {"step": 1})
     reader.poll(att)
-    saved = Attempt.from_state(att.to_state())
+    saved = TrackedAttempt.from_state(att.to_state())
     again: list = []
     ProgressReader(lambda task, kwargs: again.append(kwargs), clock).poll(saved)
     assert again == []  # nothing repeated

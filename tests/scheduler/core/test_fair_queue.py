@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
 from scheduler.core.fairshare import TenantUsage
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policy import make_policy
 
 TE, BE = JobClass.TE, JobClass.BE
@@ -37,12 +37,12 @@ def test_under_used_tenant_goes_first_in_every_queue_policy():
     # One free GPU; tenant a used a lot, b nothing; a's job arrived first.
     tenants = {"a": TenantUsage(1.0, 10_000.0), "b": TenantUsage(1.0, 0.0)}
     for name in ("fifo", "fifo-strict", "te-priority", "fitgpp", "preempt-newest"):
-        out = decide(name, [Node("n1", 1)], [], [pend("a1", 1, "a"), pend("b1", 1, "b", submit=5.0)], tenants)
+        out = decide(name, [NodeCapacity("n1", 1)], [], [pend("a1", 1, "a"), pend("b1", 1, "b", submit=5.0)], tenants)
         assert started(out) == ["b1"], name
 
 
 def test_without_tenants_the_same_snapshot_is_arrival_order():
-    out = decide("fitgpp", [Node("n1", 1)], [], [pend("a1", 1, "a"), pend("b1", 1, "b", submit=5.0)], None)
+    out = decide("fitgpp", [NodeCapacity("n1", 1)], [], [pend("a1", 1, "a"), pend("b1", 1, "b", submit=5.0)], None)
     assert started(out) == ["a1"]
 
 
@@ -50,7 +50,7 @@ def test_within_a_tenant_priority_then_user_usage_then_arrival():
     tenants = {"a": TenantUsage(1.0, 100.0, {"heavy": 90.0, "light": 10.0})}
     pending = [pend("h", 1, "a", user="heavy"), pend("l", 1, "a", submit=1.0, user="light"),
                pend("p", 1, "a", submit=2.0, user="heavy", priority=5)]
-    out = decide("te-priority", [Node("n1", 2)], [], pending, tenants)
+    out = decide("te-priority", [NodeCapacity("n1", 2)], [], pending, tenants)
     assert started(out) == ["p", "l"]
 
 
@@ -59,7 +59,7 @@ def test_borrowing_tenant_gives_gpus_back_to_a_waiting_tenant():
     running = [run(f"a{i}", "n1", 2, "a", start=NOW - 3600, grace=60.0 * (i + 1)) for i in range(4)]
     tenants = {"a": TenantUsage(1.0, 50_000.0), "b": TenantUsage(1.0, 0.0)}
     for name in ("fifo", "te-priority", "fitgpp"):
-        out = decide(name, [Node("n1", 8)], running, [pend("b1", 4, "b")], tenants)
+        out = decide(name, [NodeCapacity("n1", 8)], running, [pend("b1", 4, "b")], tenants)
         # Cheapest to resume first: the two shortest grace periods.
         assert preempted(out) == {"a0": "b1", "a1": "b1"}, name
         assert all(d.reason is Reason.PREEMPTED_FOR_PRIORITY for d in out if isinstance(d, Preempt))
@@ -70,11 +70,11 @@ def test_borrowing_tenant_gives_gpus_back_to_a_waiting_tenant():
 def test_reclaim_never_preempts_a_job_younger_than_the_minimum_runtime():
     running = [run("a-old", "n1", 4, "a", start=NOW - 3600), run("a-new", "n1", 4, "a", start=NOW - 60, grace=0.0)]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 4, "b")], tenants, reclaim_min_runtime=600.0)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 4, "b")], tenants, reclaim_min_runtime=600.0)
     assert preempted(out) == {"a-old": "b1"}
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 4, "b")], tenants, reclaim_min_runtime=7200.0)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 4, "b")], tenants, reclaim_min_runtime=7200.0)
     assert preempted(out) == {}
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 4, "b")], tenants, reclaim_min_runtime=None)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 4, "b")], tenants, reclaim_min_runtime=None)
     assert preempted(out) == {}
 
 
@@ -82,7 +82,7 @@ def test_no_reclaim_from_a_tenant_within_its_entitlement_or_for_one_beyond_it():
     # a holds 4 of 8, b holds 4: both at entitlement; b's extra job may not reclaim.
     running = [run("a1", "n1", 4, "a", start=0.0), run("b0", "n1", 4, "b", start=0.0)]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 4, "b"), pend("a2", 2, "a")], tenants)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 4, "b"), pend("a2", 2, "a")], tenants)
     assert preempted(out) == {}
 
 
@@ -92,7 +92,7 @@ def test_gpus_already_vacating_for_the_job_are_not_reclaimed_twice():
         run("a1", "n1", 4, "a", start=0.0),
     ]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 4, "b")], tenants)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 4, "b")], tenants)
     assert preempted(out) == {}
     assert [d.reason for d in out if isinstance(d, Pend)] == [Reason.WAITING_FOR_PREEMPTION]
 
@@ -104,10 +104,10 @@ def test_te_privilege_is_bounded_by_the_tenants_entitlement():
                run("b-be", "n1", 4, "b", start=0.0)]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
     pending = [pend("a-te3", 2, "a", cls=TE), pend("b-be2", 4, "b")]
-    out = decide("fitgpp", [Node("n1", 8)], running, pending, tenants)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, pending, tenants)
     assert "b-be" not in preempted(out)
     # Without fair share the TE job preempts.
-    out = decide("fitgpp", [Node("n1", 8)], running, pending, None)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, pending, None)
     assert preempted(out) == {"b-be": "a-te3"}
 
 
@@ -116,9 +116,9 @@ def test_reclaim_never_takes_a_tenant_below_its_own_entitlement():
     # Preempting the 6-GPU job would leave a with 0, below its 4: no reclaim.
     running = [run("a-big", "n1", 6, "a", start=0.0), run("b0", "n1", 2, "b", start=0.0)]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
     assert preempted(out) == {}
     # With 2-GPU jobs a can give back exactly its excess.
     running = [run(f"a{i}", "n1", 2, "a", start=0.0) for i in range(3)] + [run("b0", "n1", 2, "b", start=0.0)]
-    out = decide("fitgpp", [Node("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
+    out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
     assert list(preempted(out).values()) == ["b1"]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
 from scheduler.core.fairshare import TenantUsage
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, RunningJob, Snapshot
 from scheduler.core.placement import FreeCapacity, FreeLedger
 from scheduler.core.policy import make_policy
 
@@ -22,7 +22,7 @@ NOW = 50_000.0
 @st.composite
 def cases(draw):
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    nodes = [Node(f"n{i}", rng.choice([2, 4, 8])) for i in range(rng.randint(1, 4))]
+    nodes = [NodeCapacity(f"n{i}", rng.choice([2, 4, 8])) for i in range(rng.randint(1, 4))]
     ledger = FreeLedger(nodes)
     cap = FreeCapacity(ledger.free)
     running = []

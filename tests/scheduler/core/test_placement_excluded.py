@@ -7,14 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decisions import Start
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Snapshot
 from scheduler.core.placement import FreeCapacity, full_free
 from scheduler.core.policy import make_policy
 
 NAMES = ["a", "b", "c", "d"]
 
 clusters = st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=4).map(
-    lambda sizes: [Node(name=NAMES[i], gpus=g) for i, g in enumerate(sizes)])
+    lambda sizes: [NodeCapacity(name=NAMES[i], gpus=g) for i, g in enumerate(sizes)])
 
 
 @settings(max_examples=200, deadline=None)
@@ -47,7 +47,7 @@ def test_queue_policies_never_start_a_job_on_a_node_it_excludes(node_list, jobs,
 
 
 def test_without_exclusions_placement_is_unchanged() -> None:
-    node_list = [Node(name="a", gpus=4), Node(name="b", gpus=2)]
+    node_list = [NodeCapacity(name="a", gpus=4), NodeCapacity(name="b", gpus=2)]
     plain = JobSpec(id="j", job_class=JobClass.BE, num_gpus=2, submit_time=0.0)
     assert FreeCapacity(full_free(node_list)).place(plain).nodes == ("b",)
     avoiding = JobSpec(id="j", job_class=JobClass.BE, num_gpus=2, submit_time=0.0, excluded_nodes=frozenset({"b"}))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler.core.model import JobClass, JobSpec, Node
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity
 from scheduler.core.perf.plans import PlanError, check_plan_fits, parse_plan
 from scheduler.core.policy import make_policy
 from scheduler.sim.engine import simulate
@@ -52,7 +52,7 @@ def workload() -> list[SimJob]:
 
 @pytest.mark.parametrize("policy", QUEUE_POLICIES)
 def test_a_3d_job_waits_for_whole_groups_and_the_run_completes(policy):
-    nodes = [Node(name, 4) for name in "abcd"]
+    nodes = [NodeCapacity(name, 4) for name in "abcd"]
     result = simulate(make_policy(policy), nodes, workload(), SimConfig(record_attempts=True))
     done = {o.job_id: o for o in result.outcomes}
     assert all(o.completion is not None for o in done.values())

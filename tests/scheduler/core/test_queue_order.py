@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.decisions import Start
 from scheduler.core.fairshare import TenantUsage
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policy import make_policy
 from scheduler.core.queue_order import by_priority, uniform_priority
 
@@ -26,7 +26,7 @@ def test_higher_priority_starts_first_in_every_queue_policy():
     for name in QUEUE_POLICIES:
         for cls in (TE, BE):
             pending = [pend("low", 1, cls, 0.0, -1000), pend("mid", 1, cls, 1.0, 0), pend("high", 1, cls, 2.0, 1000)]
-            snap = Snapshot([Node("n1", 1)], [], pending)
+            snap = Snapshot([NodeCapacity("n1", 1)], [], pending)
             started = [d.job_id for d in make_policy(name).decide(snap, 10.0) if isinstance(d, Start)]
             assert started == ["high"], (name, cls, started)
 
@@ -51,7 +51,7 @@ def test_te_queue_is_ordered_by_priority_too():
     # The higher-priority TE job preempts; the lower one waits behind it.
     running = [RunningJob(JobSpec("be", BE, 1, 0.0), Placement.of({"n1": 1}), 0.0, 0.0)]
     pending = [pend("te-low", 1, TE, 0.0, 0), pend("te-high", 1, TE, 5.0, 7)]
-    out = make_policy("fitgpp").decide(Snapshot([Node("n1", 1)], running, pending), 100.0)
+    out = make_policy("fitgpp").decide(Snapshot([NodeCapacity("n1", 1)], running, pending), 100.0)
     preempts = [(d.job_id, d.for_job) for d in out if d.__class__.__name__ == "Preempt"]
     assert preempts == [("be", "te-high")]
 
@@ -59,7 +59,7 @@ def test_te_queue_is_ordered_by_priority_too():
 @st.composite
 def queues(draw):
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    nodes = [Node(f"n{i}", rng.choice([1, 2, 4, 8])) for i in range(rng.randint(1, 3))]
+    nodes = [NodeCapacity(f"n{i}", rng.choice([1, 2, 4, 8])) for i in range(rng.randint(1, 3))]
     running = []
     used = {n.name: 0 for n in nodes}
     for i in range(rng.randint(0, 6)):

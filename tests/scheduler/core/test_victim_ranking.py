@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decisions import Preempt
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, RunningJob, Snapshot
 from scheduler.core.placement import FreeCapacity
 from scheduler.core.policies.fitgpp import FitGpp
 from scheduler.core.victim_choosers import BoundedChooser
@@ -42,7 +42,7 @@ def _busy_cluster(seed: int) -> tuple[Snapshot, float, dict]:
     jobs vacating, some preempted before."""
     rng = random.Random(seed)
     now = 50_000.0
-    nodes = [Node(f"n{i:02d}", rng.choice([4, 8]), rng.choice([0.0, 32.0]), 0.0) for i in range(rng.randint(5, 40))]
+    nodes = [NodeCapacity(f"n{i:02d}", rng.choice([4, 8]), rng.choice([0.0, 32.0]), 0.0) for i in range(rng.randint(5, 40))]
     cap = FreeCapacity({n.name: (n.gpus, n.cpus or float("inf"), float("inf")) for n in nodes})
     pending = [
         PendingJob(JobSpec(f"p{k:03d}", JobClass.TE if rng.random() < 0.7 else JobClass.BE, rng.choice([1, 1, 2, 4]),

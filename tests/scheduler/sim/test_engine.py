@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
-from scheduler.core.model import JobClass, Node, Placement
+from scheduler.core.model import JobClass, NodeCapacity, Placement
 from scheduler.sim.cluster import make_nodes
 from scheduler.sim.engine import simulate
 from scheduler.sim.records import SimConfig, SimulationError
@@ -65,7 +65,7 @@ SCENARIO = [
 
 def run_scenario(record_attempts=True):
     policy = Recorder(PreemptOldestForTE(max_preemptions=1))
-    result = simulate(policy, [Node("n0", 2)], SCENARIO, SimConfig(resume_overhead=20, record_attempts=record_attempts))
+    result = simulate(policy, [NodeCapacity("n0", 2)], SCENARIO, SimConfig(resume_overhead=20, record_attempts=record_attempts))
     return policy, result
 
 
@@ -110,7 +110,7 @@ def test_lost_gpu_seconds_are_grace_hold_plus_resume_overhead_and_utilization_co
 def test_decide_runs_once_per_batch_of_simultaneous_events_and_only_with_pending_jobs():
     jobs = [job("a", 0, 10), job("b", 0, 10), job("c", 0, 10), job("d", 10, 5), job("e", 30, 5)]
     policy = Recorder(GreedyFifo())
-    result = simulate(policy, [Node("n0", 2)], jobs)
+    result = simulate(policy, [NodeCapacity("n0", 2)], jobs)
     times = [c[0] for c in policy.calls]
     # t=0: three arrivals in one call; t=10: two completions and an arrival in
     # one call; t=15 and t=20: nothing pending, no call; t=30: arrival.
@@ -129,7 +129,7 @@ def test_pending_stays_in_arrival_order_when_a_preempted_job_returns():
         job("b4", 4, 50, gpus=1),
     ]
     policy = Recorder(PreemptOldestForTE(max_preemptions=2))
-    simulate(policy, [Node("n0", 2)], jobs)
+    simulate(policy, [NodeCapacity("n0", 2)], jobs)
     for _, _, _, keys, _ in policy.calls:
         assert keys == sorted(keys)
     for te_ids, ids in policy.te_views:
@@ -141,7 +141,7 @@ def test_pending_stays_in_arrival_order_when_a_preempted_job_returns():
 
 def test_zero_grace_frees_the_gpus_at_the_notice():
     jobs = [job("be", 0, 100, gpus=1, grace=0), job("te", 10, 5, klass=TE)]
-    result = simulate(PreemptOldestForTE(), [Node("n0", 1)], jobs, SimConfig(resume_overhead=0))
+    result = simulate(PreemptOldestForTE(), [NodeCapacity("n0", 1)], jobs, SimConfig(resume_overhead=0))
     o = by_id(result)
     assert o["te"].first_start == 10
     assert o["be"].completion == 10 + 5 + 90
@@ -190,7 +190,7 @@ ONE = Placement((("n0", 1),))
 def test_infeasible_or_inconsistent_decisions_raise(decisions, fragment):
     jobs = [job("a", 0, 10), job("b", 0, 10), job("c", 0, 10)]
     with pytest.raises(SimulationError, match=fragment):
-        simulate(Scripted(decisions), [Node("n0", 2)], jobs)
+        simulate(Scripted(decisions), [NodeCapacity("n0", 2)], jobs)
 
 
 def test_preempting_a_job_twice_raises():
@@ -201,7 +201,7 @@ def test_preempting_a_job_twice_raises():
             return [Preempt("a", for_job="b"), Preempt("a", for_job="b")]
 
     with pytest.raises(SimulationError, match="already preempting"):
-        simulate(Twice(), [Node("n0", 1)], [job("a", 0, 10, grace=5), job("b", 1, 1)])
+        simulate(Twice(), [NodeCapacity("n0", 1)], [job("a", 0, 10, grace=5), job("b", 1, 1)])
 
 
 def test_cpu_and_memory_of_a_node_are_enforced_when_declared():
@@ -211,9 +211,9 @@ def test_cpu_and_memory_of_a_node_are_enforced_when_declared():
     big = SimJob(JobSpec(id="a", job_class=BE, num_gpus=1, submit_time=0, num_cpus=6), 10)
     other = SimJob(JobSpec(id="b", job_class=BE, num_gpus=1, submit_time=0, num_cpus=6), 10)
     with pytest.raises(SimulationError, match="over-allocates"):
-        simulate(Scripted([Start("a", ONE), Start("b", ONE)]), [Node("n0", 2, cpus=8)], [big, other])
+        simulate(Scripted([Start("a", ONE), Start("b", ONE)]), [NodeCapacity("n0", 2, cpus=8)], [big, other])
     # The same starts are fine on a node that does not track CPUs.
-    result = simulate(Scripted([Start("a", ONE), Start("b", ONE)]), [Node("n0", 2)], [big, other])
+    result = simulate(Scripted([Start("a", ONE), Start("b", ONE)]), [NodeCapacity("n0", 2)], [big, other])
     assert [o.completion for o in result.outcomes] == [10, 10]
 
 
@@ -223,10 +223,10 @@ def test_a_policy_that_never_starts_anything_is_reported_as_stalled():
             return [Pend(p.spec.id, Reason.RESOURCES) for p in snapshot.pending]
 
     with pytest.raises(SimulationError, match="stalled"):
-        simulate(Idle(), [Node("n0", 1)], [job("a", 0, 10)])
+        simulate(Idle(), [NodeCapacity("n0", 1)], [job("a", 0, 10)])
 
 
 def test_progress_callback_reports_completion():
     calls = []
-    simulate(GreedyFifo(), [Node("n0", 1)], [job("a", 0, 10), job("b", 0, 10)], progress=lambda d, n: calls.append((d, n)))
+    simulate(GreedyFifo(), [NodeCapacity("n0", 1)], [job("a", 0, 10), job("b", 0, 10)], progress=lambda d, n: calls.append((d, n)))
     assert calls[-1] == (2, 2)

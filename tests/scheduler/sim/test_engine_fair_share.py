@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from scheduler.core.model import JobClass, JobSpec, Node
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity
 from scheduler.core.policy import make_policy
 from scheduler.sim.cli import main
 from scheduler.sim.engine import simulate
@@ -37,11 +37,11 @@ def test_shares_converge_when_both_tenants_are_backlogged():
     jobs = [be(f"a{i:03d}", "a", 1, 0.0, 1800.0) for i in range(200)]
     jobs += [be(f"b{i:03d}", "b", 1, 1.0, 1800.0) for i in range(200)]
     config = SimConfig(record_attempts=True, shares={"a": 3.0, "b": 1.0}, half_life=H)
-    result = simulate(make_policy("fitgpp", explain=False), [Node("n1", 8)], jobs, config)
+    result = simulate(make_policy("fitgpp", explain=False), [NodeCapacity("n1", 8)], jobs, config)
     held = held_between(result, {j.spec.id: j.spec.tenant for j in jobs}, 2 * H, 12 * H)
     assert abs(held["a"] / (held["a"] + held["b"]) - 0.75) < 0.05
     # Fair share off: first come, first served, a takes everything first.
-    off = simulate(make_policy("fitgpp", explain=False), [Node("n1", 8)], jobs, SimConfig(record_attempts=True))
+    off = simulate(make_policy("fitgpp", explain=False), [NodeCapacity("n1", 8)], jobs, SimConfig(record_attempts=True))
     held_off = held_between(off, {j.spec.id: j.spec.tenant for j in jobs}, 2 * H, 12 * H)
     assert held_off.get("b", 0.0) == 0.0
 
@@ -54,14 +54,14 @@ def test_borrowing_then_reclaim_after_the_minimum_runtime():
     jobs += [be(f"b{i}", "b", 2, 300.0, H) for i in range(2)]
     config = SimConfig(record_attempts=True, shares={}, half_life=H)
     policy = make_policy("te-priority", explain=False, reclaim_min_runtime=1200.0)
-    result = simulate(policy, [Node("n1", 8)], jobs, config)
+    result = simulate(policy, [NodeCapacity("n1", 8)], jobs, config)
     notices = sorted((p.time, p.job_id, p.for_job) for p in result.preemptions)
     assert len(notices) == 2
     assert all(t == 1200.0 and jid.startswith("a") and for_job.startswith("b") for t, jid, for_job in notices)
     starts = {a.job_id: a.start for a in result.attempts if a.job_id.startswith("b")}
     assert starts == {"b0": 1260.0, "b1": 1260.0}  # after the victims' 60 s grace
     # Without fair share nobody is preempted and b waits for a's 10-hour jobs.
-    off = simulate(make_policy("te-priority", explain=False), [Node("n1", 8)], jobs, SimConfig())
+    off = simulate(make_policy("te-priority", explain=False), [NodeCapacity("n1", 8)], jobs, SimConfig())
     assert not off.preemptions
 
 

@@ -4,7 +4,7 @@ BE job instead of preempting one, whichever loses less work."""
 from __future__ import annotations
 
 from scheduler.core.decisions import Pend, Preempt, Reason, Reconfigure, Start
-from scheduler.core.model import JobClass, Node, Snapshot
+from scheduler.core.model import JobClass, NodeCapacity, Snapshot
 from scheduler.core.policies.fitgpp_shrink import FitGppShrink
 from scheduler.core.policy import make_policy
 from tests.support.snapshot_builders import pend as plain_pend
@@ -15,7 +15,7 @@ TE = JobClass.TE
 CURVE = {"dp": dp_curve(8.0, 16, 0.9)}  # close to linear: losing GPUs costs almost proportionally
 
 
-def decide(running_jobs, pending_jobs, now=5000.0, nodes=(Node("n1", 8),), **params):
+def decide(running_jobs, pending_jobs, now=5000.0, nodes=(NodeCapacity("n1", 8),), **params):
     params.setdefault("explain", True)
     return FitGppShrink(**params).decide(Snapshot(list(nodes), list(running_jobs), list(pending_jobs)), now)
 
@@ -91,4 +91,4 @@ def test_a_shrunk_job_grows_back_when_no_te_job_waits():
 def test_jobs_it_never_shrank_are_left_alone():
     fn = FakeThroughput(CURVE, "dp", 8)
     spread = running(elastic_spec("be", 8, fn, steps=10**6), {"n1": 4, "n2": 4}, "dp")
-    assert not decide([spread], [], nodes=(Node("n1", 8), Node("n2", 8)))
+    assert not decide([spread], [], nodes=(NodeCapacity("n1", 8), NodeCapacity("n2", 8)))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decisions import Preempt, Start
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policies.fixed_plan import Tiresias
 
 HOUR = 3600.0
@@ -38,7 +38,7 @@ def test_a_job_is_demoted_by_attained_service_and_preempted_for_a_higher_queue()
     and C, queue 1 holds A; serving B then C leaves no room for A, so A is
     preempted for C, and B, with less service, is not."""
     policy = Tiresias(thresholds=(HOUR,))
-    preempted, started = decide(policy, [Node("n1", 4)],
+    preempted, started = decide(policy, [NodeCapacity("n1", 4)],
                                 [running("A", "n1", 2, 1900.0), running("B", "n1", 1, 1900.0)],
                                 [pending("C", 2, 2000.0)], 2000.0)
     assert preempted == {"A"} and started == {}
@@ -48,7 +48,7 @@ def test_no_preemption_within_a_queue() -> None:
     """Same case with A at 2 GPUs x 1,700 s = 3,400 GPU-s: still queue 0,
     like C, and a running job comes before a waiting one of its queue."""
     policy = Tiresias(thresholds=(HOUR,))
-    preempted, started = decide(policy, [Node("n1", 4)],
+    preempted, started = decide(policy, [NodeCapacity("n1", 4)],
                                 [running("A", "n1", 2, 1700.0), running("B", "n1", 1, 1900.0)],
                                 [pending("C", 2, 2000.0)], 2000.0)
     assert preempted == set() and started == {}
@@ -62,7 +62,7 @@ def test_a_long_waiting_job_that_does_not_fit_does_not_block_the_queue() -> None
     as ``starvation_threshold``, would hold S behind L instead: with it, the
     Morphling workload-base gave a mean JCT of 1.45 h, and 0.31 h with the
     same jobs arriving 1.3x faster."""
-    nodes = [Node("n1", 4), Node("n2", 4)]
+    nodes = [NodeCapacity("n1", 4), NodeCapacity("n2", 4)]
     run = [running("A", "n1", 4, 1000.0), running("X", "n2", 2, 10.0)]
     wait = [pending("L", 8, 0.0), pending("S", 1, 7.9 * HOUR)]
     preempted, started = decide(Tiresias(thresholds=(HOUR,)), nodes, run, wait, 8 * HOUR)
@@ -79,7 +79,7 @@ def test_only_jobs_of_a_lower_queue_than_the_waiting_job_are_preempted(services,
     preempts only jobs whose attained service puts them in a lower queue,
     and never more GPUs than the cluster has are started."""
     policy = Tiresias()
-    nodes = [Node(f"n{i}", 4) for i in range(len(services))]
+    nodes = [NodeCapacity(f"n{i}", 4) for i in range(len(services))]
     run = [running(f"r{i}", f"n{i}", g, t / g) for i, (g, t) in enumerate(services)]
     out = policy.decide(Snapshot(nodes, run, [pending("new", newcomer, 1.0)]), 2.0)
     for d in out:
@@ -98,8 +98,8 @@ def test_within_a_queue_arrival_order_lets_an_earlier_job_displace_a_later_one()
     run = [running("B", "n1", 4, 25.0, submit=20.0)]
     wait = [pending("A", 2, 10.0)]
     arrival = Tiresias(thresholds=(HOUR,), within_queue="arrival")
-    assert decide(arrival, [Node("n1", 4)], run, wait, 100.0) == ({"B"}, {})
-    assert decide(Tiresias(thresholds=(HOUR,)), [Node("n1", 4)], run, wait, 100.0) == (set(), {})
+    assert decide(arrival, [NodeCapacity("n1", 4)], run, wait, 100.0) == ({"B"}, {})
+    assert decide(Tiresias(thresholds=(HOUR,)), [NodeCapacity("n1", 4)], run, wait, 100.0) == (set(), {})
 
 
 def test_within_queue_is_checked() -> None:

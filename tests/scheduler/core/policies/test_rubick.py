@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.decisions import Pend, Preempt, Reason, Reconfigure, Start
-from scheduler.core.model import Node, Snapshot
+from scheduler.core.model import NodeCapacity, Snapshot
 from scheduler.core.policies.rubick import Rubick
 from scheduler.core.policy import make_policy
 from tests.support.snapshot_builders import pend as plain_pend
 from tests.support.snapshot_builders import run as plain_run
 from tests.support.fake_throughput import FakeThroughput, dp_curve, elastic_spec, pending, running
 
-NODES = [Node("n1", 8), Node("n2", 8)]
+NODES = [NodeCapacity("n1", 8), NodeCapacity("n2", 8)]
 
 # Plan "zero" is twice as fast as the user's "slow" at every size: the right
 # size of a 4-GPU "slow" request is 2 GPUs of "zero".

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decisions import Preempt, Reconfigure, Start
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policies.rubick import Rubick
 from tests.support.fake_throughput import FakeThroughput, dp_curve, elastic_spec, running
 
@@ -44,7 +44,7 @@ def throughputs(draw, max_gpus: int) -> FakeThroughput:
 def snapshots(draw):
     node_gpus = draw(st.sampled_from([2, 4, 8]))
     cpus = draw(st.sampled_from([0.0, 4.0 * node_gpus]))
-    nodes = [Node(f"n{i}", node_gpus, cpus) for i in range(draw(st.integers(1, 3)))]
+    nodes = [NodeCapacity(f"n{i}", node_gpus, cpus) for i in range(draw(st.integers(1, 3)))]
     total = node_gpus * len(nodes)
     free = {n.name: node_gpus for n in nodes}
     now = 10_000.0

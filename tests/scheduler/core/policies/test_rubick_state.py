@@ -10,7 +10,7 @@ from typing import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.model import JobClass, JobSpec, Node, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policies.rubick import Rubick
 
 
@@ -41,7 +41,7 @@ def spec(i: int, gpus: int, base: float, alpha: float, guaranteed: bool) -> JobS
 jobs = st.tuples(st.integers(1, 4), st.floats(0.5, 5.0), st.floats(0.3, 1.0), st.booleans())
 
 
-def snapshot(nodes: list[Node], specs: list[JobSpec], runs: list[bool]) -> Snapshot:
+def snapshot(nodes: list[NodeCapacity], specs: list[JobSpec], runs: list[bool]) -> Snapshot:
     running, pending, used = [], [], {n.name: 0 for n in nodes}
     for s, run in zip(specs, runs):
         g = s.num_gpus
@@ -66,6 +66,6 @@ def test_a_reused_policy_decides_as_a_fresh_one(drawn, cycles) -> None:
     specs = [spec(i, g, base, alpha, guaranteed) for i, (g, base, alpha, guaranteed) in enumerate(drawn)]
     reused = Rubick()
     for t, (n_nodes, runs) in enumerate(cycles):
-        nodes = [Node(f"n{k}", 4) for k in range(n_nodes)]
+        nodes = [NodeCapacity(f"n{k}", 4) for k in range(n_nodes)]
         snap = snapshot(nodes, specs, runs)
         assert reused.decide(snap, 1000.0 * t) == Rubick().decide(snap, 1000.0 * t)
