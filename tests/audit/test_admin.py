@@ -70,7 +70,8 @@ def test_staff_cancelling_another_users_job_is_recorded_and_an_owner_cancelling_
     assert api.target == f"job {by_api.pk} of alice"
 
 
-def test_agent_registration_and_refusal_are_recorded(settings, sent, no_triggers) -> None:  # noqa: ANN001
+def test_agent_registration_and_refusal_are_recorded(settings, sent, no_triggers, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(tasks, "_last_refusal_audit", {})  # refusals audited by earlier tests in this process
     registration.register_node("n1", gpus=1, cpus=1, mem_gb=1, gpu_models=[], agent_version="2", now=timezone.now())
     assert only("agent.registered").actor_name == "node n1"
     settings.GPUSCHED_AGENT_DEV_MODE, settings.AGENT_SECRET = False, ""
