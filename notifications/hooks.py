@@ -22,10 +22,24 @@ from notifications.events import kind_of
 log = logging.getLogger(__name__)
 
 
+def _anyone_listens(event_ids: list[int]) -> bool:
+    """True when some event's job, or its owner, has chosen notifications (nothing is sent otherwise)."""
+    from django.db.models import Q
+
+    from scheduler.models import JobEvent
+
+    chosen = Q(job__notify_preference__isnull=False) | Q(job__owner__notify_preference__isnull=False)
+    return JobEvent.objects.filter(pk__in=event_ids).filter(chosen).exists()
+
+
 def _enqueue(event_ids: list[int]) -> None:
     from notifications.tasks import dispatch
 
     try:
+        # One indexed query after the commit spares the broker a task per job event on a site (or for users)
+        # that never chose notifications, which is every event until someone does.
+        if not _anyone_listens(event_ids):
+            return
         dispatch.apply_async(args=[event_ids], queue=settings.NOTIFICATIONS_QUEUE)
     except Exception:  # a broker outage must not fail the commit's other callbacks
         log.exception("could not queue notifications for job events %s", event_ids[:10])

@@ -39,3 +39,23 @@ def test_single_and_bulk_event_writes_queue_after_commit_only(no_triggers, queue
         JobEvent.objects.create(job=job, at=timezone.now(), from_state="RUNNING", to_state="FAILED")
         raise RuntimeError("rolled back")
     assert len(queued) == 2
+
+
+def test_a_task_is_queued_only_when_the_job_or_its_owner_chose_notifications(no_triggers, monkeypatch) -> None:
+    from notifications.models import JobPreference, Preference
+    from notifications.tasks import dispatch
+
+    sent: list[list[int]] = []
+    monkeypatch.setattr(dispatch, "apply_async", lambda args, queue: sent.append(args[0]))
+    make_node("n1", 3)
+    alice, bob = make_user("alice"), make_user("bob")
+    quiet, chosen_by_owner, chosen_for_job = (placed_job(alice, {"n1": [0]}), placed_job(bob, {"n1": [1]}),
+                                              placed_job(alice, {"n1": [2]}))
+    Preference.objects.create(user=bob, email_events=["finished"])
+    JobPreference.objects.create(job=chosen_for_job, email_events=["failed"])
+    events = {job: JobEvent.objects.create(job=job, at=timezone.now(), from_state="RUNNING", to_state="FAILED")
+              for job in (quiet, chosen_by_owner, chosen_for_job)}
+    sent.clear()
+    for job, event in events.items():
+        hooks._enqueue([event.pk])
+    assert sent == [[events[chosen_by_owner].pk], [events[chosen_for_job].pk]]  # none for the quiet job
