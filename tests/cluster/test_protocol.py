@@ -8,6 +8,8 @@ import pytest
 
 from cluster import protocol
 
+RANKED = dict(nodes=("gpu-a", "gpu-b", "gpu-c"), node_rank=1, master_addr="10.0.0.1", master_port=29612)
+
 DIGEST = "sha256:" + "ab" * 32
 BASE = {"job_id": "j", "attempt": 1, "command": "true"}
 
@@ -72,3 +74,121 @@ def test_the_new_exit_reasons_are_distinct_short_words():
     others = {protocol.EXIT_PREEMPT, protocol.EXIT_CANCEL, protocol.EXIT_TIMEOUT, protocol.EXIT_STALE,
               protocol.EXIT_LOST, protocol.EXIT_AGENT_STOP, protocol.EXIT_LAUNCH_FAILED}
     assert not reasons & others
+
+
+def test_launch_command_round_trips_through_kwargs():
+    cmd = protocol.LaunchCommand(job_id="j-1", attempt=2, command="python t.py", gpu_indices=(3, 1),
+                                 grace_period=30, time_limit=600.0, env={"A": "1"}, resume=True)
+    assert protocol.LaunchCommand.from_kwargs(json.loads(json.dumps(cmd.to_kwargs()))) == protocol.LaunchCommand(
+        job_id="j-1", attempt=2, command="python t.py", gpu_indices=(3, 1), grace_period=30.0,
+        time_limit=600.0, env={"A": "1"}, resume=True,
+    )
+
+
+def test_launch_command_defaults_and_ignores_unknown_fields():
+    cmd = protocol.LaunchCommand.from_kwargs({"job_id": 5, "attempt": 0, "command": "true", "future_field": {"tp": 2}})
+    assert (cmd.job_id, cmd.gpu_indices, cmd.grace_period, cmd.time_limit, cmd.env, cmd.resume) == (5, (), 0.0, None, {}, False)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"job_id": None}, "job_id"),
+        ({"job_id": True}, "job_id"),
+        ({"job_id": -1}, "job_id"),
+        ({"job_id": "."}, "job_id"),
+        ({"job_id": "a/b"}, "job_id"),
+        ({"job_id": "x" * 129}, "job_id"),
+        ({"attempt": -1}, "attempt"),
+        ({"attempt": 1.0}, "attempt"),
+        ({"command": ""}, "command"),
+        ({"command": "  "}, "command"),
+        ({"command": ["ls"]}, "command"),
+        ({"gpu_indices": "0,1"}, "gpu_indices"),
+        ({"gpu_indices": [0, -1]}, "gpu_indices[1]"),
+        ({"gpu_indices": [True]}, "gpu_indices[0]"),
+        ({"grace_period": -0.1}, "grace_period"),
+        ({"grace_period": float("nan")}, "grace_period"),
+        ({"grace_period": "30"}, "grace_period"),
+        ({"time_limit": 0}, "time_limit"),
+        ({"env": {"1BAD": "x"}}, "env"),
+        ({"env": {"A=B": "x"}}, "env"),
+        ({"env": {"A": 1}}, "env[A]"),
+        ({"env": ["A"]}, "env"),
+        ({"resume": "yes"}, "resume"),
+    ],
+)
+def test_launch_command_rejects_bad_fields_by_name(change, field):
+    kwargs = {"job_id": "j", "attempt": 1, "command": "true", **change}
+    with pytest.raises(protocol.ProtocolError) as err:
+        protocol.LaunchCommand.from_kwargs(kwargs)
+    assert err.value.field == field
+    assert str(err.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize("missing", ["job_id", "attempt", "command"])
+def test_launch_command_requires_its_identity_and_command(missing):
+    kwargs = {"job_id": "j", "attempt": 1, "command": "true"}
+    del kwargs[missing]
+    with pytest.raises(protocol.ProtocolError, match=f"^{missing}: is required"):
+        protocol.LaunchCommand.from_kwargs(kwargs)
+
+
+def test_keep_lists_are_parsed_into_pairs():
+    assert protocol.check_keep([["a", 1], [7, 2]]) == {("a", 1), (7, 2)}
+    with pytest.raises(protocol.ProtocolError, match=r"^keep\[1\]\[1\]"):
+        protocol.check_keep([["a", 1], ["b", "2"]])
+    with pytest.raises(protocol.ProtocolError, match="^keep:"):
+        protocol.check_keep("a")
+
+
+def test_launch_command_carries_the_ranks_and_round_trips() -> None:
+    cmd = protocol.LaunchCommand(job_id=15, attempt=2, command="x", gpu_indices=(0, 1), **RANKED)
+    assert protocol.LaunchCommand.from_kwargs(cmd.to_kwargs()) == cmd
+    # A server that does not send the fields yet: a single-node launch.
+    old = {k: v for k, v in cmd.to_kwargs().items() if k not in ("nodes", "node_rank", "master_addr", "master_port")}
+    back = protocol.LaunchCommand.from_kwargs(old)
+    assert (back.nodes, back.node_rank, back.master_addr, back.master_port) == ((), 0, "", 0)
+
+
+@pytest.mark.parametrize("field, value, named", [
+    ("nodes", "gpu-a", "nodes"), ("nodes", ["gpu-a", "bad name"], "nodes[1]"), ("nodes", ["gpu-a", "gpu-a"], "nodes"),
+    ("node_rank", 3, "node_rank"), ("node_rank", -1, "node_rank"), ("node_rank", True, "node_rank"),
+    ("master_addr", "10.0.0.1; rm -rf /", "master_addr"), ("master_addr", 7, "master_addr"),
+    ("master_port", 70000, "master_port"), ("master_port", "29500", "master_port"),
+])
+def test_bad_rank_fields_are_refused_naming_the_field(field: str, value: object, named: str) -> None:
+    kwargs = {**protocol.LaunchCommand(job_id=1, attempt=1, command="x", **RANKED).to_kwargs(), field: value}
+    with pytest.raises(protocol.ProtocolError) as err:
+        protocol.LaunchCommand.from_kwargs(kwargs)
+    assert err.value.field == named
+
+
+def test_master_port_is_per_job_and_attempt_within_the_documented_range() -> None:
+    assert protocol.master_port(15, 2) == 29500 + (15 * 7 + 2) % 1000
+    assert protocol.master_port(15, 2) != protocol.master_port(15, 3)  # a relaunch does not reuse the port
+    assert protocol.master_port(999_999, 1) == 29500 + (999_999 * 7 + 1) % 1000
+    ports = {protocol.master_port(job, attempt) for job in range(300) for attempt in range(1, 4)}
+    assert min(ports) >= protocol.MASTER_PORT_BASE and max(ports) < protocol.MASTER_PORT_BASE + protocol.MASTER_PORT_SPAN
+    assert protocol.master_port("job-a", 1) == protocol.master_port("job-a", 1)  # stable for string ids too
+
+
+def test_launch_command_carries_the_plan_and_round_trips() -> None:
+    cmd = protocol.LaunchCommand(job_id=7, attempt=2, command="x", gpu_indices=(0,), plan="zero-dp", num_gpus=3,
+                                 grad_accum_steps=2, requested_gpus=4)
+    back = protocol.LaunchCommand.from_kwargs(cmd.to_kwargs())
+    assert back == cmd
+    # A server that does not send the fields yet: defaults, no plan.
+    old = {k: v for k, v in cmd.to_kwargs().items() if k not in ("plan", "num_gpus", "grad_accum_steps", "requested_gpus")}
+    assert protocol.LaunchCommand.from_kwargs(old).plan == ""
+
+
+@pytest.mark.parametrize("field, value", [
+    ("plan", "ga; rm -rf /"), ("plan", 3), ("num_gpus", -1), ("num_gpus", True), ("grad_accum_steps", 0),
+    ("requested_gpus", 1.5),
+])
+def test_launch_command_refuses_a_bad_plan_field_by_name(field: str, value: object) -> None:
+    kwargs = {"job_id": 1, "attempt": 1, "command": "x", field: value}
+    with pytest.raises(protocol.ProtocolError) as exc:
+        protocol.LaunchCommand.from_kwargs(kwargs)
+    assert exc.value.field == field

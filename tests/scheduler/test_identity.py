@@ -1,5 +1,5 @@
 """POSIX identities: the name syntax, the default from the username, an admin's explicit name,
-single-user mode, and what the launch carries (scheduler.identity, scheduler.confinement)."""
+and single-user mode."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from scheduler import confinement
 from scheduler.identity import IdentityMissing, PosixIdentity, posix_name_problem, run_as_for
-from scheduler.models import Job
 
 
 @pytest.mark.parametrize("name", ["alice", "_svc", "a", "bob.smith", "j-doe_2", "x" * 32])
@@ -77,14 +75,3 @@ def test_single_user_mode_runs_everyone_as_the_agent(settings) -> None:
     assert run_as_for(User.objects.create_user("not a posix name")) == ""
 
 
-@pytest.mark.django_db
-def test_launch_fields_carry_the_stored_user_and_the_requested_limits(settings) -> None:
-    owner = User.objects.create_user("alice")
-    job = Job.objects.create(owner=owner, name="j", command="true", num_gpus=1, num_cpus=2.5, mem_gb=1.5,
-                             run_as="alice")
-    assert confinement.launch_fields([job.pk]) == {
-        job.pk: {"run_as": "alice", "cpus": 2.5, "mem_bytes": 3 * 2**29, "image": "", "image_uri": "",
-                 "image_digest": ""}}
-    settings.GPUSCHED_SINGLE_USER = True
-    assert confinement.launch_fields([job.pk])[job.pk]["run_as"] == ""
-    assert confinement.launch_fields([]) == {}

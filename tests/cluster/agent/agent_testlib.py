@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cluster import protocol
+from cluster.agent.supervisor import Supervisor
 from tests.support.procs import group_alive, kill_group  # noqa: F401 - re-exported to the agent tests
 
 REPO = Path(__file__).resolve().parents[3]
@@ -241,3 +242,48 @@ class PrivateRedis:
             self.proc.terminate()
             self.proc.wait(timeout=WAIT)
             self.proc = None
+
+
+class Harness:
+    """A Supervisor of its own in a temporary directory, stepped by the test; its reports are kept in order."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.reports: list[tuple[str, dict[str, Any]]] = []
+        self.tmp = tmp
+        self.sup = self.make()
+
+    def make(self) -> Supervisor:
+        return Supervisor(
+            node="unit",
+            workdir=self.tmp / "work",
+            checkpoint_root=self.tmp / "ckpt",
+            gpu_count=4,
+            emit=lambda task, kw: self.reports.append((task, kw)),
+            base_env={**os.environ, protocol.ENV_AGENT_TOKEN: "secret"},
+        )
+
+    def launch(self, job: Any, attempt: int, command: str, **fields: Any) -> str:
+        return self.sup.launch(protocol.LaunchCommand(job_id=job, attempt=attempt, command=command, **fields).to_kwargs())
+
+    def of(self, task: str, **match: Any) -> list[dict[str, Any]]:
+        return [kw for t, kw in self.reports if t == task and all(kw.get(k) == v for k, v in match.items())]
+
+    def step(self) -> None:
+        self.sup.tick()
+        self.sup.stream_logs()
+
+    def until(self, predicate, what: str):
+        def check():
+            self.step()
+            return predicate()
+
+        return wait_until(check, what=what)
+
+    def exited(self, job: Any, attempt: int = 1) -> dict[str, Any]:
+        return self.until(lambda: next(iter(self.of(protocol.REPORT_EXITED, job_id=job, attempt=attempt)), None), f"{job} exit")
+
+    def lines(self, job: Any, attempt: int = 1) -> list[str]:
+        return [line for kw in self.of(protocol.REPORT_LOG, job_id=job, attempt=attempt) for line in kw["lines"]]
+
+    def wait_line(self, job: Any, predicate, attempt: int = 1) -> str:
+        return self.until(lambda: next((l for l in self.lines(job, attempt) if predicate(l)), None), f"log line of {job}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from tests.cluster.agent.agent_testlib import Node
+from tests.cluster.agent.agent_testlib import Harness, Node, kill_group
 
 from cluster import protocol
 
@@ -77,3 +77,13 @@ def node(make_node: Callable[..., Node]) -> Node:
     return n
 
 
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    """A supervisor without an agent; every process group it started is killed at teardown."""
+    harness = Harness(tmp_path)
+    yield harness
+    for _, kw in harness.reports:
+        if "pid" in kw:
+            kill_group(kw["pid"])
+    for att in harness.sup.attempts.values():
+        kill_group(att.pgid)

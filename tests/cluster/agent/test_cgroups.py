@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from cluster.agent.cgroup_tree import CgroupTree, _mounts, _own_paths
+from cluster.agent.cgroup_tree import CgroupTree
 from cluster.agent.cgroups import Limits, cgroup_name, parse_cgroup_name
 from tests.cluster.agent.confined import unavailable
 
@@ -20,17 +20,6 @@ def test_cgroup_names_split_back_into_job_and_attempt():
 
 def test_denied_gpu_minors_are_the_nodes_gpus_but_the_attempts():
     assert Limits(gpu_indices=(1, 3), gpu_count=4).denied_gpu_minors() == [0, 2]
-
-
-def test_mounts_and_own_paths_are_read_from_proc_text():
-    mountinfo = ("32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
-                 "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
-                 "40 31 0:37 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
-    v1, v2 = _mounts(mountinfo)
-    assert {k: str(v) for k, v in v1.items()} == {"cpu": "/sys/fs/cgroup/cpu", "memory": "/sys/fs/cgroup/memory"}
-    assert str(v2) == "/sys/fs/cgroup/unified"
-    assert _own_paths("4:memory:/slice/a\n1:cpu,cpuacct:/\n0::/user.slice\n") == {
-        "memory": "/slice/a", "cpu": "/", "cpuacct": "/", "": "/user.slice"}
 
 
 @pytest.fixture

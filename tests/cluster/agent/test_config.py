@@ -1,9 +1,14 @@
-"""The agent's confinement options: single-user mode, minimum uid, pids limit, image cache, passed variables."""
+"""The agent's options: names, GPUs, broker, token and work dirs with their environment fallbacks, the report queue,
+the advertised address, and the confinement options (single-user mode, minimum uid, pids limit, image cache)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from cluster import protocol
+from cluster.agent import config
 from cluster.agent.config import ENV_SINGLE_USER, parse_args
 
 BASE = ["--name", "n", "--gpus", "1", "--workdir", "/srv/agent"]
@@ -26,3 +31,81 @@ def test_confinement_options_are_parsed():
                          "--pass-env", "HTTP_PROXY", "--pass-env", "OPENBLAS_CORETYPE", "--pass-env", "HTTP_PROXY"], {})
     assert (config.min_uid, config.pids_max, config.image_cache) == (5000, 64, Path("/cache"))
     assert config.pass_env == ("HTTP_PROXY", "OPENBLAS_CORETYPE")
+
+
+def test_options_defaults_and_environment_fallbacks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    c = config.parse_args(["--name", "gpu-01", "--gpus", "4"], environ={"REDIS_URL": "redis://r:6379/1",
+                                                                         protocol.ENV_AGENT_TOKEN: "tok"})
+    assert (c.broker, c.token, c.heartbeat, c.log_interval, c.kill_jobs_on_exit) == ("redis://r:6379/1", "tok", 5.0, 0.5, False)
+    assert c.workdir == tmp_path / "var" / "agent" / "gpu-01"
+    assert c.checkpoint_root == c.workdir / "checkpoints"
+    c2 = config.parse_args(["--name", "n", "--gpus", "auto", "--broker", "redis://b/2", "--token", "cli",
+                            "--checkpoint-root", str(tmp_path / "shared")],
+                           environ={"CELERY_BROKER_URL": "redis://c/0", "REDIS_URL": "redis://r/0"})
+    assert (c2.broker, c2.token, c2.checkpoint_root) == ("redis://b/2", "cli", tmp_path / "shared")
+    assert config.parse_args(["--name", "n", "--gpus", "1"], environ={"CELERY_BROKER_URL": "redis://c/0",
+                                                                     "REDIS_URL": "redis://r/0"}).broker == "redis://c/0"
+    shared = config.parse_args(["--name", "n", "--gpus", "1"], environ={config.ENV_CHECKPOINT_ROOT: str(tmp_path / "s")})
+    assert shared.checkpoint_root == tmp_path / "s"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--name", "bad/name", "--gpus", "1"], "--name 'bad/name'"),
+        (["--name", "n", "--gpus", "1", "--heartbeat", "0"], "--heartbeat must be > 0"),
+        (["--name", "n", "--gpus", "1", "--cpus", "many"], "--cpus must be a number"),
+        (["--gpus", "1"], "--name"),
+    ],
+)
+def test_bad_options_name_the_option(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        config.parse_args(argv, environ={})
+    assert message in capsys.readouterr().err
+
+
+def test_report_queue_option():
+    assert config.parse_args(["--name", "n", "--gpus", "1"], environ={}).report_queue == protocol.REPORT_QUEUE
+    assert config.parse_args(["--name", "n", "--gpus", "1", "--report-queue", "agent-reports"], environ={}).report_queue == "agent-reports"
+    with pytest.raises(SystemExit):
+        config.parse_args(["--name", "n", "--gpus", "1", "--report-queue", "a b"], environ={})
+
+
+def test_advertise_address_option() -> None:
+    parsed = config.parse_args(["--name", "n", "--gpus", "1", "--advertise-address", "10.1.2.3"], environ={})
+    assert parsed.advertise_address == "10.1.2.3"
+    assert config.parse_args(["--name", "n", "--gpus", "1"], environ={}).advertise_address == ""  # resolved at start
+    with pytest.raises(SystemExit):
+        config.parse_args(["--name", "n", "--gpus", "1", "--advertise-address", "a b"], environ={})
+
+
+def test_default_advertise_address_prefers_the_fqdn_then_the_default_route(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(config.socket, "getfqdn", lambda: "gpu7.cluster.example.org")
+    assert config.default_advertise_address("n") == "gpu7.cluster.example.org"
+
+    class Probe:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def __enter__(self) -> "Probe":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def connect(self, where: tuple[str, int]) -> None:
+            assert where == config._ROUTE_PROBE
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("192.168.7.20", 40000)
+
+    monkeypatch.setattr(config.socket, "getfqdn", lambda: "gpu7")  # not qualified: other nodes may not resolve it
+    monkeypatch.setattr(config.socket, "socket", Probe)
+    assert config.default_advertise_address("n") == "192.168.7.20"
+
+    def no_route(self: Probe, where: tuple[str, int]) -> None:
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(Probe, "connect", no_route)
+    assert config.default_advertise_address("n") == "n"

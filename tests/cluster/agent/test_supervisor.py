@@ -11,67 +11,11 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.cluster.agent.agent_testlib import PY, group_alive, kill_group, step_numbers, train_command, wait_until
+from tests.cluster.agent.agent_testlib import group_alive, kill_group, step_numbers, train_command
 
 from cluster import protocol
-from cluster.agent.supervisor import Supervisor
-
-
-class Harness:
-    def __init__(self, tmp: Path) -> None:
-        self.reports: list[tuple[str, dict[str, Any]]] = []
-        self.tmp = tmp
-        self.sup = self.make()
-
-    def make(self) -> Supervisor:
-        return Supervisor(
-            node="unit",
-            workdir=self.tmp / "work",
-            checkpoint_root=self.tmp / "ckpt",
-            gpu_count=4,
-            emit=lambda task, kw: self.reports.append((task, kw)),
-            base_env={**os.environ, protocol.ENV_AGENT_TOKEN: "secret"},
-        )
-
-    def launch(self, job: Any, attempt: int, command: str, **fields: Any) -> str:
-        return self.sup.launch(protocol.LaunchCommand(job_id=job, attempt=attempt, command=command, **fields).to_kwargs())
-
-    def of(self, task: str, **match: Any) -> list[dict[str, Any]]:
-        return [kw for t, kw in self.reports if t == task and all(kw.get(k) == v for k, v in match.items())]
-
-    def step(self) -> None:
-        self.sup.tick()
-        self.sup.stream_logs()
-
-    def until(self, predicate, what: str):
-        def check():
-            self.step()
-            return predicate()
-
-        return wait_until(check, what=what)
-
-    def exited(self, job: Any, attempt: int = 1) -> dict[str, Any]:
-        return self.until(lambda: next(iter(self.of(protocol.REPORT_EXITED, job_id=job, attempt=attempt)), None), f"{job} exit")
-
-    def lines(self, job: Any, attempt: int = 1) -> list[str]:
-        return [line for kw in self.of(protocol.REPORT_LOG, job_id=job, attempt=attempt) for line in kw["lines"]]
-
-    def wait_line(self, job: Any, predicate, attempt: int = 1) -> str:
-        return self.until(lambda: next((l for l in self.lines(job, attempt) if predicate(l)), None), f"log line of {job}")
-
-
-@pytest.fixture
-def h(tmp_path: Path):
-    harness = Harness(tmp_path)
-    yield harness
-    for _, kw in harness.reports:
-        if "pid" in kw:
-            kill_group(kw["pid"])
-    for att in harness.sup.attempts.values():
-        kill_group(att.pgid)
 
 
 def test_exit_code_and_output_of_a_plain_command(h):
@@ -106,24 +50,6 @@ def test_a_job_dying_of_sigterm_without_checkpoint_is_not_checkpointed(h):
     h.sup.preempt({"job_id": "d", "attempt": 1, "grace_period": 30})
     ex = h.exited("d")
     assert (ex["signal"], ex["checkpointed"]) == (signal.SIGTERM, False)
-
-
-def test_sigkill_after_the_grace_period_and_nothing_survives(h):
-    h.launch("k", 1, "trap '' TERM; (trap '' TERM; sleep 60) & echo up; sleep 60", grace_period=0.3)
-    pgid = h.of(protocol.REPORT_STARTED, job_id="k")[0]["pid"]
-    h.wait_line("k", lambda l: l == "up")
-    h.sup.kill({"job_id": "k", "attempt": 1, "grace_period": 0.3, "reason": "cancel"})
-    ex = h.exited("k")
-    assert (ex["signal"], ex["reason"], ex["checkpointed"]) == (signal.SIGKILL, "cancel", False)
-    assert not group_alive(pgid)
-
-
-def test_zero_grace_kills_at_once(h):
-    h.launch("z", 1, "trap '' TERM; echo up; sleep 60")
-    h.wait_line("z", lambda l: l == "up")
-    h.sup.kill({"job_id": "z", "attempt": 1, "grace_period": 0})
-    assert h.sup.attempts[("z", 1)].killed_at is not None
-    assert h.exited("z")["signal"] == signal.SIGKILL
 
 
 def test_processes_left_behind_by_a_finished_command_are_stopped(h):
@@ -165,13 +91,6 @@ def test_marker_written_during_the_attempt_counts_even_when_killed(h):
     h.sup.preempt({"job_id": "mk", "attempt": 1, "grace_period": 0.2})
     ex = h.exited("mk")
     assert (ex["signal"], ex["checkpointed"]) == (signal.SIGKILL, True)
-
-
-def test_time_limit_uses_the_grace_period_then_sigkill(h):
-    h.launch("tl", 1, "trap 'echo got-term' TERM; while :; do sleep 0.05; done", time_limit=0.3, grace_period=0.3)
-    ex = h.exited("tl")
-    assert (ex["reason"], ex["signal"]) == (protocol.EXIT_TIMEOUT, signal.SIGKILL)
-    assert "got-term" in h.lines("tl")
 
 
 def test_idempotency_rules(h):
@@ -218,20 +137,6 @@ def test_malformed_commands_raise_naming_the_field_and_change_nothing(h, method,
         getattr(h.sup, method)(kwargs)
     assert err.value.field == field
     assert h.reports == [] and h.sup.attempts == {} and not (h.sup.workdir / "jobs").exists()
-
-
-def test_bad_gpu_index_fails_the_launch_with_a_log_line(h):
-    assert h.launch("g", 1, "true", gpu_indices=[4]) == "failed"
-    ex = h.of(protocol.REPORT_EXITED, job_id="g")[0]
-    assert ex["reason"] == protocol.EXIT_LAUNCH_FAILED
-    assert h.lines("g") == ["[agent] gpu_indices [4] do not exist: node unit has 4 GPUs"]
-    assert h.of(protocol.REPORT_STARTED) == []
-
-
-def test_unusable_workdir_fails_the_launch(h, tmp_path):
-    (tmp_path / "work").write_text("a file where the work dir should be")
-    assert h.launch("w", 1, "true") == "failed"
-    assert h.of(protocol.REPORT_EXITED, job_id="w")[0]["reason"] == protocol.EXIT_LAUNCH_FAILED
 
 
 def test_a_new_supervisor_readopts_from_saved_state(h):
@@ -285,16 +190,6 @@ def test_an_attempt_whose_end_cannot_be_known_is_reported_lost(h):
     assert (ex["exit_code"], ex["signal"], ex["reason"]) == (None, None, protocol.EXIT_LOST)
 
 
-def test_stop_all_uses_each_attempts_grace_period(h):
-    h.launch("s1", 1, "trap '' TERM; echo up; sleep 60", grace_period=0.2)
-    h.launch("s2", 1, f"exec {PY} -c \"import signal,sys,time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); print('up', flush=True); time.sleep(60)\"", grace_period=30)
-    h.wait_line("s1", lambda l: l == "up")
-    h.wait_line("s2", lambda l: l == "up")
-    h.sup.stop_all(protocol.EXIT_AGENT_STOP)
-    assert h.exited("s1")["signal"] == signal.SIGKILL
-    assert (h.exited("s2")["exit_code"], h.exited("s2")["reason"]) == (0, protocol.EXIT_AGENT_STOP)
-
-
 def test_a_declined_launch_is_reported_ended_and_never_starts_later(h):
     kwargs = protocol.LaunchCommand(job_id="d", attempt=2, command="sleep 60").to_kwargs()
     assert h.sup.decline(kwargs, protocol.EXIT_AGENT_STOP, "the agent is stopping") == "declined"
@@ -316,40 +211,3 @@ def test_a_declined_launch_is_reported_ended_and_never_starts_later(h):
     assert bad.value.field.startswith("gpu_indices")
 
 
-def test_log_lines_are_streamed_incrementally_and_the_tail_flushed_at_exit(h):
-    h.launch("lg", 1, "echo one; sleep 0.3; printf 'two\\nthree-no-newline'; sleep 60")
-    h.wait_line("lg", lambda l: l == "two")
-    assert h.lines("lg") == ["one", "two"]  # the partial line waits for its newline
-    h.sup.kill({"job_id": "lg", "attempt": 1, "grace_period": 0})
-    h.exited("lg")
-    assert h.lines("lg") == ["one", "two", "three-no-newline"]
-
-
-def test_attempts_missing_from_a_lost_state_are_found_and_stopped(h):
-    from cluster.agent import procs
-
-    h.launch(31, 2, "echo up; sleep 60", grace_period=5)
-    h.launch("other", 1, "echo up; sleep 60")
-    pgid = h.of(protocol.REPORT_STARTED, job_id=31)[0]["pid"]
-    h.wait_line(31, lambda l: l == "up", attempt=2)
-    h.wait_line("other", lambda l: l == "up")
-    state = h.sup.to_state()
-    state["attempts"] = [a for a in state["attempts"] if a["job_id"] == "other"]  # 31 forgotten
-    h.reports.clear()
-
-    h.sup = h.make()
-    h.sup.restore(state)
-    found = procs.find_shims(h.sup.workdir / "jobs")
-    assert sorted(f.pid for f in found) == sorted([pgid, state["attempts"][0]["pgid"]])
-    assert h.sup.stop_orphans(found) == [("31", 2)]
-    ex = h.exited(31, 2)
-    assert (ex["reason"], ex["signal"]) == (protocol.EXIT_STALE, signal.SIGTERM)
-    assert h.lines(31, 2) == []  # lines from before the loss are not sent again
-    assert not group_alive(pgid)
-    assert h.sup.running() == [["other", 1]]
-
-
-def test_a_command_that_finished_in_time_is_not_a_timeout_while_its_leftovers_are_stopped(h):
-    h.launch("late", 1, "(trap '' TERM; sleep 60) & exit 0", time_limit=0.2, grace_period=1.0)
-    ex = h.exited("late")
-    assert (ex["exit_code"], ex["reason"], ex["notice_at"]) == (0, None, None)

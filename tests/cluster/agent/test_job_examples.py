@@ -1,77 +1,52 @@
-"""The per-attempt shim and the example jobs, run as plain processes (no agent, no broker)."""
+"""The example jobs the agent runs (examples/train_numpy.py, examples/sleep_and_checkpoint.sh), run as plain
+processes: they learn, checkpoint on the notice, resume exactly where they stopped, and keep a reconfigurable
+job's global batch (GPUSCHED_PLAN, GPUSCHED_NUM_GPUS, GPUSCHED_GRAD_ACCUM_STEPS)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.cluster.agent.agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, kill_group, step_numbers, wait_until
+import pytest
+from tests.cluster.agent.agent_testlib import PY, SHELL_EXAMPLE, TRAIN, step_numbers
 
 from cluster import protocol
-from cluster.agent import procs
-
-# ----- shim ---------------------------------------------------------------------------------
 
 
-def run_shim(tmp_path: Path, command: str) -> tuple[int, dict]:
-    exit_file = tmp_path / "attempt.exit"
-    proc = subprocess.run([PY, "-I", "-S", str(procs.SHIM_PATH), str(exit_file), str(tmp_path), "--", "/bin/sh", "-c", command],
-                          capture_output=True, text=True, timeout=60)
-    return proc.returncode, json.loads(exit_file.read_text())
+def _train(tmp_path: Path, resume: bool, **settings: object) -> list[str]:
+    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "ck"), "RESUME": "1" if resume else "0",
+           "TRAIN_SLEEP": "0", **{k: str(v) for k, v in settings.items()}}
+    out = subprocess.run([PY, str(TRAIN)], env=env, capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.splitlines()
 
 
-def test_shim_records_exit_code_and_signal(tmp_path):
-    _, record = run_shim(tmp_path, "exit 4")
-    assert record["main"]["exit_code"] == 4 and record["done"] is True
-    _, record = run_shim(tmp_path, "kill -INT $$")
-    assert record["main"] == {**record["main"], "exit_code": None, "signal": signal.SIGINT}
+def test_train_numpy_keeps_the_global_batch_across_a_reconfiguration(tmp_path: Path) -> None:
+    """Attempt 1 runs on 2 GPUs with 2 accumulation steps, attempt 2 resumes on 4 GPUs with 1: each
+    prints its plan, the steps are contiguous, and the losses are those of a run that never changed
+    (the same samples per step; only the order of float additions differs)."""
+    ref = _train(tmp_path / "ref", False, TRAIN_STEPS=30)
+    first = _train(tmp_path, False, TRAIN_STEPS=12, GPUSCHED_PLAN="ga", GPUSCHED_NUM_GPUS=2,
+                   GPUSCHED_GRAD_ACCUM_STEPS=2)
+    assert first[0] == "plan ga on 2 GPUs, 2 accumulation steps: micro-batch 16, global batch 64"
+    second = _train(tmp_path, True, TRAIN_STEPS=30, GPUSCHED_PLAN="zero-dp", GPUSCHED_NUM_GPUS=4,
+                    GPUSCHED_GRAD_ACCUM_STEPS=1)
+    assert second[0] == f"resumed from checkpoint at step 12 in {tmp_path / 'ck'}"
+    assert second[1] == "plan zero-dp on 4 GPUs, 1 accumulation step: micro-batch 16, global batch 64"
+    assert step_numbers(first) + step_numbers(second) == list(range(1, 31))
+
+    def losses(lines: list[str]) -> list[float]:
+        return [float(ln.split("loss=")[1].split()[0]) for ln in lines if ln.startswith("step ")]
+
+    assert losses(first) + losses(second) == pytest.approx(losses(ref), abs=2e-4)
 
 
-def test_shim_waits_for_orphaned_descendants(tmp_path):
-    # The command exits at once; its background child writes a file later.
-    rc, record = run_shim(tmp_path, "(sleep 0.3; echo late > late.txt) & exit 0")
-    assert rc == 0 and record["done"] is True
-    assert (tmp_path / "late.txt").read_text() == "late\n"
-    assert record["ended_at"] >= record["main"]["at"]
-
-
-def test_shim_reports_a_command_it_cannot_start(tmp_path):
-    exit_file = tmp_path / "x.exit"
-    proc = subprocess.run([PY, "-I", "-S", str(procs.SHIM_PATH), str(exit_file), str(tmp_path / "missing-dir"), "--", "true"],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 127
-    assert "missing-dir" in proc.stderr
-    assert json.loads(exit_file.read_text())["main"]["exit_code"] == 127
-
-
-def test_a_notice_during_shim_startup_reaches_the_job_not_the_shim(tmp_path):
-    handle = procs.spawn("sleep 60", cwd=tmp_path, env=dict(os.environ), log_path=tmp_path / "log", exit_path=tmp_path / "exit")
-    try:
-        os.killpg(handle.pid, signal.SIGTERM)  # almost certainly before the shim has its handlers
-        wait_until(lambda: not handle.alive(), what="shim to end")
-        assert handle.wait_status() == 0
-        assert json.loads((tmp_path / "exit").read_text())["main"]["signal"] == signal.SIGTERM
-    finally:
-        kill_group(handle.pid)
-
-
-def test_spawned_group_is_its_own_session_with_default_sigpipe(tmp_path):
-    handle = procs.spawn("grep -E '^(SigIgn|SigBlk)' /proc/self/status; cut -d' ' -f6 /proc/$$/stat", cwd=tmp_path, env=dict(os.environ),
-                         log_path=tmp_path / "log", exit_path=tmp_path / "exit")
-    wait_until(lambda: not handle.alive(), what="shim to end")
-    out = (tmp_path / "log").read_text().split()
-    sig_ign, sig_blk = int(out[1], 16), int(out[3], 16)
-    assert not sig_ign & (1 << (signal.SIGPIPE - 1))
-    assert not sig_blk & (1 << (signal.SIGTERM - 1))
-    assert int(out[4]) == handle.pid
-    assert not group_alive(handle.pid)
-
-
-# ----- examples/train_numpy.py -------------------------------------------------------------------
+def test_train_numpy_refuses_a_bad_gpu_count(tmp_path: Path) -> None:
+    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path / "ck"), "GPUSCHED_NUM_GPUS": "0", "TRAIN_STEPS": "1"}
+    out = subprocess.run([PY, str(TRAIN)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "GPUSCHED_NUM_GPUS must be >= 1" in out.stderr
 
 
 def train(tmp_path: Path, ckpt: str = "ck", resume: bool = False, **settings) -> subprocess.Popen:
@@ -160,9 +135,6 @@ def test_train_numpy_marker_is_the_agents_marker():
     finally:
         sys.path.pop(0)
     assert train_numpy.CHECKPOINT_MARKER == protocol.CHECKPOINT_MARKER
-
-
-# ----- examples/sleep_and_checkpoint.sh ------------------------------------------------------------------------
 
 
 def test_shell_example_saves_on_sigterm_and_resumes(tmp_path):

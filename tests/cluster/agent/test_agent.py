@@ -38,15 +38,6 @@ def test_register_and_heartbeats_carry_node_capacity_running_attempts_and_token(
     assert isinstance(hb["sent_at"], float)
 
 
-def test_reports_go_to_the_default_queue_unless_told_otherwise(make_node):
-    n = make_node(default_queue=True)
-    n.start()
-    reg = n.reports.wait(protocol.REPORT_REGISTER)
-    assert reg["node"] == n.name
-    n.launch("dq", 1, "echo default")
-    assert n.reports.wait(protocol.REPORT_EXITED, job_id="dq")["exit_code"] == 0
-
-
 def test_register_carries_the_advertised_address(make_node):
     n = make_node("--advertise-address", "gpu-node-7.example.org")
     n.start()
@@ -229,37 +220,12 @@ def test_integer_job_ids_are_echoed_back_unchanged(node):
     assert node.reports.log_lines(42, 1) == ["42"]
 
 
-def test_malformed_commands_are_dropped_and_the_agent_keeps_working(node):
-    node.send(protocol.AGENT_LAUNCH, job_id="../escape", attempt=1, command="touch pwned")
-    node.send(protocol.AGENT_LAUNCH, job_id="no-command", attempt=1)
-    node.send(protocol.AGENT_PREEMPT, job_id="x", attempt="one")
-    node.send("agent.unknown", job_id="x", attempt=1)
-    node.app.send_task(protocol.AGENT_LAUNCH, args=["positional"], queue=protocol.node_queue(node.name))
-    node.launch("fine", 1, "echo ok")
-    node.reports.wait(protocol.REPORT_EXITED, job_id="fine", exit_code=0)
-    assert node.agent.poll() is None
-    assert {kw["job_id"] for kw in node.reports.all(protocol.REPORT_STARTED)} == {"fine"}
-    output = node.agent_output()
-    assert "job_id: '../escape'" in output
-    assert "command: is required" in output
-    assert "attempt: must be an integer" in output
-    assert "unknown command 'agent.unknown'" in output
-
-
 def test_launch_on_a_gpu_the_node_does_not_have_fails_with_a_reason(node):
     node.launch("bad-gpu", 1, "echo never", gpu_indices=[5])
     exited = node.reports.wait(protocol.REPORT_EXITED, job_id="bad-gpu")
     assert exited["reason"] == protocol.EXIT_LAUNCH_FAILED
     assert node.reports.all(protocol.REPORT_STARTED, job_id="bad-gpu") == []
     assert "gpu_indices [5] do not exist" in node.reports.log_lines("bad-gpu", 1)[0]
-
-
-def test_commands_sent_while_the_agent_is_down_run_when_it_starts(make_node):
-    n = make_node()
-    n.launch("early", 1, "echo early-bird")
-    n.start()
-    n.reports.wait(protocol.REPORT_EXITED, job_id="early", exit_code=0)
-    assert n.reports.log_lines("early", 1) == ["early-bird"]
 
 
 def test_restarted_agent_readopts_running_jobs_and_reports_their_real_exit(make_node):
@@ -323,44 +289,6 @@ def test_a_second_agent_on_the_same_workdir_is_refused(node):
     assert result.returncode == 2
     assert "another agent is running with work dir" in result.stderr
     assert node.agent.poll() is None
-
-
-def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_returns(private_redis, make_node):
-    from tests.cluster.agent.agent_testlib import ReportReader
-
-    n = make_node(url=private_redis.url)
-    n.start()
-    n.reports.wait(protocol.REPORT_REGISTER)
-    n.launch("outage", 1, "while [ ! -e go ]; do sleep 0.05; done; echo bye")
-    n.reports.wait(protocol.REPORT_STARTED, job_id="outage")
-
-    private_redis.stop()
-    (n.job_dir("outage") / "work" / "go").touch()
-
-    def queued_tasks() -> list[str]:
-        state = json.loads((n.workdir / "agent-state.json").read_text())
-        return [task for task, _ in state["outbox"]]
-
-    # The exit happened with no broker: the report waits in the saved outbox.
-    assert wait_until(lambda: protocol.REPORT_EXITED in queued_tasks(), what="EXITED queued")
-    assert n.agent.poll() is None
-
-    private_redis.start()  # a fresh, empty server on the same port
-    try:
-        n.reports.close()
-    except Exception:
-        pass
-    n.reports = ReportReader(private_redis.url, n.name, n.report_queue)
-    exited = n.reports.wait(protocol.REPORT_EXITED, job_id="outage")
-    assert exited["exit_code"] == 0
-    assert n.reports.log_lines("outage", 1) == ["bye"]
-    # It says who it is again after reconnecting, before what happened meanwhile.
-    tasks = [task for task, _ in n.reports.reports]
-    assert tasks.index(protocol.REPORT_REGISTER) < tasks.index(protocol.REPORT_EXITED)
-    wait_until(lambda: queued_tasks() == [], what="outbox drained")
-    # Commands flow again (the agent re-declared its queue on the new server).
-    n.launch("after", 1, "echo back")
-    n.reports.wait(protocol.REPORT_EXITED, job_id="after", exit_code=0)
 
 
 def test_with_a_shared_checkpoint_root_a_job_resumes_on_another_node(make_node, tmp_path):

@@ -1,0 +1,42 @@
+"""Decoding Celery task messages (protocol 2 and 1) and honouring their expiry."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from cluster import protocol
+from cluster.agent import messages
+
+
+def test_decodes_protocol_2_and_1_messages():
+    assert messages.decode_task({"task": "agent.launch"}, [[], {"a": 1}, {}]) == ("agent.launch", {"a": 1})
+    assert messages.decode_task({}, {"task": "agent.kill", "args": [], "kwargs": {"b": 2}}) == ("agent.kill", {"b": 2})
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "field"),
+    [
+        ({}, [[], {}, {}], "task"),
+        ({"task": "agent.launch"}, {"x": 1}, "body"),
+        ({"task": "agent.launch"}, [["pos"], {}, {}], "args"),
+        ({"task": "agent.launch"}, [[], ["not", "a", "dict"], {}], "kwargs"),
+        ({"task": 3}, [[], {}, {}], "task"),
+    ],
+)
+def test_rejects_messages_that_are_not_keyword_task_calls(headers, body, field):
+    with pytest.raises(protocol.ProtocolError) as err:
+        messages.decode_task(headers, body)
+    assert err.value.field == field
+
+
+def test_expiry_is_honoured_when_set():
+    now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    past, future = (now - timedelta(seconds=1)).isoformat(), (now + timedelta(seconds=1)).isoformat()
+    assert messages.is_expired({"expires": past}, [], now)
+    assert not messages.is_expired({"expires": future}, [], now)
+    assert not messages.is_expired({"expires": None}, [], now)
+    assert messages.is_expired({}, {"expires": "2029-12-31T23:59:59"}, now)  # naive = UTC
+    with pytest.raises(protocol.ProtocolError, match="^expires"):
+        messages.is_expired({"expires": "soon"}, [], now)
