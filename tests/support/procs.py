@@ -31,7 +31,6 @@ def job_groups(node_names: Iterable[str], marker: str | None = None) -> list[int
     """Process groups of the job processes started by the agents named ``node_names``; with
     ``marker``, only those whose environment also has ``RUN_MARKER=marker``."""
     names = {f"GPUSCHED_NODE={name}".encode() for name in node_names}
-    required = f"{RUN_MARKER}={marker}".encode() if marker is not None else None
     groups = set()
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -39,9 +38,19 @@ def job_groups(node_names: Iterable[str], marker: str | None = None) -> list[int
             stat = (proc / "stat").read_bytes()
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        if env & names and (required is None or required in env):
+        if env & names and (marker is None or _carries(env, marker)):
             groups.add(int(_stat_fields(stat)[2]))
     return sorted(groups)
+
+
+def _carries(env: set[bytes], marker: str) -> bool:
+    """True when a process's environment shows ``marker``: ``RUN_MARKER=marker`` where its agent passed it
+    on, or a ``CHECKPOINT_DIR`` inside ``marker`` for a job given a clean environment (the runs that use a
+    marker make it their temporary directory, which holds their agents' job directories)."""
+    if f"{RUN_MARKER}={marker}".encode() in env:
+        return True
+    inside = f"CHECKPOINT_DIR={marker.rstrip('/')}/".encode()
+    return any(entry.startswith(inside) for entry in env)
 
 
 def group_alive(pgid: int) -> bool:
