@@ -85,7 +85,7 @@ def _fill(nodes: int, pending: int, seed: int) -> dict:
     from django.utils import timezone
 
     from cluster.models import Gpu, Node
-    from scheduler.models import Attempt, AttemptState, Job, JobClass, JobEvent, JobState
+    from scheduler.models import Attempt, AttemptState, Job, JobClassChoice, JobEvent, JobState
 
     with connection.cursor() as cur:
         cur.execute("TRUNCATE scheduler_jobevent, scheduler_attemptlog, scheduler_attempt, cluster_gpu, "
@@ -103,7 +103,7 @@ def _fill(nodes: int, pending: int, seed: int) -> dict:
         while index < GPUS_PER_NODE and busy < target_busy:
             size = min(rng.choice([1, 2, 4, 8]), GPUS_PER_NODE - index, target_busy - busy)
             started = now - timedelta(seconds=rng.uniform(60, 20000))
-            job = Job(owner=rng.choice(users), name="running", command="python train.py", job_class=JobClass.BE,
+            job = Job(owner=rng.choice(users), name="running", command="python train.py", job_class=JobClassChoice.BE,
                       num_gpus=size, grace_period=rng.choice([10, 30, 60, 300]), state=JobState.RUNNING,
                       submitted_at=started, started_at=started, first_started_at=started, attempt_count=1)
             running.append((job, node, list(range(index, index + size))))
@@ -122,7 +122,7 @@ def _fill(nodes: int, pending: int, seed: int) -> dict:
     for k in range(pending):
         te = rng.random() < 0.2
         waiting.append(Job(owner=rng.choice(users), name=f"p{k}", command="python train.py",
-                           job_class=JobClass.TE if te else JobClass.BE,
+                           job_class=JobClassChoice.TE if te else JobClassChoice.BE,
                            num_gpus=rng.choice([1, 1, 2]) if te else rng.choice([1, 1, 2, 4, 8]),
                            grace_period=30, submitted_at=t0 + timedelta(seconds=2 * k)))
     Job.objects.bulk_create(waiting, batch_size=5000)

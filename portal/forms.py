@@ -14,7 +14,7 @@ from scheduler.models import (
     MAX_NAME_LENGTH,
     MAX_TIME_LIMIT_S,
     PRIORITY_RANGE,
-    JobClass,
+    JobClassChoice,
     JobState,
 )
 from scheduler.core.perf.catalog import model_names
@@ -36,7 +36,7 @@ class JobForm(forms.Form):
         max_length=MAX_COMMAND_LENGTH, strip=False, widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"})
     )
     job_class = forms.ChoiceField(
-        choices=JobClass.choices, initial=JobClass.BE, label="Class",
+        choices=JobClassChoice.choices, initial=JobClassChoice.BE, label="Class",
         help_text="TE jobs start fast and are not preempted; BE jobs may be preempted and resumed.",
     )
     num_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, initial=1, label="GPUs")
@@ -104,7 +104,7 @@ class JobForm(forms.Form):
 
 class JobFilterForm(forms.Form):
     state = forms.ChoiceField(choices=[("", "any state"), *JobState.choices], required=False)
-    job_class = forms.ChoiceField(choices=[("", "any class"), *JobClass.choices], required=False, label="Class")
+    job_class = forms.ChoiceField(choices=[("", "any class"), *JobClassChoice.choices], required=False, label="Class")
     owner = forms.CharField(required=False, max_length=150, help_text="Staff: a username.")
 
 

@@ -36,7 +36,7 @@ DEFAULT_GRACE_PERIOD_S = 30
 MESSAGE_LENGTH = 500
 
 
-class JobClass(models.TextChoices):
+class JobClassChoice(models.TextChoices):
     """Trial-and-error (interactive, starts fast) or best-effort (preemptible)."""
 
     TE = "TE", "trial-and-error"
@@ -89,7 +89,7 @@ class Job(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
     name = models.CharField(max_length=MAX_NAME_LENGTH)
     command = models.TextField()
-    job_class = models.CharField(max_length=2, choices=JobClass.choices, default=JobClass.BE)
+    job_class = models.CharField(max_length=2, choices=JobClassChoice.choices, default=JobClassChoice.BE)
     num_gpus = models.PositiveIntegerField()
     num_cpus = models.FloatField(default=0.0)
     mem_gb = models.FloatField(default=0.0)
@@ -158,7 +158,7 @@ class Job(models.Model):
                 condition=Q(time_limit__isnull=True) | Q(time_limit__gt=0), name="job_time_limit_positive"
             ),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
-            models.CheckConstraint(condition=Q(job_class__in=JobClass.values), name="job_class_valid"),
+            models.CheckConstraint(condition=Q(job_class__in=JobClassChoice.values), name="job_class_valid"),
             models.CheckConstraint(
                 condition=Q(min_gpus=0) | Q(max_gpus=0) | Q(min_gpus__lte=F("max_gpus")), name="job_gpu_range_ordered"
             ),

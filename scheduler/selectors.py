@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from cluster.models import Node
 from scheduler.images import Image
-from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, Job, JobClass, JobEvent, JobState, Quota
+from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, Job, JobClassChoice, JobEvent, JobState, Quota
 from scheduler.quotas import DEFAULT_BUDGET_PERIOD_DAYS, Limits, Scope, Usage, UsageSnapshot, held_gpus
 
 User = get_user_model()
@@ -48,7 +48,7 @@ def filter_jobs(
 
 
 #: Accepted values of the list filters.
-JOB_FILTERS = {"state": set(JobState.values), "job_class": set(JobClass.values)}
+JOB_FILTERS = {"state": set(JobState.values), "job_class": set(JobClassChoice.values)}
 
 
 def job_with_history(user, job_id: int) -> Job | None:  # noqa: ANN001
@@ -184,7 +184,7 @@ def _held_and_pending(user_ids: set[int]) -> dict[int, Usage]:
         gpus = held_gpus(num_gpus, (allocation or {}) if attempt_id is not None else None, growing_to=growing_to)
         mine = usage[owner_id]
         mine.gpus += gpus
-        if job_class == JobClass.TE:
+        if job_class == JobClassChoice.TE:
             mine.te_gpus += gpus
     pending = (
         Job.objects.filter(owner_id__in=user_ids, state=JobState.PENDING)

@@ -31,7 +31,7 @@ from scheduler.models import (
     PRIORITY_RANGE,
     TERMINAL_STATES,
     Job,
-    JobClass,
+    JobClassChoice,
     JobEvent,
     JobState,
     Quota,
@@ -82,7 +82,7 @@ class JobRequest:
 
     name: str
     command: str
-    job_class: str = JobClass.BE
+    job_class: str = JobClassChoice.BE
     num_gpus: int = 1
     num_cpus: float = 0.0
     mem_gb: float = 0.0
@@ -120,13 +120,13 @@ def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]
         add("command", "This field may not be blank.")
     elif len(req.command) > MAX_COMMAND_LENGTH:
         add("command", f"At most {MAX_COMMAND_LENGTH} characters.")
-    if req.job_class not in JobClass.values:
+    if req.job_class not in JobClassChoice.values:
         add("job_class", f'"{req.job_class}" is not a job class; use TE or BE.')
     if req.num_gpus < 1:
         add("num_gpus", "Must be at least 1.")
     elif req.num_gpus > MAX_GPUS_PER_JOB:
         add("num_gpus", f"At most {MAX_GPUS_PER_JOB} GPUs per job.")
-    elif capacity.nodes and req.job_class == JobClass.TE and req.num_gpus > capacity.largest_node_gpus:
+    elif capacity.nodes and req.job_class == JobClassChoice.TE and req.num_gpus > capacity.largest_node_gpus:
         add("num_gpus", f"A TE job runs on one node; the largest node has {capacity.largest_node_gpus} GPUs.")
     elif capacity.nodes and req.num_gpus > capacity.total_gpus:
         add("num_gpus", f"The cluster has {capacity.total_gpus} GPUs in all.")
@@ -183,7 +183,7 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         refused = quotas.priority_error(req.priority, scopes, PRIORITY_RANGE)
         if refused:
             raise JobRequestInvalid({"priority": [refused]})
-        if req.job_class == JobClass.TE and req.time_limit is None:
+        if req.job_class == JobClassChoice.TE and req.time_limit is None:
             req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
         job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), **_fields(req))
         violation = quotas.check_submission(job, scopes)
@@ -236,7 +236,7 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
             raise JobArrayInvalid(refused)
         jobs = []
         for i, req in enumerate(reqs):
-            if req.job_class == JobClass.TE and req.time_limit is None:
+            if req.job_class == JobClassChoice.TE and req.time_limit is None:
                 req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
             job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), **_fields(req))
             violation = quotas.check_submission(job, scopes)

@@ -24,7 +24,7 @@ from scheduler.models import (
     PRIORITY_RANGE,
     Attempt,
     Job,
-    JobClass,
+    JobClassChoice,
     JobEvent,
     JobState,
 )
@@ -99,7 +99,7 @@ class JobSubmitSerializer(serializers.Serializer):
 
     name = StrictCharField(max_length=MAX_NAME_LENGTH)
     command = StrictCharField(max_length=MAX_COMMAND_LENGTH, trim_whitespace=False)
-    job_class = serializers.ChoiceField(choices=JobClass.values, default=JobClass.BE)
+    job_class = serializers.ChoiceField(choices=JobClassChoice.values, default=JobClassChoice.BE)
     num_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, default=1)
     num_cpus = StrictFloatField(min_value=0, max_value=MAX_CPUS_PER_JOB, default=0.0)
     mem_gb = StrictFloatField(min_value=0, max_value=MAX_MEM_GB_PER_JOB, default=0.0)

@@ -28,12 +28,12 @@ from portal.api.serializers import (
     QuotaReportSerializer,
 )
 from scheduler import selectors, services
-from scheduler.models import Attempt, Job, JobClass, JobState
+from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 _LIST_PARAMS = [
     # An empty value means "no filter", as the web form sends it.
     OpenApiParameter("state", str, enum=[*JobState.values, ""], description="Only jobs in this state (empty: all)."),
-    OpenApiParameter("job_class", str, enum=[*JobClass.values, ""], description="Only TE or only BE jobs (empty: both)."),
+    OpenApiParameter("job_class", str, enum=[*JobClassChoice.values, ""], description="Only TE or only BE jobs (empty: both)."),
     OpenApiParameter("owner", str, description="Staff only: only this user's jobs."),
 ]
 

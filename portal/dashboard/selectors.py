@@ -26,9 +26,9 @@ from django.utils import timezone
 
 from cluster.models import Gpu, Node, NodeState
 from cluster.selectors import agent_outdated
-from scheduler.models import Attempt, Job, JobClass, JobState
+from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
-CLASSES = (JobClass.TE.value, JobClass.BE.value)
+CLASSES = (JobClassChoice.TE.value, JobClassChoice.BE.value)
 #: Longest queue listed per class on the cluster page (the count is always exact).
 QUEUE_LIST_LIMIT = 200
 #: Utilization history shown on the cluster page.
