@@ -169,9 +169,6 @@ def check_final(job_ids: list[int], ticks: Path) -> None:
 # --- agents ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="known regression, open: since jobs get a clean environment the fault stack can "
-                   "find and kill them again, and then node a is never declared NODE_LOST within 90 s although its agent "
-                   "is dead (the multi-host partition test, where the agent lives on cut off, is declared lost)")
 def test_a_machine_that_dies_with_its_jobs_has_them_requeued_and_finished_elsewhere(stack, tmp_path) -> None:
     """The agent and every job process of node a are SIGKILLed while four jobs run there and two on b."""
     stack.worker()
@@ -198,9 +195,6 @@ def test_a_machine_that_dies_with_its_jobs_has_them_requeued_and_finished_elsewh
         assert Attempt.objects.filter(job=job).count() == 1
 
 
-@pytest.mark.xfail(strict=True, reason="known regression, open: since jobs get a clean environment the fault stack can "
-                   "find and kill them again, and then node a is never declared NODE_LOST within 90 s although its agent "
-                   "is dead (the multi-host partition test, where the agent lives on cut off, is declared lost)")
 def test_a_sigkilled_agent_s_orphaned_jobs_never_run_alongside_their_requeued_attempts(stack, tmp_path) -> None:
     """Only the agent of node a is SIGKILLed: its job processes live on, unsupervised. The server
     declares the node lost and restarts the jobs on b; the orphans must be gone by then."""
