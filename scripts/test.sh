@@ -117,22 +117,8 @@ fi
 
 say "Running pytest (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL)"
 set +e
-if [ "$#" = 0 ]; then
-    # The whole suite. The tests that run scripts/up.sh start the whole stack as a user would and need a
-    # process untouched by the other tests (environment, leftover queues and test data): they run first, in
-    # a pytest of their own, and the rest after; the status is the first failure's.
-    up_tests=(tests/scripts/test_up.py tests/scripts/test_up_stop.py)
-    "$VENV/bin/python" -m pytest "${up_tests[@]}"
-    status=$?
-    deselect=()
-    for t in "${up_tests[@]}"; do deselect+=(--ignore "$t"); done
-    "$VENV/bin/python" -m pytest "${deselect[@]}"
-    rest=$?
-    if [ "$status" = 0 ] || [ "$status" = 5 ]; then status=$rest; fi
-else
-    "$VENV/bin/python" -m pytest "$@"
-    status=$?
-fi
+"$VENV/bin/python" -m pytest "$@"
+status=$?
 set -e
 if [ "$status" = 5 ]; then
     say "pytest collected no tests; treating that as success."

@@ -22,7 +22,7 @@ import pytest
 from tests.adversarial.conftest import private_redis, test_database_url  # noqa: F401 - fixtures
 from tests.adversarial.stack import free_port
 from tests.support.livestack import wait_until
-from tests.support.procs import RUN_MARKER
+from tests.support.procs import RUN_MARKER, interruptible
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 
@@ -84,7 +84,7 @@ def up_stack(tmp_path, private_redis, test_database_url, settings):  # noqa: ANN
     log_path = tmp_path / "up.log"
     with open(log_path, "wb") as out:
         process = subprocess.Popen([str(ROOT / "scripts/up.sh")], cwd=ROOT, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=interruptible)
     try:
         yield process, log_path, marker, port
     finally:

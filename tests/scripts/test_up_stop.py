@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.support.procs import interruptible
+
 ROOT = Path(__file__).resolve().parents[2]
 STARTED = "Press Ctrl-C to stop everything"
 
@@ -34,7 +36,7 @@ def test_stopping_the_stack_removes_its_runtime_keys(redis_url, tmp_path) -> Non
     out = tmp_path / "up.log"
     with open(out, "wb") as log:
         up = subprocess.Popen(["scripts/up.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+                              start_new_session=True, preexec_fn=interruptible)
     try:
         deadline = time.monotonic() + 240
         while STARTED not in out.read_text(errors="replace"):

@@ -79,3 +79,10 @@ def kill_job_groups(node_names: Iterable[str], marker: str | None = None) -> lis
     for pgid in groups:
         kill_group(pgid)
     return groups
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a script the test stops with Ctrl-C (SIGINT): a test run started in the background
+    of a non-interactive shell ignores SIGINT, a shell cannot trap a signal ignored on entry, and so the
+    script would never see the test's Ctrl-C; the child gets the default disposition a terminal gives."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
