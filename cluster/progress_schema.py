@@ -76,7 +76,7 @@ def check_metrics(value: Any) -> dict[str, float]:
         raise ProtocolError("metrics", f"{len(value)} names; at most {MAX_METRICS}")
     out = {}
     for name, number in value.items():
-        if not isinstance(name, str) or not METRIC_NAME.match(name):
+        if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
             raise ProtocolError("metrics", f"bad name {str(name)[:70]!r}")
         out[name] = _number(number, f"metrics[{name}]", -1e300, 1e300)
     return out

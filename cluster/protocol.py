@@ -141,7 +141,7 @@ def check_job_id(value: Any, field_name: str = "job_id") -> str | int:
         if value < 0:
             raise ProtocolError(field_name, "must not be negative")
         return value
-    if not _JOB_ID_RE.match(value):
+    if not _JOB_ID_RE.fullmatch(value):
         raise ProtocolError(field_name, f"{value!r} must be 1-128 characters of A-Z a-z 0-9 . _ - (not starting with . _ -)")
     return value
 
@@ -304,13 +304,13 @@ _PLAN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+_-]{0,31}$")
 
 
 def _check_plan(value: Any) -> str:
-    if not isinstance(value, str) or (value and not _PLAN_RE.match(value)):
+    if not isinstance(value, str) or (value and not _PLAN_RE.fullmatch(value)):
         raise ProtocolError("plan", f"must be 1-32 characters of A-Z a-z 0-9 + _ -, got {value!r}")
     return value
 
 
 def _check_user(value: Any) -> str:
-    if not isinstance(value, str) or (value and not _USER_NAME_RE.match(value)):
+    if not isinstance(value, str) or (value and not _USER_NAME_RE.fullmatch(value)):
         raise ProtocolError("run_as", f"must be a POSIX user name (1-32 characters of a-z 0-9 _ . -, "
                                       f"starting with a-z or _), got {value!r}")
     return value
@@ -325,11 +325,11 @@ def _check_cpus(value: Any) -> float:
 def _check_image(kwargs: Mapping[str, Any]) -> dict[str, str]:
     """image, image_uri and image_digest: all empty, or a name, an absolute tarball path and its sha256."""
     image, uri, digest = (kwargs.get(name) or "" for name in ("image", "image_uri", "image_digest"))
-    if not isinstance(image, str) or (image and not _IMAGE_NAME_RE.match(image)):
+    if not isinstance(image, str) or (image and not _IMAGE_NAME_RE.fullmatch(image)):
         raise ProtocolError("image", f"must be an image name (1-200 characters of A-Z a-z 0-9 . _ : / @ + -), got {image!r}")
     if not isinstance(uri, str) or "\x00" in uri or (uri and not uri.startswith("/")):
         raise ProtocolError("image_uri", f"must be an absolute path to a root filesystem tarball, got {uri!r}")
-    if not isinstance(digest, str) or (digest and not _DIGEST_RE.match(digest)):
+    if not isinstance(digest, str) or (digest and not _DIGEST_RE.fullmatch(digest)):
         raise ProtocolError("image_digest", f"must be 'sha256:' and 64 lowercase hex digits, got {digest!r}")
     if image and not uri:
         raise ProtocolError("image_uri", f"is required with image {image!r}")
@@ -353,7 +353,7 @@ _NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 def check_address(value: Any, field_name: str = "address") -> str:
     """Return ``value`` if it is empty or a host name / IP literal another node could connect to."""
-    if not isinstance(value, str) or (value and not _ADDRESS_RE.match(value)):
+    if not isinstance(value, str) or (value and not _ADDRESS_RE.fullmatch(value)):
         raise ProtocolError(field_name, f"must be a host name or an IP address (1-253 characters of "
                                         f"A-Z a-z 0-9 . _ : % -), got {value!r}")
     return value
@@ -363,7 +363,7 @@ def _check_nodes(value: Any) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         raise ProtocolError("nodes", f"must be a list of node names, got {type(value).__name__}")
     for i, name in enumerate(value):
-        if not isinstance(name, str) or not _NODE_RE.match(name):
+        if not isinstance(name, str) or not _NODE_RE.fullmatch(name):
             raise ProtocolError(f"nodes[{i}]", f"must be a node name, got {name!r}")
     if len(set(value)) != len(value):
         raise ProtocolError("nodes", f"must not repeat a node, got {list(value)!r}")
@@ -386,7 +386,7 @@ def _check_env(value: Any) -> dict[str, str]:
         raise ProtocolError("env", f"must be an object of string values, got {type(value).__name__}")
     env: dict[str, str] = {}
     for key, val in value.items():
-        if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
+        if not isinstance(key, str) or not _ENV_NAME_RE.fullmatch(key):
             raise ProtocolError("env", f"{key!r} is not a valid environment variable name")
         if not isinstance(val, str) or "\x00" in val:
             raise ProtocolError(f"env[{key}]", f"must be a string without NUL, got {val!r}")

@@ -177,7 +177,7 @@ def _audit_refusal(task: str, node: Any, why: str) -> None:
 
 
 def parse_node(value: Any) -> str:
-    if not isinstance(value, str) or not _NODE_RE.match(value):
+    if not isinstance(value, str) or not _NODE_RE.fullmatch(value):
         raise ProtocolError("node", f"must be a node name (1-63 of A-Z a-z 0-9 . _ -), got {value!r}")
     return value
 

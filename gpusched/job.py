@@ -99,7 +99,7 @@ def _metrics(metrics):
         raise ValueError(f"at most {MAX_METRICS} metrics per report, got {len(metrics)}")
     out = {}
     for name, value in metrics.items():
-        if not isinstance(name, str) or not _METRIC_NAME.match(name):
+        if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
             raise ValueError(f"metric name {name!r}: use 1-64 characters of A-Z a-z 0-9 _ . / - (not starting with a digit)")
         out[name] = _number(value, f"metrics[{name}]")
     return out

@@ -116,13 +116,13 @@ def _address(text: str) -> str:
 
 
 def _node_name(text: str) -> str:
-    if not _NODE_NAME_RE.match(text):
+    if not _NODE_NAME_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"--name {text!r}: use 1-63 characters of A-Z a-z 0-9 . _ - (not starting with . _ -)")
     return text
 
 
 def _queue_name(text: str) -> str:
-    if not _NODE_NAME_RE.match(text):
+    if not _NODE_NAME_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"--report-queue {text!r}: use 1-63 characters of A-Z a-z 0-9 . _ -")
     return text
 

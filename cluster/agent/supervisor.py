@@ -198,7 +198,7 @@ class Supervisor:
         att = self._find(kwargs)
         grace = protocol.check_seconds(kwargs.get("grace_period", 0.0), "grace_period")
         reason = kwargs.get("reason") or protocol.EXIT_CANCEL
-        if not isinstance(reason, str) or not _KILL_REASON_RE.match(reason):
+        if not isinstance(reason, str) or not _KILL_REASON_RE.fullmatch(reason):
             raise protocol.ProtocolError("reason", f"must be a short lowercase word like 'cancel', got {reason!r}")
         if att is None:
             return False

@@ -17,7 +17,7 @@ def test_a_full_report_passes_unchanged() -> None:
 @pytest.mark.parametrize("line, field", [
     (b'{"step": NaN}', "line"), (b'{"metrics": {"loss": -Infinity}}', "line"), (b"x" * 5000, "line"),
     (b'{"total_steps": 0}', "total_steps"), (b'{"epoch": "1"}', "epoch"), (b'{"who": 1}', "who"),
-    (b'{"metrics": {"a": 1e999}}', "metrics[a]"), (b'{"metrics": {"a": ' + b"9" * 400 + b"}}", "metrics[a]"),
+    (b'{"metrics": {"a": 1e999}}', "metrics[a]"), (b'{"metrics": {"loss\\n": 1}}', "metrics"), (b'{"metrics": {"a": ' + b"9" * 400 + b"}}", "metrics[a]"),
     (b'{"checkpoint": {"step": 1, "rm": "-rf"}}', "checkpoint"), (b"7", "report"),
 ])
 def test_bad_lines_name_the_field(line, field) -> None:

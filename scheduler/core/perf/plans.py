@@ -94,7 +94,7 @@ def parse_plan(text: str) -> Plan:
     if not isinstance(text, str):
         raise PlanError(f"plan must be a string, got {type(text).__name__}")
     s = text.strip().lower()
-    if _3D_RE.match(s):
+    if _3D_RE.fullmatch(s):
         return Plan(pp=int(s[0]), tp=int(s[1]), dp=int(s[2]))
     parts = s.split("+")
     with_gc = len(parts) == 2 and parts[1] == "gc" and parts[0] != "gc"

@@ -54,6 +54,7 @@ def test_options_defaults_and_environment_fallbacks(tmp_path, monkeypatch):
     ("argv", "message"),
     [
         (["--name", "bad/name", "--gpus", "1"], "--name 'bad/name'"),
+        (["--name", "gpu-01\n", "--gpus", "1"], "--name 'gpu-01\\n'"),
         (["--name", "n", "--gpus", "1", "--heartbeat", "0"], "--heartbeat must be > 0"),
         (["--name", "n", "--gpus", "1", "--cpus", "many"], "--cpus must be a number"),
         (["--gpus", "1"], "--name"),
