@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from jobprogress.models import MAX_HISTORY_POINTS, AttemptProgress
-from portal import realtime
+from scheduler import announce
 from scheduler.models import Attempt
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def record_progress(job_id: int, attempt: int, report: dict[str, Any], now: date
         row = AttemptProgress.objects.select_for_update().get(attempt_id=found[0])
         _apply(row, report, now)
         row.save()
-        realtime.publish_job_progress(job_id)
+        announce.job_progress(job_id)
     return True
 
 

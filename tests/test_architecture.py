@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("portal", "scheduler", "cluster")
+#: Every top-level package of the project (a folder with ``__init__.py``), the tests aside: a new Django app is
+#: held to the same rules the day it appears.
+PACKAGES = tuple(sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests"))
 LINE_LIMIT = 400
 
 #: What the scheduling loop may use of cluster/: the node layer below it (definitions of nodes and GPUs, the
@@ -139,6 +141,23 @@ def test_scheduler_and_cluster_never_import_the_web_face(house: House) -> None:
     assert upward == []
 
 
+def test_only_the_web_face_imports_the_web_face(house: House) -> None:
+    """Apps beside the scheduler (progress, notifications, audit, ...) reach the browser by announcing
+    (scheduler.announce), as the loop does, never by importing portal."""
+    upward = sorted((m, t) for m, targets in house.imports.items() for t in targets
+                    if not _in(m, "portal") and _in(t, "portal"))
+    assert upward == []
+
+
+def test_the_job_side_package_needs_nothing_of_the_server(house: House) -> None:
+    """gpusched/ runs inside jobs, in their image: the standard library and itself only."""
+    wrong = sorted((m, t) for m, targets in house.imports.items() for t in targets
+                   if _in(m, "gpusched") and not _in(t, "gpusched"))
+    wrong += sorted((m, x) for m in house.paths if _in(m, "gpusched")
+                    for x in house.outside[m] if x in WEB_FRAMEWORKS | set(PACKAGES) - {"gpusched"})
+    assert wrong == []
+
+
 def test_the_loop_uses_only_the_node_layer_of_cluster(house: House) -> None:
     wrong = sorted((m, t) for m, targets in house.imports.items() for t in targets
                    if _in(m, "scheduler") and _in(t, "cluster") and t not in CLUSTER_BELOW_THE_LOOP)
@@ -256,6 +275,12 @@ TESTED_ELSEWHERE = {
     "portal/management/commands/revoke_access.py": "tests/adversarial/test_adv_access.py",
     "portal/middleware.py": "body limits and headers: tests/portal/test_views.py, tests/adversarial/test_adv_fuzz.py",
     "portal/models.py": "API tokens: tests/portal/api/test_authentication.py",
+    "audit/services.py": "tests/audit/test_models.py (record, changed_fields), tests/audit/test_admin.py",
+    "jobprogress/models.py": "model declarations: tests/jobprogress/test_services.py",
+    "jobprogress/selectors.py": "tests/jobprogress/test_services.py (job_progress)",
+    "notifications/forms.py": "webhook URLs refused by name: tests/notifications/test_views.py",
+    "notifications/models.py": "model declarations: tests/notifications/test_services.py",
+    "notifications/tasks.py": "dispatch and retries: tests/notifications/test_services.py, test_hooks.py",
     "scheduler/applied.py": "tests/scheduler/test_apply.py (skips and savepoints)",
     "scheduler/cancel_kills.py": "tests/scheduler/test_loop.py, tests/scheduler/test_apply_atomic.py",
     "scheduler/checks.py": "the policy setting check: tests/portal/test_env.py",

@@ -20,6 +20,9 @@ class Recorder:
     def publish_cluster_changed(self) -> None:
         self.calls.append(("cluster",))
 
+    def publish_job_progress(self, job_id: int) -> None:
+        self.calls.append(("progress", job_id))
+
 
 @pytest.fixture
 def publishers(monkeypatch) -> list:  # noqa: ANN001
@@ -44,7 +47,8 @@ def test_every_subscribed_publisher_hears_each_announcement_once(publishers) -> 
     announce.job_changed(7)
     announce.job_submitted(8)
     announce.cluster_changed()
-    assert first.calls == second.calls == [("job", 7), ("submitted", 8), ("cluster",)]
+    announce.job_progress(9)
+    assert first.calls == second.calls == [("job", 7), ("submitted", 8), ("cluster",), ("progress", 9)]
 
 
 def test_a_publisher_method_replaced_after_subscribing_is_the_one_called(publishers) -> None:  # noqa: ANN001
