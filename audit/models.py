@@ -26,6 +26,8 @@ class Action(models.TextChoices):
     IMAGE_DELETED = "image.deleted"
     IDENTITY_CHANGED = "identity.changed"
     IDENTITY_DELETED = "identity.deleted"
+    PROJECT_CHANGED = "project.changed"
+    PROJECT_DELETED = "project.deleted"
     JOB_CANCELLED_BY_STAFF = "job.cancelled-by-staff"
     AGENT_REGISTERED = "agent.registered"
     AGENT_REFUSED = "agent.refused"

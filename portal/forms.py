@@ -64,11 +64,17 @@ class JobForm(forms.Form):
     guaranteed = forms.BooleanField(required=False, help_text="Never run below the requested throughput.")
     image = forms.ChoiceField(required=False, help_text="A root filesystem registered by an administrator to run in; "
                                                         "none: the node's own.")
+    project = forms.CharField(max_length=64, required=False,
+                              help_text="The project to charge, one you are a member of; empty: your default.")
 
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def __init__(self, *args, projects: list[str] | None = None, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
         # Offered: the enabled images now; the service checks the name again when the job is submitted.
         self.fields["image"].choices = [("", "none"), *((n, n) for n in enabled_image_names())]
+        # The projects offered are the user's; the service checks membership again (the field is free text so
+        # that a refusal names the field rather than the choice list).
+        self.fields["project"].widget = forms.TextInput(attrs={"list": "project-names"})
+        self.project_names = projects or []
 
     def clean_command(self) -> str:
         command = self.cleaned_data["command"]
@@ -99,6 +105,7 @@ class JobForm(forms.Form):
             max_gpus=data.get("max_gpus"),
             guaranteed=bool(data.get("guaranteed")),
             image=data.get("image") or "",
+            project=(data.get("project") or "").strip(),
         )
 
 

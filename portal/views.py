@@ -21,6 +21,7 @@ from portal.models import ApiToken
 from scheduler import selectors, services
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
+from scheduler.projects import names_of as project_names
 
 JOBS_PER_PAGE = 25
 
@@ -43,7 +44,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
-    form = JobForm(request.POST or None)
+    form = JobForm(request.POST or None, projects=project_names(request.user))
     if request.method == "POST" and form.is_valid():
         try:
             job = services.submit_job(request.user, form.to_request())

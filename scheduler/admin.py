@@ -175,3 +175,4 @@ class QuotaAdmin(AuditedAdmin, StaffMayManage, admin.ModelAdmin):
 
 
 from scheduler import identity_admin  # noqa: E402, F401 - registers the POSIX identities' admin
+from scheduler import projects_admin  # noqa: E402, F401 - registers the projects' admin

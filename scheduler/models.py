@@ -141,6 +141,8 @@ class Job(models.Model):
                               help_text="Root filesystem the job runs in (scheduler.images); empty: the node's.")
     excluded_nodes = models.JSONField(
         default=list, blank=True, help_text="Nodes the job is not placed on: its image was unavailable there.")
+    project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -390,3 +392,4 @@ class Quota(models.Model):
 # Models defined in their own modules of this app, imported here so that Django registers them.
 from scheduler.identity import PosixIdentity  # noqa: E402, F401
 from scheduler.images import Image  # noqa: E402, F401
+from scheduler.projects import Membership, Project  # noqa: E402, F401

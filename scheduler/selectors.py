@@ -28,7 +28,7 @@ User = get_user_model()
 
 def visible_jobs(user) -> QuerySet[Job]:  # noqa: ANN001 - a user model instance
     """Jobs ``user`` may see: their own, or all of them for staff."""
-    jobs = Job.objects.select_related("owner", "image")
+    jobs = Job.objects.select_related("owner", "image", "project")
     if user.is_staff:
         return jobs
     return jobs.filter(owner=user)

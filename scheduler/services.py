@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import announce, elastic, identity, images, quotas, transitions
+from scheduler import announce, elastic, identity, images, projects, quotas, transitions
 from scheduler.models import (
     ACTIVE_STATES,
     DEFAULT_GRACE_PERIOD_S,
@@ -98,6 +98,8 @@ class JobRequest:
     guaranteed: bool = False
     # The name of a registered, enabled image to run in (scheduler.images); empty: the node's root filesystem.
     image: str = ""
+    # The project to charge (scheduler.projects); empty: the owner's default.
+    project: str = ""
 
 
 def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
@@ -176,16 +178,20 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         errors.setdefault("image", []).append(image_problems[req.image])
     run_as, identity_errors = _run_as(owner)
     errors.update(identity_errors)
+    project, project_error = projects.resolve(owner, req.project)
+    if project_error:
+        errors.setdefault("project", []).append(project_error)
     if errors:
         raise JobRequestInvalid(errors)
     with transaction.atomic():
         scopes = _locked_scopes(owner)
-        refused = quotas.priority_error(req.priority, scopes, PRIORITY_RANGE)
+        refused = quotas.priority_error(req.priority, scopes, PRIORITY_RANGE) or projects.priority_problem(
+            project, req.priority)
         if refused:
             raise JobRequestInvalid({"priority": [refused]})
         if req.job_class == JobClassChoice.TE and req.time_limit is None:
             req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
-        job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), **_fields(req))
+        job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), project=project, **_fields(req))
         violation = quotas.check_submission(job, scopes)
         if violation:
             raise QuotaExceeded(violation)
@@ -223,22 +229,29 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
     capacity = cluster_capacity()
     errors = {i: found for i, req in enumerate(reqs) if (found := validate_request(req, capacity))}
     usable, image_problems = images.resolve({req.image for req in reqs})
+    charged = {}
     for i, req in enumerate(reqs):
         if req.image in image_problems:
             errors.setdefault(i, {}).setdefault("image", []).append(image_problems[req.image])
+        if req.project not in charged:
+            charged[req.project] = projects.resolve(owner, req.project)
+        if charged[req.project][1]:
+            errors.setdefault(i, {}).setdefault("project", []).append(charged[req.project][1])
     if errors:
         raise JobArrayInvalid(errors)
     with transaction.atomic():
         scopes = _locked_scopes(owner)
         refused = {i: {"priority": [msg]} for i, req in enumerate(reqs)
-                   if (msg := quotas.priority_error(req.priority, scopes, PRIORITY_RANGE))}
+                   if (msg := quotas.priority_error(req.priority, scopes, PRIORITY_RANGE)
+                       or projects.priority_problem(charged[req.project][0], req.priority))}
         if refused:
             raise JobArrayInvalid(refused)
         jobs = []
         for i, req in enumerate(reqs):
             if req.job_class == JobClassChoice.TE and req.time_limit is None:
                 req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
-            job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), **_fields(req))
+            job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), project=charged[req.project][0],
+                      **_fields(req))
             violation = quotas.check_submission(job, scopes)
             if violation:
                 raise QuotaExceeded(violation, index=i)

@@ -118,6 +118,8 @@ class JobSubmitSerializer(serializers.Serializer):
     guaranteed = StrictBooleanField(default=False)
     image = StrictCharField(max_length=200, allow_blank=True, default="",
                             help_text="A registered image to run in (GET /api/v1/images/ lists them); empty: none.")
+    project = StrictCharField(max_length=64, allow_blank=True, default="",
+                              help_text="The project to charge, one you are a member of; empty: your default.")
 
     def validate_command(self, value: str) -> str:
         if not value.strip():
@@ -176,6 +178,8 @@ class JobSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     image = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True,
                                          help_text="The image the job runs in; null: the node's root filesystem.")
+    project = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True,
+                                           help_text="The project the job is charged to; null: none.")
     attempts = AttemptSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
     priority_factors = serializers.SerializerMethodField(
@@ -191,7 +195,7 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit", "priority", "state", "pending_reason", "pending_message", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
-            "run_as", "image", "priority_factors", "attempts", "events",
+            "run_as", "image", "project", "priority_factors", "attempts", "events",
         ]
         read_only_fields = fields
 
