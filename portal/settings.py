@@ -18,6 +18,9 @@ Variables (all optional unless noted):
   ``fitgpp`` (checked against the registry by ``manage.py check``).
 * ``SCHEDULER_AUTORUN``: whether a submission or cancellation enqueues a
   scheduling cycle; default true.
+* ``SCHEDULER_FAIR_SHARE`` (false), ``SCHEDULER_FAIR_SHARE_HALF_LIFE`` (3600),
+  ``SCHEDULER_RECLAIM_MIN_RUNTIME`` (600): fair share among projects on the
+  live cluster (docs/policies.md).
 * ``SCHEDULER_TICK_SECONDS`` (5), ``SCHEDULER_LOCK_TIMEOUT`` (60),
   ``SCHEDULER_RESUME_OVERHEAD`` (30), ``AGENT_HEARTBEAT_SECONDS`` (5),
   ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty),
@@ -241,6 +244,12 @@ SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fitgpp") or "fitgpp"
 if not re.fullmatch(r"[a-z][a-z0-9_\-]*", SCHEDULER_POLICY):
     raise ImproperlyConfigured(f"SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy name")
 SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
+# Fair share among projects on the live cluster (scheduler/fair_usage.py, docs/policies.md): off by
+# default; the usage half-life in seconds; the seconds a BE job must have run in its attempt before
+# fair share may reclaim its GPUs for an under-share project.
+SCHEDULER_FAIR_SHARE = env_bool("SCHEDULER_FAIR_SHARE", default=False)
+SCHEDULER_FAIR_SHARE_HALF_LIFE = env_float("SCHEDULER_FAIR_SHARE_HALF_LIFE", 3600.0, positive=True)
+SCHEDULER_RECLAIM_MIN_RUNTIME = env_float("SCHEDULER_RECLAIM_MIN_RUNTIME", 600.0, minimum=0)
 # Traces folder holding morphling/ (the performance model of reconfigurable jobs,
 # scheduler/elastic.py); empty: ../shared/traces next to the repository.
 GPUSCHED_TRACES_DIR = env_str("GPUSCHED_TRACES_DIR", "") or ""

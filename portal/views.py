@@ -18,7 +18,7 @@ from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
-from scheduler import selectors, services
+from scheduler import fair_usage, selectors, services
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
 from scheduler.projects import names_of as project_names
@@ -74,7 +74,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "progress": job_progress(job.pk),
-        "factors": (priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time())
+        "factors": (priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time(),
+                                     tenant=job.project.name if job.project else "", tenants=fair_usage.tenants_now())
                     if job.state == JobState.PENDING else None),
     })
 

@@ -60,17 +60,23 @@ class CycleReport:
 
 
 @functools.lru_cache(maxsize=8)
-def _policy(name: str, resume_overhead: float) -> Policy:
+def _policy(name: str, resume_overhead: float, reclaim_min_runtime: float) -> Policy:
     """The policy by name, built once per process. A policy that estimates preemption
-    loss (``resume_overhead``) gets the overhead the accounting charges."""
-    try:
-        return make_policy(name, resume_overhead=resume_overhead)
-    except TypeError:  # this policy has no such parameter
-        return make_policy(name)
+    loss (``resume_overhead``) gets the overhead the accounting charges; one that
+    reclaims GPUs for fair share gets the minimum runtime before a job may be reclaimed
+    (it acts only while the snapshot carries tenants: ``SCHEDULER_FAIR_SHARE``)."""
+    params = {"resume_overhead": resume_overhead, "reclaim_min_runtime": reclaim_min_runtime}
+    for names in (("resume_overhead", "reclaim_min_runtime"), ("resume_overhead",), ("reclaim_min_runtime",)):
+        try:
+            return make_policy(name, **{k: params[k] for k in names})
+        except TypeError:  # this policy has no such parameter
+            continue
+    return make_policy(name)
 
 
 def current_policy() -> Policy:
-    return _policy(settings.SCHEDULER_POLICY, float(settings.SCHEDULER_RESUME_OVERHEAD))
+    return _policy(settings.SCHEDULER_POLICY, float(settings.SCHEDULER_RESUME_OVERHEAD),
+                   float(settings.SCHEDULER_RECLAIM_MIN_RUNTIME))
 
 
 @contextlib.contextmanager

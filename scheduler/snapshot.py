@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db.models import Count, F
 
 from cluster.models import Gpu, Node, NodeState
-from scheduler import elastic, images, quotas
+from scheduler import elastic, fair_usage, images, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
@@ -98,6 +98,7 @@ JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
     "priority", "time_limit", "command", "submitted_at", "first_started_at", "progress_seconds",
     "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus", "excluded_nodes",
+    "project__name",
 )
 #: Columns of a job's current attempt.
 ATTEMPT_COLUMNS = tuple(dict.fromkeys(
@@ -105,6 +106,7 @@ ATTEMPT_COLUMNS = tuple(dict.fromkeys(
 
 
 def _spec(job: Row) -> JobSpec:
+    """The core's view of a job; its tenant is its project's name ("" for none)."""
     spec = JobSpec(
         id=str(job["id"]),
         job_class=JobClass(job["job_class"]),
@@ -115,6 +117,7 @@ def _spec(job: Row) -> JobSpec:
         grace_period=float(job["grace_period"]),
         priority=job["priority"],
         user=str(job["owner_id"]),
+        tenant=job["project__name"] or "",
         time_limit=float(job["time_limit"]) if job["time_limit"] is not None else None,
         excluded_nodes=frozenset(job["excluded_nodes"] or ()),  # its image was unavailable there (scheduler.images)
     )
@@ -266,7 +269,7 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str])
 
 def build(now: datetime) -> CycleInput:
     """Read the cluster as one cycle sees it at ``now`` (six queries; one more per kind of row
-    when jobs declare a model)."""
+    when jobs declare a model; two more with fair share on, for the tenants' shares and usage)."""
     overhead = settings.SCHEDULER_RESUME_OVERHEAD
     nodes = _nodes()
     up = {n.name for n in nodes}
@@ -281,5 +284,6 @@ def build(now: datetime) -> CycleInput:
     usage = quota_usage(now=now)
     pending = _pending(usage, jobs, up)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
-                        pending_te=[p for p in pending if p.spec.job_class is JobClass.TE])
+                        pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
+                        tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None)
     return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now)

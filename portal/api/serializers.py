@@ -28,6 +28,7 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
+from scheduler import fair_usage
 from scheduler.core.priority_factors import priority_factors
 from scheduler.services import MAX_ARRAY_JOBS, JobRequest
 
@@ -205,7 +206,12 @@ class JobSerializer(serializers.ModelSerializer):
         # The age is given as the instant it counts from, not as seconds: a resource that changes every time
         # it is read could not be compared, cached or answered identically by a submission and a later read.
         submitted = job.submitted_at.timestamp()
-        factors = priority_factors(job.job_class, job.priority, submitted, submitted)
+        context = self.context
+        if "fair_share_tenants" not in context:  # read once per response, not once per job
+            context["fair_share_tenants"] = fair_usage.tenants_now()
+        factors = priority_factors(job.job_class, job.priority, submitted, submitted,
+                                   tenant=job.project.name if job.project else "",
+                                   tenants=context["fair_share_tenants"])
         del factors["age_seconds"]
         return {**factors, "waiting_since": serializers.DateTimeField().to_representation(job.submitted_at)}
 

@@ -1,0 +1,86 @@
+"""Live fair share: every tenant's share and decayed usage, read from the database.
+
+The tenants of the live cluster are its projects (``scheduler.projects``); a
+job charged to no project belongs to the tenant ``""``, with the default
+share. A job's user is its owner's id, as ``scheduler.snapshot`` writes it in
+``JobSpec.user``.
+
+Usage is the one ``scheduler.core.fairshare`` defines: GPU-seconds, each
+decayed by half every ``half_life`` seconds. The simulator accrues it
+step by step (``UsageLedger``); here it is the same integral computed from
+the attempts at once: an attempt that held ``g`` GPUs from ``s`` to ``e``
+(``now`` while it still runs) adds ``g * h/ln 2 * (2^(-(now-e)/h) -
+2^(-(now-s)/h))``. Attempts that ended more than ``HORIZON_HALF_LIVES``
+half-lives ago weigh less than a millionth and are not read, so one cycle
+reads a bounded window of attempts whatever the history's length.
+
+Fair share is on when ``SCHEDULER_FAIR_SHARE`` is true; the policies then
+order the BE queue by it and reclaim GPUs from borrowing tenants
+(docs/policies.md, "Fair share on the live cluster").
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduler.core.fairshare import DEFAULT_SHARE, TenantUsage
+from scheduler.models import Attempt
+from scheduler.projects import Project
+
+#: Attempts that ended this many half-lives ago or more are left out (weight below 2^-20).
+HORIZON_HALF_LIVES = 20
+
+
+def enabled() -> bool:
+    """True when the live loop schedules with fair share (``SCHEDULER_FAIR_SHARE``)."""
+    return bool(getattr(settings, "SCHEDULER_FAIR_SHARE", False))
+
+
+def half_life() -> float:
+    """Seconds after which usage counts half (``SCHEDULER_FAIR_SHARE_HALF_LIFE``)."""
+    return float(settings.SCHEDULER_FAIR_SHARE_HALF_LIFE)
+
+
+def tenants_now() -> dict[str, TenantUsage] | None:
+    """The tenants as the next cycle will see them, or None while fair share is off (for the
+    priority factors shown on the job page and in the API)."""
+    return tenant_usage(timezone.now()) if enabled() else None
+
+
+def decayed_gpu_seconds(gpus: float, start: float, end: float, now: float, half: float) -> float:
+    """GPU-seconds of ``gpus`` GPUs held from ``start`` to ``end`` (epoch seconds), decayed to ``now``."""
+    if end <= start or gpus <= 0:
+        return 0.0
+    return gpus * (half / math.log(2.0)) * (2.0 ** (-(now - end) / half) - 2.0 ** (-(now - start) / half))
+
+
+def tenant_usage(now: datetime, half: float | None = None) -> dict[str, TenantUsage]:
+    """Every project (with its share) and every tenant with usage, as of ``now`` (two queries)."""
+    half = half_life() if half is None else half
+    t_now = now.timestamp()
+    horizon = now - timedelta(seconds=HORIZON_HALF_LIVES * half)
+    usage: dict[str, float] = {}
+    users: dict[str, dict[str, float]] = {}
+    rows = (Attempt.objects.filter(started_at__lt=now).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=horizon))
+            .values_list("job__project__name", "job__owner_id", "gpu_allocation", "started_at", "ended_at")
+            .order_by())
+    for project, owner, allocation, started, ended in rows:
+        gpus = sum(len(indices) for indices in (allocation or {}).values())
+        end = min(ended.timestamp(), t_now) if ended is not None else t_now
+        used = decayed_gpu_seconds(gpus, started.timestamp(), end, t_now, half)
+        if used <= 0:
+            continue
+        tenant = project or ""
+        usage[tenant] = usage.get(tenant, 0.0) + used
+        per_user = users.setdefault(tenant, {})
+        per_user[str(owner)] = per_user.get(str(owner), 0.0) + used
+    shares = dict(Project.objects.values_list("name", "share"))
+    return {
+        name: TenantUsage(float(shares.get(name, DEFAULT_SHARE)), usage.get(name, 0.0), users.get(name, {}))
+        for name in set(shares) | set(usage)
+    }
