@@ -31,6 +31,7 @@ class Action(models.TextChoices):
     JOB_CANCELLED_BY_STAFF = "job.cancelled-by-staff"
     AGENT_REGISTERED = "agent.registered"
     AGENT_REFUSED = "agent.refused"
+    SESSION_OPENED_BY_STAFF = "session.opened-by-staff"
 
 
 class AppendOnlyQuerySet(models.QuerySet):

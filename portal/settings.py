@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "audit",
     "jobprogress",
     "notifications",
+    "interactive",
 ]
 
 MIDDLEWARE = [

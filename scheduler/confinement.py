@@ -19,7 +19,9 @@ from scheduler.identity import single_user_mode
 from scheduler.models import Job
 
 GIB = 2**30
-_COLUMNS = ("id", "run_as", "num_cpus", "mem_gb", "image__name", "image__uri", "image__digest")
+_COLUMNS = ("id", "run_as", "num_cpus", "mem_gb", "image__name", "image__uri", "image__digest", "session_kind")
+# The launch env variable that makes an attempt an interactive session (cluster/session_contract.py).
+_SESSION_ENV = "GPUSCHED_SESSION"
 
 
 def launch_fields(job_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -35,8 +37,10 @@ def fields_of(row: dict[str, Any]) -> dict[str, Any]:
 
     In single-user mode ``run_as`` is empty whatever the job stored: the agent
     then runs the job as itself, which it does only when it runs in that mode too.
+    An interactive session's kind travels in the launch's ``env`` (docs/sessions.md).
     """
-    return {
+    extra = {"env": {_SESSION_ENV: row["session_kind"]}} if row.get("session_kind") else {}
+    return {**extra,
         "run_as": "" if single_user_mode() else row["run_as"],
         "cpus": float(row["num_cpus"] or 0.0),
         "mem_bytes": round((row["mem_gb"] or 0.0) * GIB),

@@ -143,6 +143,8 @@ class Job(models.Model):
         default=list, blank=True, help_text="Nodes the job is not placed on: its image was unavailable there.")
     project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
+    # An interactive session's kind (interactive app, docs/sessions.md); empty: a batch job.
+    session_kind = models.CharField(max_length=16, blank=True, default="", help_text="jupyter, terminal; empty: batch.")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

@@ -100,6 +100,8 @@ class JobRequest:
     image: str = ""
     # The project to charge (scheduler.projects); empty: the owner's default.
     project: str = ""
+    # An interactive session's kind (interactive.services checks it); empty: a batch job.
+    session_kind: str = ""
 
 
 def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
@@ -289,6 +291,7 @@ def _fields(req: JobRequest) -> dict:
         "grace_period": req.grace_period,
         "time_limit": req.time_limit,
         "priority": req.priority,
+        "session_kind": req.session_kind,
         **_reconfig(req)[0],
     }
 

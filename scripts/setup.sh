@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create the virtual environment .venv (if missing) and install the project in
-# it with its test extras (pip install -e '.[test]'). Reinstalls only when
+# it with its test and sessions extras (pip install -e '.[test,sessions]'). Reinstalls only when
 # pyproject.toml changed since the last successful install.
 # Python: $PYTHON if set, else the first of python3.11, python3.12, python3.
 set -euo pipefail
@@ -29,7 +29,7 @@ stamp="$VENV/.gpusched-installed"
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] ||
     ! "$VENV/bin/python" -c 'import importlib.metadata as m; m.version("gpusched")' 2>/dev/null; then
-    say "Installing the project into $VENV (pip install -e '.[test]')"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    say "Installing the project into $VENV (pip install -e '.[test,sessions]')"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test,sessions]'
     echo "$want" >"$stamp"
 fi

@@ -23,7 +23,8 @@ import pytest
 # definition of its fixtures and at most one worker per session, whichever directories run.
 # Users in their roles, clients, jobs and nodes (tests.support.web) and the in-memory channel
 # layer (tests.support.websockets) serve the tests of portal/, scheduler/ and cluster/ alike.
-pytest_plugins = ["tests.support.livestack", "tests.support.web", "tests.support.websockets"]
+pytest_plugins = ["tests.support.livestack", "tests.support.web", "tests.support.websockets",
+                  "tests.support.session_server", "tests.support.sessions"]
 
 IN_CI = os.environ.get("CI", "").strip().lower() == "true"
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -33,6 +33,7 @@ from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
 from cluster.agent.orphans import orphan_attempt
 from cluster.agent.progress import ProgressReader
+from cluster.agent.sessions import Sessions
 from cluster.agent.outcome import checkpointed, ended_at, outcome
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class Supervisor:
         self.launcher = Launcher(node=node, workdir=workdir, checkpoint_root=checkpoint_root, address=address,
                                  base_env=base_env, clock=clock, confinement=confinement, gpu_count=gpu_count)
         self.cgroups = self.launcher.confinement.cgroups
+        self.sessions = Sessions(self.launcher.address)  # interactive sessions' ports and secrets
         # The variables every job starts from (the agent adds its lease here); shared with the launcher.
         self.base_env = self.launcher.base_env
         self.log_chunk_bytes = log_chunk_bytes
@@ -150,7 +152,7 @@ class Supervisor:
             return "failed"
         self._warn_shared_gpus(cmd)
         try:
-            att = self.launcher.spawn(cmd)
+            att = self.launcher.spawn(self.sessions.prepare(cmd))
         except LaunchError as exc:
             self._launch_failed(cmd, str(exc), exc.reason)
             return "failed"
@@ -237,6 +239,7 @@ class Supervisor:
                 attempt_cgroups.kill_if_killed(self.cgroups, att)
             else:
                 self._finish(att, now)
+        self.sessions.poll(set(self.attempts), now, self.emit)
 
     def stream_logs(self) -> None:
         """Report the complete new lines of every running attempt's log (one REPORT_LOG each) and its

@@ -1,0 +1,96 @@
+"""Interactive sessions on this node: a port and a secret per session, and its readiness report.
+
+A launch whose ``env`` names a session kind (``cluster.session_contract``)
+gets a free TCP port on the node's advertised address and a fresh secret
+(``secrets.token_urlsafe``) in its environment. Once the session's server
+accepts connections on that port, REPORT_SESSION tells the server where it is
+and which secret it requires; the secret appears in no log line. Probes are
+short non-blocking connects made from the agent's loop, at most one per
+session every ``PROBE_EVERY`` seconds, so a slow server cannot hold the loop.
+
+The pending probes live in memory: an agent restarted before a session's
+server answered does not report it (the job page then keeps showing it as
+starting until its time limit or its owner ends it).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cluster import protocol, session_contract as contract
+
+log = logging.getLogger(__name__)
+
+PROBE_EVERY = 0.05  # seconds between two connects to one session's port
+PROBE_TIMEOUT = 0.02  # the loop waits at most this long per probe
+
+Key = tuple[str, int]
+
+
+@dataclass
+class PendingSession:
+    """A session whose server has not answered yet."""
+
+    job_id: str | int
+    attempt: int
+    host: str
+    port: int
+    secret: str
+    next_probe: float = 0.0
+
+
+def free_port(host: str) -> int:
+    """A TCP port nothing listens on at ``host`` now (the kernel's choice; the job binds it next)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def accepts(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether something accepts TCP connections at ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class Sessions:
+    """Session ports of this node's attempts: ``prepare`` at launch, ``poll`` from the loop."""
+
+    def __init__(self, host: str, probe: Callable[[str, int], bool] = accepts) -> None:
+        self.host = host
+        self.probe = probe
+        self.pending: dict[Key, PendingSession] = {}
+
+    def prepare(self, cmd: protocol.LaunchCommand) -> protocol.LaunchCommand:
+        """``cmd`` with the session's variables in its env if it is a session, else ``cmd`` itself."""
+        if not contract.session_kind(cmd.env):
+            return cmd
+        port, secret = free_port(self.host), secrets.token_urlsafe(32)
+        self.pending[(str(cmd.job_id), cmd.attempt)] = PendingSession(cmd.job_id, cmd.attempt, self.host, port, secret)
+        log.info("session of %s attempt %d will listen on %s:%d", cmd.job_id, cmd.attempt, self.host, port)
+        return replace(cmd, env={**cmd.env, contract.ENV_SESSION_HOST: self.host, contract.ENV_SESSION_PORT: str(port),
+                                 contract.ENV_SESSION_SECRET: secret,
+                                 contract.ENV_SESSION_BASE_URL: contract.base_url(cmd.job_id)})
+
+    def forget(self, key: Key) -> None:
+        self.pending.pop(key, None)
+
+    def poll(self, live: set[Key], now: float, emit: Callable[[str, dict[str, Any]], None]) -> None:
+        """Report each pending session of a ``live`` attempt whose port answers; drop the others."""
+        for key, s in list(self.pending.items()):
+            if key not in live:
+                del self.pending[key]
+            elif now >= s.next_probe:
+                s.next_probe = now + PROBE_EVERY
+                if self.probe(s.host, s.port):
+                    del self.pending[key]
+                    log.info("session of %s attempt %d answers on %s:%d", s.job_id, s.attempt, s.host, s.port)
+                    emit(contract.REPORT_SESSION, {"job_id": s.job_id, "attempt": s.attempt, "host": s.host,
+                                                   "port": s.port, "secret": s.secret})
