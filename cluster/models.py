@@ -71,6 +71,11 @@ class Gpu(models.Model):
     allocated_to = models.ForeignKey(
         "scheduler.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="gpus"
     )
+    # Health (cluster/gpu_health.py): an unhealthy GPU is offered to no job until an admin returns it.
+    healthy = models.BooleanField(default=True)
+    unhealthy_reason = models.CharField(max_length=200, blank=True, default="")
+    unhealthy_since = models.DateTimeField(null=True, blank=True)
+    launch_failures = models.PositiveIntegerField(default=0, help_text="Launch failures in a row on this GPU.")
 
     class Meta:
         ordering = ["node__name", "index"]
@@ -78,3 +83,33 @@ class Gpu(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name}:{self.index}"
+
+
+#: Xids that mean the GPU itself is failing (NVIDIA's Xid catalogue): 48 uncorrectable ECC (DBE),
+#: 63/64 row remapping, 74 NVLink, 79 fallen off the bus, 92 high SBE rate, 94/95 contained/uncontained ECC.
+DEFAULT_UNHEALTHY_XIDS = "48,63,64,74,79,92,94,95"
+
+
+class GpuPolicy(models.Model):
+    """Site settings of GPU health and idle reclaim: one row (pk 1), edited in the admin."""
+
+    unhealthy_xids = models.CharField(max_length=200, default=DEFAULT_UNHEALTHY_XIDS, blank=True,
+                                      help_text="Comma-separated Xids that take a GPU out of service.")
+    launch_failure_limit = models.PositiveIntegerField(
+        default=3, help_text="Launch failures in a row that take a GPU out of service (0: never).")
+    idle_util_threshold = models.FloatField(
+        default=5.0, help_text="A TE job whose GPUs' mean utilisation (percent) stays below this is idle.")
+    idle_after_s = models.PositiveIntegerField(
+        default=0, help_text="Seconds idle, while other jobs wait, before the job is warned (0: no idle reclaim).")
+    idle_grace_s = models.PositiveIntegerField(
+        default=600, help_text="Seconds from the warning to the reclaim, unless the job becomes busy again.")
+
+    class Meta:
+        verbose_name = "GPU policy"
+        verbose_name_plural = "GPU policy"
+
+    def __str__(self) -> str:
+        return "GPU health and idle reclaim"
+
+    def xids(self) -> frozenset[int]:
+        return frozenset(int(x) for x in self.unhealthy_xids.replace(" ", "").split(",") if x.isdigit())

@@ -40,9 +40,8 @@ REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, starte
 REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason,
 #                                   message, peak_mem_bytes, cpu_seconds
 REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], token
-# kwargs: node, job_id, attempt, token, and the fields of cluster/progress_schema.py
-# (step, total_steps, epoch, metrics, checkpoint, t); at most about one per second per attempt.
-REPORT_PROGRESS = "cluster.progress"
+REPORT_PROGRESS = "cluster.progress"  # kwargs: node, job_id, attempt, token, cluster/progress_schema.py's fields
+REPORT_TELEMETRY = "cluster.telemetry"  # kwargs: node, token, sampled_at, gpus, jobs: cluster/telemetry_schema.py
 # Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
 # seconds as floats. exit_code is None when the process died from a signal;
 # signal is None when it exited by itself. token is the node's shared secret

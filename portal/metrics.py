@@ -24,6 +24,9 @@ Metric names (all prefixed ``gpusched_``):
 * ``preemptions_total{job_class}``: finished preemptions (attempts that ended
   PREEMPTED); ``preemptions_checkpointed_total{job_class}``: those of them
   that wrote a checkpoint in time; ``preemption_lost_gpu_seconds_total{job_class}``.
+
+Per GPU, the latest telemetry under DCGM exporter's names (``DCGM_FI_DEV_*``) and
+``gpusched_gpu_healthy``: ``gputelemetry/exporter.py``.
 """
 
 from __future__ import annotations
@@ -116,9 +119,11 @@ def exposition() -> tuple[bytes, str]:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
     from prometheus_client.registry import CollectorRegistry
 
+    from gputelemetry.exporter import dcgm_text
+
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SchedulerCollector())
-    return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(registry) + dcgm_text().encode(), CONTENT_TYPE_LATEST
 
 
 # --- Access -------------------------------------------------------------------

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "cluster",
     "audit",
     "jobprogress",
+    "gputelemetry",
     "notifications",
     "interactive",
 ]

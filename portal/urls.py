@@ -21,6 +21,7 @@ urlpatterns = [
     path("account/tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
     path("", include("portal.dashboard.urls")),
     path("", include("notifications.urls")),
+    path("", include("gputelemetry.urls")),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

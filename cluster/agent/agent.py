@@ -25,11 +25,13 @@ from cluster import protocol, protocol_versions
 from cluster.agent import __version__, confinement, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
+from cluster.agent.gpu_sources import CONTROL_FILE, open_source
 from cluster.agent.jobenv import DEFAULT_PATH, PRIVATE_VARS
 from cluster.agent.messages import decode_task, is_expired
 from cluster.agent.resources import NodeResources
 from cluster.agent.shim import ENV_FENCE_AFTER, ENV_LEASE
 from cluster.agent.supervisor import Supervisor
+from cluster.agent.telemetry import TelemetrySampler
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ class Agent:
             confinement=confine,
         )
         self.broker = BrokerLink(config.broker, config.name, self._on_message, report_queue=config.report_queue)
+        self.telemetry: TelemetrySampler | None = None
         self._stopping = False
         self._next_connect = 0.0
         self._ever_connected = False
@@ -104,12 +107,15 @@ class Agent:
             self._renew_lease(time.time())
             self._restore()
             self._queue_register()
+            self._open_telemetry()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, self._request_stop)
             while not self._stopping:
                 self.step()
             self._shutdown()
         finally:
+            if self.telemetry is not None:
+                self.telemetry.close()
             self.broker.close()
             os.close(self._lock_fd)
         return 0
@@ -127,7 +133,35 @@ class Agent:
         self._flush_outbox()
         if now >= self._next_heartbeat and self.broker.connected and not self.outbox:
             self._heartbeat(now)
+        if self.telemetry is not None and self.broker.connected and self.telemetry.due(now):
+            self._send_telemetry(now)
         self._save_if_dirty()
+
+    def _open_telemetry(self) -> None:
+        """GPU telemetry from NVML (``--gpus auto``) or simulated (virtual GPUs); none if the interval is 0."""
+        if self.config.telemetry_interval <= 0 or self.resources.gpus == 0:
+            return
+        control = self.config.simulated_gpus or self.config.workdir / CONTROL_FILE
+        source = open_source(self.resources.gpu_source, self.config.name, self.resources.gpus, control)
+        if source is not None:
+            self.telemetry = TelemetrySampler(source, self.config.telemetry_interval)
+
+    def _send_telemetry(self, now: float) -> None:
+        # A current-state message like a heartbeat: never queued; the sampler carries its events over.
+        try:
+            report = self.telemetry.collect(now, list(self.supervisor.attempts.values()))
+        except Exception:  # a failing GPU reading must not stop the agent
+            log.exception("GPU telemetry not sampled")
+            return
+        kwargs = {"node": self.config.name, **report, "token": self.config.token,
+                  protocol_versions.PROTOCOL_FIELD: self.protocol_version}
+        try:
+            self.broker.publish(protocol.REPORT_TELEMETRY, kwargs)
+        except BrokerDown as exc:
+            log.warning("telemetry not sent: %s", exc)
+            self._broker_lost()
+            return
+        self.telemetry.delivered()
 
     def _renew_lease(self, now: float) -> None:
         """Keep the lease (its mtime) at the node's last sign of life, a few times per fence period.

@@ -44,6 +44,9 @@ class AgentConfig:
     image_cache: Path | None = None
     # Names of the agent's own environment variables copied into every job's (never the private ones).
     pass_env: tuple[str, ...] = ()
+    # Seconds between GPU telemetry reports (0: none); the simulated source's control file (virtual GPUs).
+    telemetry_interval: float = 5.0
+    simulated_gpus: Path | None = None
 
 
 def _positive(name: str):
@@ -173,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pass-env", action="append", default=[], metavar="NAME",
                    help="copy this variable of the agent's environment into every job's (repeatable), e.g. a site's "
                         "proxy or BLAS settings; the token and broker URLs are never copied")
+    p.add_argument("--telemetry-interval", type=_non_negative("--telemetry-interval"), default=5.0,
+                   help="seconds between GPU telemetry reports (utilisation, memory, temperature, power, ECC, Xid; "
+                        "default 5; 0: none)")
+    p.add_argument("--simulated-gpus", type=Path,
+                   help="control file of the simulated telemetry of virtual GPUs (--gpus N; default "
+                        "<workdir>/simulated-gpus.json; docs/telemetry.md)")
     p.add_argument("--image-cache", type=Path, help="where images are unpacked (default: <workdir>/images)")
     return p
 
@@ -203,4 +212,6 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         pids_max=max(0, args.pids_max),
         image_cache=(args.image_cache or workdir / "images").resolve(),
         pass_env=tuple(dict.fromkeys(args.pass_env)),
+        telemetry_interval=args.telemetry_interval,
+        simulated_gpus=(args.simulated_gpus or workdir / "simulated-gpus.json").resolve(),
     )

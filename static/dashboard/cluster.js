@@ -37,7 +37,7 @@
       if (!section) section = el("section", { dataset: { node: node.name } }, el("header"), el("div", { class: "gpus" }));
       section.className = "node node-" + node.state.toLowerCase();
       section.querySelector("header").replaceChildren(
-        el("strong", {}, node.name), " ",
+        el("strong", {}, el("a", { href: "/cluster/nodes/" + encodeURIComponent(node.name) + "/", class: "node-link" }, node.name)), " ",
         el("span", { class: "badge badge-" + node.state.toLowerCase() }, node.state), " ",
         el("span", { class: "muted" }, node.free + "/" + node.total + " free"),
         ...(node.agent_outdated ? [" ", el("span", { class: "badge badge-old-agent",

@@ -1,0 +1,214 @@
+"""GPU telemetry at scale: server-side ingestion CPU, Redis memory per GPU and ``/metrics`` latency.
+
+Usage::
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/NAME REDIS_URL=redis://127.0.0.1:6379/N \\
+        .venv/bin/python benchmarks/gpu_telemetry.py [--nodes 1000] [--gpus 8] [--rounds 3] [--json FILE]
+
+Builds a fresh database ``<DATABASE_URL name>_telemetry_bench`` (dropped at the end) with
+``--nodes`` nodes of ``--gpus`` GPUs, half of each node's GPUs held by a job. The reports are
+made by the agent's own code (``cluster.agent.telemetry.TelemetrySampler`` over the simulated
+source, one per node, seeded), ``--rounds`` sampling intervals of every node, before anything
+is timed. Then, in this one process:
+
+* **ingestion**: every report goes through the report task as a worker runs it
+  (``gputelemetry.tasks.telemetry.apply``: per-node token check, version check, schema check,
+  one Redis pipeline); the process CPU time (user + system) it took, per report and as the
+  share of one core that 1 report per node per ``--interval`` seconds costs. The handler alone
+  (schema check and Redis pipeline, without Celery's task machinery) is timed too. Redis's own
+  CPU is the server's ``used_cpu_user + used_cpu_sys`` over the same span (a shared Redis
+  includes other clients' work in it);
+* **memory**: one GPU's ring after a full day of samples (every slot of every tier written):
+  Redis ``MEMORY USAGE`` of the ring, and the node's latest-reading hash divided by its GPUs;
+* **/metrics**: the whole scrape through Django's test client (scheduler metrics and
+  8,000 GPUs' DCGM series), median and max of ``--scrapes``.
+
+Telemetry keys written (``gpusched:telemetry:*``) are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from benchmarks.e2e_latency import drop_database, recreate_database  # noqa: E402
+
+
+def bench_url() -> str:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(os.environ.get("DATABASE_URL", ""))
+    if not parsed.scheme.startswith("postgres"):
+        raise SystemExit("DATABASE_URL must name a PostgreSQL database (postgres://...)")
+    return parsed._replace(path=f"/{parsed.path.lstrip('/')}_telemetry_bench").geturl()
+
+
+def setup_django(database_url: str) -> None:
+    os.environ.update({"DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": database_url,
+                       "SECRET_KEY": os.environ.get("SECRET_KEY") or "benchmark-only-secret-key",
+                       "GPUSCHED_AGENT_SECRET": "bench-secret", "METRICS_TOKEN": "bench-metrics", "ALLOWED_HOSTS": "testserver",
+                       "LOG_LEVEL": "WARNING"})
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def make_cluster(nodes: int, gpus: int) -> list[str]:
+    from cluster.models import Gpu, Node
+
+    names = [f"node{n:04d}" for n in range(nodes)]
+    Node.objects.bulk_create(Node(name=name, gpus=gpus, cpus=64, mem_gb=512) for name in names)
+    by_name = dict(Node.objects.values_list("name", "pk"))
+    Gpu.objects.bulk_create(Gpu(node_id=by_name[name], index=i, model_name="NVIDIA H100 80GB HBM3")
+                            for name in names for i in range(gpus))
+    return names
+
+
+def make_reports(names: list[str], gpus: int, rounds: int, interval: float, workdir: Path) -> list[list[dict]]:
+    """``rounds`` lists of one report per node, from the agent's sampler over the simulated source."""
+    from cluster import auth, protocol
+    from cluster.agent.attempt import TrackedAttempt
+    from cluster.agent.gpu_sources import SimulatedSource
+    from cluster.agent.telemetry import TelemetrySampler
+
+    out: list[list[dict]] = [[] for _ in range(rounds)]
+    start = time.time() - rounds * interval
+    for k, name in enumerate(names):
+        sampler = TelemetrySampler(SimulatedSource(name, gpus, workdir / "none.json", seed=k), interval)
+        held = [TrackedAttempt(job_id=k + 1, attempt=1, pgid=1, start_ticks=None, started_at=0.0, grace_period=1.0,
+                               time_limit=None, job_dir="", checkpoint_dir="", gpu_indices=list(range(gpus // 2)))]
+        token = auth.node_token("bench-secret", name)
+        for r in range(rounds):
+            report = sampler.collect(start + r * interval, held)
+            sampler.delivered()
+            out[r].append({"node": name, **report, "token": token, "protocol_version": protocol.PROTOCOL_VERSION})
+    return out
+
+
+def redis_cpu(conn) -> float:  # noqa: ANN001
+    info = conn.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def time_ingestion(rounds: list[list[dict]], interval: float, conn) -> dict:  # noqa: ANN001
+    from cluster import telemetry_schema
+    from gputelemetry import services, tasks
+
+    reports = [r for batch in rounds for r in batch]
+    nodes = len(rounds[0])
+    redis_before, cpu_before, wall_before = redis_cpu(conn), time.process_time(), time.perf_counter()
+    for kwargs in reports:
+        tasks.telemetry.apply(kwargs=kwargs)
+    task_cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
+    redis_used = redis_cpu(conn) - redis_before
+    cpu_before = time.process_time()
+    for kwargs in reports:
+        services.ingest(kwargs["node"], telemetry_schema.check_report(kwargs["sampled_at"], kwargs["gpus"], kwargs["jobs"]))
+    handler_cpu = time.process_time() - cpu_before
+    per_report = task_cpu / len(reports)
+    return {
+        "reports": len(reports),
+        "task_cpu_ms_per_report": round(1000 * per_report, 3),
+        "handler_cpu_ms_per_report": round(1000 * handler_cpu / len(reports), 3),
+        "wall_ms_per_report": round(1000 * wall / len(reports), 3),
+        "core_share_at_interval": round(per_report * nodes / interval, 4),
+        "handler_core_share_at_interval": round(handler_cpu / len(reports) * nodes / interval, 4),
+        "redis_cpu_s": round(redis_used, 3),
+        "redis_core_share_at_interval": round(redis_used / len(reports) * nodes / interval, 4),
+    }
+
+
+def measure_memory(conn, gpus: int) -> dict:  # noqa: ANN001
+    from cluster.telemetry_schema import check_report
+    from gputelemetry import services, store
+
+    node, now = "memprobe", int(time.time())
+    sample = {"i": 0, "uuid": "GPU-00000000-0000-0000-0000-000000000000", "util": 50.0, "fb_used": 40000,
+              "fb_total": 81559, "temp": 60.0, "power": 400.0}
+    for t in range(now - 24 * 3600, now + 1, 5):
+        services.ingest(node, check_report(float(t), [{**sample, "i": i} for i in range(gpus)], []), conn) if t == now \
+            else services.ingest(node, check_report(float(t), [sample], []), conn)
+    ring = conn.memory_usage(store.gpu_key(node, 0))
+    latest = conn.memory_usage(store.latest_key(node))
+    return {"ring_payload_bytes": store.RING_BYTES, "ring_redis_bytes": ring,
+            "latest_redis_bytes_per_gpu": round(latest / gpus), "bytes_per_gpu": ring + round(latest / gpus)}
+
+
+def time_metrics(scrapes: int) -> dict:
+    from django.test import Client
+
+    client = Client()
+    times, size = [], 0
+    for _ in range(scrapes):
+        t0 = time.perf_counter()
+        answer = client.get("/metrics", HTTP_AUTHORIZATION="Bearer bench-metrics")
+        times.append(time.perf_counter() - t0)
+        assert answer.status_code == 200, answer.status_code
+        size = len(answer.content)
+    return {"scrapes": scrapes, "median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3),
+            "body_bytes": size, "dcgm_util_series": answer.content.count(b"\nDCGM_FI_DEV_GPU_UTIL{")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=5.0, help="the agents' --telemetry-interval")
+    parser.add_argument("--scrapes", type=int, default=5)
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    args = parser.parse_args(argv)
+    url = bench_url()
+    recreate_database(url)
+    import tempfile
+
+    try:
+        setup_django(url)
+        import logging
+
+        logging.disable(logging.WARNING)
+        from gputelemetry import services, store
+
+        conn = services.client()
+        names = make_cluster(args.nodes, args.gpus)
+        with tempfile.TemporaryDirectory() as tmp:
+            rounds = make_reports(names, args.gpus, args.rounds, args.interval, Path(tmp))
+        result = {
+            "nodes": args.nodes, "gpus_per_node": args.gpus, "interval_s": args.interval,
+            "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
+            "ingestion": time_ingestion(rounds, args.interval, conn),
+            "memory": measure_memory(conn, args.gpus),
+            "metrics": time_metrics(args.scrapes),
+        }
+    finally:
+        try:
+            from gputelemetry import services, store
+
+            keys = list(services.client().scan_iter(match=f"{store.PREFIX}:*", count=1000))
+            for k in range(0, len(keys), 1000):
+                services.client().delete(*keys[k:k + 1000])
+        except Exception:  # Django never came up: nothing was written
+            pass
+        from django import db
+
+        db.connections.close_all()
+        drop_database(url)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
