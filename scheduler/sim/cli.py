@@ -29,6 +29,7 @@ from scheduler.sim.morphling import TESTBED, load_morphling
 from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table
 from scheduler.core.fairshare import DEFAULT_HALF_LIFE
 from scheduler.sim.fairness import DEFAULT_WINDOW
+from scheduler.sim.eta import waited_count, write_eta_csv
 from scheduler.sim.jobs_csv import write_jobs_csv
 from scheduler.sim.shares import load_shares
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
@@ -106,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs-csv", metavar="FILE",
                    help="write one row per attempt (policy, job_id, tenant, user, job_class, num_gpus, "
                         "submit_time, attempt, start_time, end_time, outcome)")
+    p.add_argument("--eta-sample", type=int, default=None, metavar="K",
+                   help="forecast the start of K jobs drawn at random at their submission, with only what was "
+                        "known then, and compare with their actual start (JSON: eta)")
+    p.add_argument("--eta-seed", type=int, default=0, help="seed of the --eta-sample draw (default 0)")
+    p.add_argument("--eta-csv", metavar="FILE",
+                   help="with --eta-sample: write each forecast (policy, job_id, job_class, submit_time, "
+                        "forecast_start, actual_start)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON (one object per policy)")
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
@@ -125,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = SimConfig(resume_overhead=args.resume_overhead, reconfigure_overhead=args.reconfigure_overhead,
                            **_fair_share(args))
         progress = None if args.no_progress else (lambda label: ProgressBar(label))
-        runs = run_all(specs, workload, nodes, config, progress)
+        runs = run_all(specs, workload, nodes, config, progress, eta=_eta(args))
         for run in runs:
             run.fair_window = args.fair_window
     except UsageError as e:
@@ -145,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f.write("\n")
     if args.jobs_csv:
         write_jobs_csv(args.jobs_csv, runs)
+    if args.eta_csv:
+        write_eta_csv(args.eta_csv, runs)
     if args.report:
         from scheduler.sim.report import write_report  # plotting only when asked
 
@@ -171,6 +181,9 @@ def render(runs: list[RunResult], nodes: int, gpus: int, config: SimConfig) -> s
             a = fair["attainment"]
             lines.append(f"{run.policy}: fair-share attainment over {fair['window_seconds'] / 3600:g} h windows: "
                          f"p10 {a['p10']:.3f}, median {a['median']:.3f} ({fair['tenant_windows']} tenant-windows)")
+    for run in runs:
+        if run.eta_samples is not None:
+            lines.append(_eta_line(run))
     if config.shares is not None:
         lines.append(f"fair share on: {'shares file' if config.shares else 'equal shares'}, "
                      f"usage half-life {config.half_life:g} s")
@@ -191,6 +204,25 @@ def _fair_share(args: argparse.Namespace) -> dict:
     _check(math.isfinite(half_life) and half_life > 0, f"--half-life must be a number of seconds > 0, got {half_life:g}")
     shares = load_shares(args.shares) if args.shares is not None else {}
     return {"shares": shares, "half_life": half_life}
+
+
+def _eta(args: argparse.Namespace) -> tuple[int, int] | None:
+    """``(K, seed)`` of ``--eta-sample``/``--eta-seed``; None when not asked."""
+    if args.eta_sample is None:
+        _check(args.eta_csv is None, "--eta-csv applies only with --eta-sample")
+        return None
+    _check(args.eta_sample >= 1, f"--eta-sample must be >= 1, got {args.eta_sample}")
+    return args.eta_sample, args.eta_seed
+
+
+def _eta_line(run: RunResult) -> str:
+    eta = run.to_json()["eta"]
+    err = eta["abs_error_seconds"]
+    waited = eta["within_25pct_waited"]
+    return (f"{run.policy}: start-time forecasts: {eta['samples']} samples, |error| p50 {err['p50'] or 0:.0f} s, "
+            f"p90 {err['p90'] or 0:.0f} s, within 25%/5 min {eta['within_25pct'] or 0:.3f}, of the "
+            f"{waited_count(run.eta_samples or [])} that waited >= 10 min "
+            + ("n/a" if waited is None else f"{waited:.3f}"))
 
 
 def parse_flood(text: str) -> tuple[str, float]:

@@ -148,18 +148,8 @@ class Simulator(ReconfigurationMechanics):
                 t = jobs[arrival].spec.submit_time
             self._clock.now = t
             before = self._allocated
-            while events and events[0][0] == t:
-                _, _, kind, job, attempt = heapq.heappop(events)
-                if job.attempt != attempt:
-                    continue  # stale: that attempt was preempted
-                if kind == COMPLETE:
-                    self._complete(job, t)
-                elif kind == VACATE:
-                    self._vacate(job, t)
-                elif kind == WAKE:
-                    pass  # only calls decide: a job became old enough to give GPUs back
-                else:
-                    self._relaunch(job, job.reshape, t, 0.0)
+            if events and events[0][0] == t:
+                self._apply_events(t)
             while arrival < n and jobs[arrival].spec.submit_time == t:
                 self._arrive(jobs[arrival])
                 arrival += 1
@@ -181,6 +171,22 @@ class Simulator(ReconfigurationMechanics):
         return self._result()
 
     # --------------------------------------------------------------- events
+
+    def _apply_events(self, t: float) -> None:
+        """Apply every event due at ``t`` (the earliest in the queue)."""
+        events = self._events
+        while events and events[0][0] == t:
+            _, _, kind, job, attempt = heapq.heappop(events)
+            if job.attempt != attempt:
+                continue  # stale: that attempt was preempted
+            if kind == COMPLETE:
+                self._complete(job, t)
+            elif kind == VACATE:
+                self._vacate(job, t)
+            elif kind == WAKE:
+                pass  # only calls decide: a job became old enough to give GPUs back
+            else:
+                self._relaunch(job, job.reshape, t, 0.0)
 
     def _arrive(self, job: SimJobState) -> None:
         job.state = PENDING

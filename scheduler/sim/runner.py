@@ -17,6 +17,7 @@ from scheduler.core.metrics import ClassMetrics, gpu_utilization, makespan, metr
 from scheduler.core.model import NodeCapacity
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.engine import ProgressCallback, simulate
+from scheduler.sim.eta import EtaSample, eta_summary, sample_run
 from scheduler.sim.fairness import DEFAULT_WINDOW, run_fairness
 from scheduler.sim.records import SimConfig, SimResult
 from scheduler.sim.reconfig_metrics import reconfiguration_summary
@@ -150,6 +151,8 @@ class RunResult:
     """Window of the fair-share attainment (seconds)."""
     shares: Mapping[str, float] | None = None
     """The run's configured shares (None: fair share off)."""
+    eta_samples: list[EtaSample] | None = None
+    """``--eta-sample``: the forecasts made during the run (None: not sampled)."""
 
     @property
     def preemptions(self) -> int:
@@ -178,6 +181,8 @@ class RunResult:
             out["reconfiguration"] = extra
         if self.sim.attempts is not None:
             out.update(run_fairness(self.workload, self.sim, self.shares, self.fair_window))
+        if self.eta_samples is not None:
+            out["eta"] = eta_summary(self.eta_samples)
         return out
 
 
@@ -188,13 +193,21 @@ def run_policy(
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
     policy: Policy | None = None,
+    eta: tuple[int, int] | None = None,
 ) -> RunResult:
-    """Simulate one policy (built from ``spec`` unless given) and summarise it."""
+    """Simulate one policy (built from ``spec`` unless given) and summarise it.
+
+    ``eta = (K, seed)``: forecast start times at K seeded submissions during
+    the run (``scheduler.sim.eta``); the forecasts add to ``wall_seconds``."""
     policy = policy if policy is not None else build_policy(spec, config.resume_overhead, config.reconfigure_overhead)
     # The attempt log feeds the per-tenant results and the fair-share attainment.
     config = replace(config, record_attempts=True)
     t0 = time.perf_counter()
-    sim = simulate(policy, nodes, workload.jobs, config, progress)
+    samples = None
+    if eta is None:
+        sim = simulate(policy, nodes, workload.jobs, config, progress)
+    else:
+        sim, samples = sample_run(policy, nodes, workload.jobs, config, eta[0], eta[1])
     wall = time.perf_counter() - t0
     span = makespan(sim.outcomes)
     return RunResult(
@@ -206,6 +219,7 @@ def run_policy(
         makespan_seconds=span,
         gpu_utilization=gpu_utilization(sim.allocated_gpu_seconds, sim.total_gpus, span),
         shares=config.shares,
+        eta_samples=samples,
     )
 
 
@@ -215,6 +229,7 @@ def run_all(
     nodes: Sequence[NodeCapacity],
     config: SimConfig = SimConfig(),
     progress_for: Callable[[str], ProgressCallback | None] | None = None,
+    eta: tuple[int, int] | None = None,
 ) -> list[RunResult]:
     """Every policy on the identical workload and cluster, in the given order.
 
@@ -224,6 +239,7 @@ def run_all(
     check_fits(workload, nodes)
     policies = [build_policy(s, config.resume_overhead, config.reconfigure_overhead) for s in specs]
     return [
-        run_policy(s, workload, nodes, config, progress_for(s.label) if progress_for else None, policy=p)
+        run_policy(s, workload, nodes, config, progress_for(s.label) if progress_for else None, policy=p,
+                   eta=eta)
         for s, p in zip(specs, policies)
     ]
