@@ -18,6 +18,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.core.perf.catalog import model_names
+from interactive.models import SessionKind
 from scheduler.selectors import enabled_image_names
 from scheduler.services import JobRequest
 
@@ -117,3 +118,18 @@ class JobFilterForm(forms.Form):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="Where you will use it, e.g. 'laptop CLI'.")
+
+
+class SessionForm(forms.Form):
+    """"Start a notebook": an interactive session's kind, GPUs, image and time limit."""
+
+    kind = forms.ChoiceField(choices=SessionKind.choices, initial=SessionKind.JUPYTER, label="Session")
+    num_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, initial=1, label="GPUs")
+    time_limit = forms.IntegerField(min_value=60, max_value=MAX_TIME_LIMIT_S, required=False, label="Time limit (s)",
+                                    help_text="Empty: the site's default for sessions. The session ends then.")
+    image = forms.ChoiceField(required=False, help_text="A registered image with the session's server in it; "
+                                                        "none: the node's own environment.")
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.fields["image"].choices = [("", "none"), *((n, n) for n in enabled_image_names())]

@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from portal import views
+from portal import session_views, views
 from portal.login import ThrottledLoginView
 
 urlpatterns = [
@@ -17,6 +17,8 @@ urlpatterns = [
     path("jobs/new/", views.job_new, name="job-new"),
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
+    path("sessions/new/", session_views.session_new, name="session-new"),
+    path("jobs/<int:job_id>/session/", session_views.session_status, name="session-status"),
     path("account/tokens/", views.tokens, name="tokens"),
     path("account/tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
     path("", include("portal.dashboard.urls")),

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from audit import services as audit
+from interactive.selectors import status as session_status
 from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
@@ -74,6 +75,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "progress": job_progress(job.pk),
+        "session": session_status(job, timezone.now()),
         "factors": (priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time(),
                                      tenant=job.project.name if job.project else "", tenants=fair_usage.tenants_now())
                     if job.state == JobState.PENDING else None),

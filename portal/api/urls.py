@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from portal.api import views
+from portal.api import sessions, views
 
 router = SimpleRouter()
 router.register("jobs", views.JobViewSet, basename="api-job")
@@ -10,5 +10,7 @@ urlpatterns = [
     path("quota/", views.QuotaView.as_view(), name="api-quota"),
     path("nodes/", views.NodeListView.as_view(), name="api-nodes"),
     path("images/", views.ImageListView.as_view(), name="api-images"),
+    path("sessions/", sessions.SessionCreateView.as_view(), name="api-session-create"),
+    path("sessions/<int:job_id>/", sessions.SessionDetailView.as_view(), name="api-session"),
     *router.urls,
 ]

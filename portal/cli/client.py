@@ -107,6 +107,14 @@ class ApiClient:
     def quota(self) -> dict[str, Any]:
         return self._request("GET", "/quota/")
 
+    def start_session(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """POST /sessions/: an interactive session (kind, num_gpus, time_limit, image); its status."""
+        return self._request("POST", "/sessions/", json=dict(payload))
+
+    def session(self, job_id: int) -> dict[str, Any]:
+        """GET /sessions/<id>/: the session's phase, and its URL once ready."""
+        return self._request("GET", f"/sessions/{job_id}/")
+
     def nodes(self) -> Any:
         """GET /nodes/: a list, or a page body if the API paginates it."""
         return self._request("GET", "/nodes/")

@@ -28,6 +28,7 @@ from portal.cli.output import (
     truncate,
 )
 from portal.cli.progress import format_progress
+from portal.cli.sessions import cmd_session
 
 # States a job never leaves: scheduler.models.TERMINAL_STATES, restated here
 # because the client imports no Django (a test keeps the two equal).
@@ -381,5 +382,7 @@ HANDLERS: dict[str, Handler] = {
     "logs": cmd_logs,
     "quota": cmd_quota,
     "nodes": cmd_nodes,
+    "notebook": cmd_session,
+    "shell": cmd_session,
 }
 
