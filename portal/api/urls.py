@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
 from portal.api import sessions, views
@@ -12,5 +12,6 @@ urlpatterns = [
     path("images/", views.ImageListView.as_view(), name="api-images"),
     path("sessions/", sessions.SessionCreateView.as_view(), name="api-session-create"),
     path("sessions/<int:job_id>/", sessions.SessionDetailView.as_view(), name="api-session"),
+    path("", include("notifications.api_urls")),
     *router.urls,
 ]
