@@ -19,6 +19,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
     path("sessions/new/", session_views.session_new, name="session-new"),
     path("jobs/<int:job_id>/session/", session_views.session_status, name="session-status"),
+    path("usage/", views.usage_page, name="usage"),
+    path("usage/csv/", views.usage_csv, name="usage-csv"),
     path("account/tokens/", views.tokens, name="tokens"),
     path("account/tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
     path("", include("portal.dashboard.urls")),

@@ -19,7 +19,8 @@ from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
-from scheduler import fair_usage, selectors, services
+from portal.api.views import usage_csv_response
+from scheduler import fair_usage, selectors, services, usage
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
 from scheduler.projects import names_of as project_names
@@ -144,3 +145,29 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Server error."}, status=500)
     return render(request, "500.html", status=500)
+
+
+@login_required
+def usage_page(request: HttpRequest) -> HttpResponse:
+    """Usage by project or user over a period: a stacked area of GPU-hours, a table, the quotas beside."""
+    try:
+        query = usage.parse_query(request.GET)
+    except usage.UsageQueryInvalid as exc:
+        return render(request, "portal/usage.html", {"errors": exc.errors, "params": request.GET}, status=400)
+    data = usage.report(request.user, query)
+    rows = [{**row, "name": row[query.by], "beside": data["beside"].get(row[query.by], {})} for row in data["rows"]]
+    quota = data["quota"]
+    quota_rows = [(name, value, quota["usage"].get(name)) for name, value in quota["limits"].items()]
+    return render(request, "portal/usage.html", {"report": data, "rows": rows, "quota_rows": quota_rows,
+                                                 "params": request.GET, "query": query,
+                                                 "csv_query": request.GET.urlencode()})
+
+
+@login_required
+def usage_csv(request: HttpRequest) -> HttpResponse:
+    """The usage page's table as a CSV download (same parameters)."""
+    try:
+        query = usage.parse_query(request.GET)
+    except usage.UsageQueryInvalid as exc:
+        return JsonResponse({"errors": exc.errors}, status=400)
+    return usage_csv_response(usage.report(request.user, query))

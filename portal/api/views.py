@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -27,7 +27,7 @@ from portal.api.serializers import (
     QuotaExceededSerializer,
     QuotaReportSerializer,
 )
-from scheduler import selectors, services
+from scheduler import selectors, services, usage
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 _LIST_PARAMS = [
@@ -227,3 +227,44 @@ class ImageListView(APIView):
     @extend_schema(responses={200: ImageSerializer(many=True)})
     def get(self, request: Request) -> Response:
         return Response(ImageSerializer(selectors.enabled_images(), many=True).data)
+
+
+_USAGE_PARAMS = [
+    OpenApiParameter("from", str, description="Start: an ISO date (its midnight, UTC) or date-time; default: 7 days "
+                                              "before to."),
+    OpenApiParameter("to", str, description="End: an ISO date (included) or date-time; default: now."),
+    OpenApiParameter("by", str, enum=[*usage.BY, ""], description="Group by project or user (empty: project)."),
+]
+
+
+class UsageView(APIView):
+    """GPU-hours, jobs, preemptions and lost GPU-hours by project or user and class over a period
+    (``scheduler.usage``), with a series for charts and the quotas beside. Staff see every job;
+    others the jobs of their projects and their own."""
+
+    @extend_schema(parameters=_USAGE_PARAMS, responses={200: OpenApiTypes.OBJECT, 400: ErrorsSerializer})
+    def get(self, request: Request) -> Response:
+        try:
+            query = usage.parse_query(request.query_params)
+        except usage.UsageQueryInvalid as exc:
+            return validation_error(exc.errors)
+        return Response(usage.report(request.user, query))
+
+
+class UsageCsvView(APIView):
+    """The rows of GET /api/v1/usage/ as CSV (same parameters and visibility)."""
+
+    @extend_schema(parameters=_USAGE_PARAMS, responses={(200, "text/csv"): OpenApiTypes.STR, 400: ErrorsSerializer})
+    def get(self, request: Request) -> HttpResponse | Response:
+        try:
+            query = usage.parse_query(request.query_params)
+        except usage.UsageQueryInvalid as exc:
+            return validation_error(exc.errors)
+        return usage_csv_response(usage.report(request.user, query))
+
+
+def usage_csv_response(data: dict) -> HttpResponse:
+    """A CSV download of a usage report, named after its period and grouping."""
+    name = f"usage-by-{data['by']}-{data['from'][:10]}-{data['to'][:10]}.csv"
+    return HttpResponse(usage.as_csv(data), content_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})

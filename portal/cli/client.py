@@ -115,6 +115,10 @@ class ApiClient:
         """GET /sessions/<id>/: the session's phase, and its URL once ready."""
         return self._request("GET", f"/sessions/{job_id}/")
 
+    def usage(self, params: Mapping[str, str]) -> dict[str, Any]:
+        """GET /usage/ with ``from``, ``to`` and ``by``."""
+        return self._request("GET", "/usage/", params=dict(params))
+
     def nodes(self) -> Any:
         """GET /nodes/: a list, or a page body if the API paginates it."""
         return self._request("GET", "/nodes/")

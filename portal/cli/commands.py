@@ -29,6 +29,7 @@ from portal.cli.output import (
 )
 from portal.cli.progress import format_progress
 from portal.cli.sessions import cmd_session
+from portal.cli.usage import cmd_usage
 
 # States a job never leaves: scheduler.models.TERMINAL_STATES, restated here
 # because the client imports no Django (a test keeps the two equal).
@@ -384,5 +385,6 @@ HANDLERS: dict[str, Handler] = {
     "nodes": cmd_nodes,
     "notebook": cmd_session,
     "shell": cmd_session,
+    "usage": cmd_usage,
 }
 

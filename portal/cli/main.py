@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TextIO
 
-from portal.cli import config, sessions
+from portal.cli import config, sessions, usage
 from portal.cli.client import ApiClient, ApiError
 from portal.cli.commands import HANDLERS
 from portal.cli.units import parse_duration, parse_memory_gb
@@ -168,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("quota", parents=[common], help="show your quota limits and usage")
     sub.add_parser("nodes", parents=[common], help="list the cluster's nodes")
     sessions.add_parsers(sub, common, _converter(parse_duration, "duration"))
+    usage.add_parser(sub, common)
     return parser
 
 

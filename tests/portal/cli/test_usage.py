@@ -1,0 +1,25 @@
+"""``gpusched usage`` against the live portal: the table, CSV and a bad date."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.portal.api.test_views_usage import charged  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_usage_table_csv_and_bad_input(roles, live_server, token_for, run_cli, charged) -> None:  # noqa: ANN001, F811
+    env = {"GPUSCHED_URL": live_server.url, "GPUSCHED_TOKEN": token_for(roles.owner)}
+    code, out, err = run_cli("usage", env=env)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[1].split() == ["PROJECT", "CLASS", "GPU-HOURS", "JOBS", "PREEMPTIONS", "LOST", "GPU-HOURS", "SHARE"]
+    assert lines[2].split()[:3] == ["vision", "BE", "2"] and "nlp" not in out
+    assert lines[-1].startswith("Total: 2.00 GPU-hours, 1 jobs")
+    code, out, _ = run_cli("usage", "--by", "user", "--csv", env=env)
+    assert code == 0 and out.splitlines() == ["user,job_class,gpu_hours,jobs,preemptions,lost_gpu_hours",
+                                              "alice,BE,2.0,1,0,0.0"]
+    code, out, err = run_cli("usage", "--from", "last-week", env=env)
+    assert (code, out) == (1, "")
+    assert "from: " in err and "not a date" in err
