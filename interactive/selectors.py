@@ -96,8 +96,12 @@ def queue_position(job: Job) -> int:
 
 
 def ended_reason(job: Job) -> str:
-    """Why the session ended, from its last event: its time limit, its owner, or its server's exit."""
-    event = job.events.order_by("-at", "-id").first()
+    """Why the session ended: its time limit, who stopped it (the cancellation's first event), or its last event."""
+    events = job.events.all()
+    if job.state == JobState.CANCELLED:
+        event = events.filter(reason="Cancelled").order_by("at", "id").first() or events.order_by("-at", "-id").first()
+    else:
+        event = events.order_by("-at", "-id").first()
     if job.state == JobState.TIMEOUT:
         return "time limit reached"
     if event is not None and event.message:

@@ -82,3 +82,13 @@ def test_starting_stopping_and_ended(session) -> None:  # noqa: ANN001
 def test_a_batch_job_has_no_session_status(no_triggers) -> None:  # noqa: ANN001
     make_node("n1", 1)
     assert selectors.status(placed_job(make_user("alice"), {"n1": [0]}), timezone.now()) is None
+
+
+def test_a_stopped_session_says_who_stopped_it_not_how_its_server_exited(session) -> None:  # noqa: ANN001
+    JobEvent.objects.create(job=session, from_state=JobState.RUNNING, to_state=JobState.CANCELLING,
+                            reason="Cancelled", message="cancelled by alice")
+    JobEvent.objects.create(job=session, from_state=JobState.CANCELLING, to_state=JobState.CANCELLED,
+                            reason="Cancelled", message="attempt 1 on n1 exited with code 0")
+    Job.objects.filter(pk=session.pk).update(state=JobState.CANCELLED)
+    session.refresh_from_db()
+    assert selectors.status(session, timezone.now())["ended_reason"] == "Cancelled: cancelled by alice"

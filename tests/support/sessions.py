@@ -1,11 +1,18 @@
-"""Fixtures for interactive sessions' tests: a running session job whose server is a given port."""
+"""Fixtures for interactive sessions' tests: a running session job whose server is a given port, and
+JupyterLab on the PATH of the agents a live test starts."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import unavailable
 
 from tests.support.session_server import SECRET
 
@@ -26,3 +33,12 @@ def make_session(make_job) -> Callable[..., Any]:  # noqa: ANN001
         return job
 
     return make
+
+
+@pytest.fixture
+def jupyter_on_path(monkeypatch):  # noqa: ANN001, ANN201
+    """Agents started now (single-user: their jobs get their PATH) find JupyterLab next to this interpreter."""
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    if shutil.which("jupyter-lab") is None:
+        unavailable("JupyterLab is not installed: pip install -e '.[sessions]'")
