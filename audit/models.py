@@ -32,6 +32,9 @@ class Action(models.TextChoices):
     AGENT_REGISTERED = "agent.registered"
     AGENT_REFUSED = "agent.refused"
     SESSION_OPENED_BY_STAFF = "session.opened-by-staff"
+    GPU_RETURNED = "gpu.returned-to-service"
+    GPU_POLICY_CHANGED = "gpupolicy.changed"
+    GPU_POLICY_DELETED = "gpupolicy.deleted"
 
 
 class AppendOnlyQuerySet(models.QuerySet):

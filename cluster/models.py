@@ -8,7 +8,7 @@ when the attempt has vacated it. A GPU is free exactly when it is NULL.
 
 from __future__ import annotations
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -93,12 +93,14 @@ DEFAULT_UNHEALTHY_XIDS = "48,63,64,74,79,92,94,95"
 class GpuPolicy(models.Model):
     """Site settings of GPU health and idle reclaim: one row (pk 1), edited in the admin."""
 
-    unhealthy_xids = models.CharField(max_length=200, default=DEFAULT_UNHEALTHY_XIDS, blank=True,
-                                      help_text="Comma-separated Xids that take a GPU out of service.")
+    unhealthy_xids = models.CharField(
+        max_length=200, default=DEFAULT_UNHEALTHY_XIDS, blank=True,
+        validators=[RegexValidator(r"^\s*(\d{1,5}\s*(,\s*\d{1,5}\s*)*)?$", "Xids are whole numbers separated by commas.")],
+        help_text="Comma-separated Xids that take a GPU out of service.")
     launch_failure_limit = models.PositiveIntegerField(
         default=3, help_text="Launch failures in a row that take a GPU out of service (0: never).")
     idle_util_threshold = models.FloatField(
-        default=5.0, help_text="A TE job whose GPUs' mean utilisation (percent) stays below this is idle.")
+        default=5.0, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)], help_text="A TE job whose GPUs' mean utilisation (percent) stays below this is idle.")
     idle_after_s = models.PositiveIntegerField(
         default=0, help_text="Seconds idle, while other jobs wait, before the job is warned (0: no idle reclaim).")
     idle_grace_s = models.PositiveIntegerField(

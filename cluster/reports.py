@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from cluster import commands, protocol
+from cluster import commands, gpu_health, protocol
 from cluster.models import Gpu
 from cluster.settlement import (
     DOOMED,
@@ -63,6 +63,7 @@ def attempt_started(node: str, job_id: int, attempt: int, pid: int | None, start
             _stop_stale(node, job_id, attempt, "started report")
             return False
         job, att = found
+        gpu_health.launch_succeeded(node, att.gpu_allocation[node])
         if att.state == AttemptState.STARTING:
             Attempt.objects.filter(pk=att.pk, state=AttemptState.STARTING).update(
                 state=AttemptState.RUNNING, pid=pid, started_at=started_at
@@ -103,6 +104,8 @@ def attempt_exited(
             return None
         job, att = found
         Gpu.objects.filter(node__name=node, index__in=att.gpu_allocation[node], allocated_to=job).update(allocated_to=None)
+        if reason == protocol.EXIT_LAUNCH_FAILED:  # after freeing them: a GPU marked now has no job to requeue
+            gpu_health.launch_failed(node, att.gpu_allocation[node], now)
         outcome = outcome_after(att, classify_exit(reason, exit_code))
         decided = outcome != att.state
         if decided:

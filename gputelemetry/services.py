@@ -12,6 +12,9 @@ import logging
 import redis
 from django.conf import settings
 
+from django.utils import timezone
+
+from cluster import gpu_health
 from cluster.telemetry_schema import JobSample, TelemetryReport
 from gputelemetry import store
 
@@ -56,4 +59,6 @@ def ingest(node: str, report: TelemetryReport, conn: redis.Redis | None = None) 
             share = job.proc_mem // max(1, len(job.gpus))
             for i in job.gpus:
                 proc_mem[i] = share
-    return store.write_report(conn or client(), node, t, report.gpus, proc_mem, jobs)
+    written = store.write_report(conn or client(), node, t, report.gpus, proc_mem, jobs)
+    gpu_health.check_telemetry(node, report.gpus, timezone.now())
+    return written

@@ -172,7 +172,9 @@ def _free_map(nodes: list[NodeCapacity], active: list[tuple[Row, Row]]) -> dict[
     """Free (GPUs, CPUs, GB) per UP node: unallocated GPU rows, capacity minus held shares."""
     names = {n.name for n in nodes}
     free_gpus = dict(
-        Gpu.objects.filter(node__state=NodeState.UP, allocated_to__isnull=True, index__lt=F("node__gpus"))
+        # An unhealthy GPU (cluster/gpu_health.py) is never free: nothing is placed on it.
+        Gpu.objects.filter(node__state=NodeState.UP, allocated_to__isnull=True, healthy=True,
+                           index__lt=F("node__gpus"))
         .values_list("node__name")
         .annotate(n=Count("id"))
         .order_by()

@@ -68,7 +68,7 @@ def claim_gpus(starts: list[tuple[Start, JobRow]], out: Applied) -> list[_Claim]
     nodes = {node for d, _ in starts for node, _ in d.placement.parts}
     free: dict[str, list[tuple[int, int]]] = defaultdict(list)
     rows = (Gpu.objects.filter(node__name__in=nodes, node__state=NodeState.UP, allocated_to__isnull=True,
-                               index__lt=F("node__gpus"))
+                               healthy=True, index__lt=F("node__gpus"))
             .order_by("pk").select_for_update(of=("self",)).values_list("node__name", "index", "pk"))
     for node, index, pk in rows:
         free[node].append((index, pk))

@@ -247,7 +247,6 @@ NO_BEHAVIOUR = frozenset({"__init__.py", "apps.py", "settings.py", "settings_tes
 
 #: Modules without a test module at their mirrored path, and where they are tested instead.
 TESTED_ELSEWHERE = {
-    "cluster/admin.py": "admin declarations; tests/scheduler/test_admin.py drives the admin pages",
     "cluster/management/commands/agent_token.py": "tests/adversarial/test_adv_access.py (agent tokens)",
     "cluster/management/commands/drain_node.py": "tests/cluster/test_drain.py",
     "cluster/models.py": "model declarations; every cluster test writes and reads them",

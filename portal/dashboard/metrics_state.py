@@ -42,13 +42,15 @@ def metrics_state() -> MetricsState:
         state.jobs[(job_class, job_state_)] = n
 
     gpu_rows = Gpu.objects.values_list("node__state").annotate(
-        total=Count("id"), held=Count("id", filter=Q(allocated_to__isnull=False))
-    ).values_list("node__state", "total", "held")
+        total=Count("id"), held=Count("id", filter=Q(allocated_to__isnull=False)),
+        sick=Count("id", filter=Q(allocated_to__isnull=True, healthy=False)),
+    ).values_list("node__state", "total", "held", "sick")
     state.gpus = {"allocated": 0, "free": 0, "unavailable": 0}
-    for node_state, total, held in gpu_rows:
+    for node_state, total, held, sick in gpu_rows:
         state.gpus["allocated"] += held
-        if node_state == NodeState.UP:
-            state.gpus["free"] += total - held
+        if node_state == NodeState.UP:  # an unhealthy GPU (cluster/gpu_health.py) is not free: unavailable
+            state.gpus["free"] += total - held - sick
+            state.gpus["unavailable"] += sick
         else:
             state.gpus["unavailable"] += total - held
     state.gpus_by_class = dict(

@@ -64,12 +64,12 @@ def _job_brief(job: Job, user, now: datetime) -> dict:  # noqa: ANN001
     return brief
 
 
-def gpu_status(node_state: str, job: Job | None) -> str:
-    """One cell of the grid: lost, down, free, preempting, TE or BE."""
+def gpu_status(node_state: str, job: Job | None, healthy: bool = True) -> str:
+    """One cell of the grid: lost, down, unhealthy (out of service, no job), free, preempting, TE or BE."""
     if node_state == NodeState.NODE_LOST:
         return "lost"
     if job is None:
-        return "down" if node_state == NodeState.DOWN else "free"
+        return "down" if node_state == NodeState.DOWN else "free" if healthy else "unhealthy"
     if job.state in (JobState.PREEMPTING, JobState.CANCELLING):
         return "preempting"
     return job.job_class
@@ -86,15 +86,17 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
             "last_heartbeat": iso(node.last_heartbeat), "agent_version": node.agent_version,
             "protocol_version": node.protocol_version, "agent_outdated": agent_outdated(node.protocol_version),
         }
-    totals = {"gpus": 0, "allocated": 0, "free": 0, "TE": 0, "BE": 0, "preempting": 0, "lost": 0, "down": 0}
+    totals = {"gpus": 0, "allocated": 0, "free": 0, "TE": 0, "BE": 0, "preempting": 0, "lost": 0, "down": 0,
+              "unhealthy": 0}
     for gpu in gpus:
         node = nodes.get(gpu.node_id)
         if node is None:
             continue
         job = gpu.allocated_to
-        status = gpu_status(node["state"], job)
+        status = gpu_status(node["state"], job, gpu.healthy)
         node["gpus"].append({
             "index": gpu.index, "model": gpu.model_name, "memory_mb": gpu.memory_mb, "status": status,
+            "healthy": gpu.healthy, "unhealthy_reason": gpu.unhealthy_reason,
             "job": _job_brief(job, user, now) if job is not None else None,
         })
         node["total"] += 1

@@ -3,7 +3,8 @@
 
 (() => {
   const { el, duration } = Live;
-  const STATUS_TEXT = { free: "free", TE: "TE job", BE: "BE job", preempting: "preempting", lost: "node lost", down: "node down" };
+  const STATUS_TEXT = { free: "free", TE: "TE job", BE: "BE job", preempting: "preempting", lost: "node lost", down: "node down",
+                        unhealthy: "out of service" };
   let skewMs = 0; // client clock minus server clock, so waiting times tick without drifting
 
   function jobText(job) {
@@ -13,7 +14,8 @@
   }
 
   function gpuTitle(node, gpu) {
-    const head = node.name + " GPU " + gpu.index + (gpu.model ? " · " + gpu.model : "");
+    const head = node.name + " GPU " + gpu.index + (gpu.model ? " · " + gpu.model : "")
+      + (gpu.healthy === false ? " · UNHEALTHY: " + gpu.unhealthy_reason : "");
     return gpu.job ? head + ": " + jobText(gpu.job) : head + ": " + STATUS_TEXT[gpu.status];
   }
 
@@ -65,11 +67,13 @@
         if (cell) cell.replaceWith(fresh); else box.append(fresh);
         cell = fresh;
       }
-      cell.className = "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : "");
+      cell.className = "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : "")
+        + (gpu.healthy === false ? " unhealthy" : "");
       cell.title = title;
       cell.setAttribute("aria-label", title);
       cell.textContent = String(gpu.index);
       Object.assign(cell.dataset, { status: gpu.status, node: node.name, index: String(gpu.index),
+                                    healthy: gpu.healthy === false ? "false" : "true",
                                     jobId: gpu.job ? String(gpu.job.id) : "" });
       if (tag === "A") cell.href = gpu.job.url;
       if (cell === document.activeElement || cell.matches(":hover")) showDetail(title);

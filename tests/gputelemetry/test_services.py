@@ -7,7 +7,7 @@ import pytest
 from cluster.telemetry_schema import check_report
 from gputelemetry import services, store
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.django_db]
 
 
 def report(t: float):  # noqa: ANN201
@@ -26,3 +26,14 @@ def test_a_report_fills_the_gpu_rings_the_latest_readings_and_the_job_series(tel
     job = store.unpack(telemetry_redis.get(store.job_key(12, 3)), 1_700_000_000, 0)
     assert [(p.util, p.temp, p.power, p.fb_used, p.proc_mem) for p in job] == [(50, 41, 200, 4000, 3000)]
     assert not list(telemetry_redis.scan_iter(match=f"{store.PREFIX}:job:ext-1*"))  # not this server's job id
+
+
+def test_a_report_with_a_listed_xid_takes_the_gpu_out_of_service(make_node, no_triggers) -> None:  # noqa: ANN001
+    from cluster import gpu_health
+    from cluster.models import Gpu
+
+    gpu_health._cached = None
+    make_node("n1", 3)
+    services.ingest("n1", check_report(1.7e9, [{"i": 1, "uuid": "GPU-1", "xid": [79]}, {"i": 2, "uuid": "GPU-2",
+                                                                                       "xid": [31]}], []))
+    assert list(Gpu.objects.filter(healthy=False).values_list("index", "unhealthy_reason")) == [(1, "Xid 79")]

@@ -118,3 +118,18 @@ def test_live_state_reads_take_a_fixed_number_of_queries(roles, make_job, make_n
         latency.latency_stats()
     with django_assert_num_queries(7):
         metrics_state.metrics_state()
+
+
+def test_the_grid_shows_an_unhealthy_gpu_out_of_service_and_metrics_count_it_unavailable(roles, make_node):  # noqa: ANN001
+    from django.utils import timezone
+
+    from cluster import gpu_health
+    from portal.dashboard import metrics_state, selectors
+
+    make_node("n1", 2)
+    gpu_health.mark_unhealthy("n1", 1, "Xid 79", timezone.now())
+    node = selectors.cluster_state(roles.owner)["nodes"][0]
+    assert [(g["status"], g["healthy"], g["unhealthy_reason"]) for g in node["gpus"]] == [
+        ("free", True, ""), ("unhealthy", False, "Xid 79")]
+    assert node["free"] == 1
+    assert metrics_state.metrics_state().gpus == {"allocated": 0, "free": 1, "unavailable": 1}
