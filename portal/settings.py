@@ -277,6 +277,16 @@ AGENT_SECRET = env_str("GPUSCHED_AGENT_SECRET", "") or ""
 GPUSCHED_AGENT_DEV_MODE = env_bool("GPUSCHED_AGENT_DEV_MODE", default=False)
 # Single-user mode (docs/security.md): jobs run as the agents' own user; for a laptop without root.
 GPUSCHED_SINGLE_USER = env_bool("GPUSCHED_SINGLE_USER", default=False)
+
+# --- Interactive sessions (docs/sessions.md)
+# Staff may open other users' sessions through the proxy (each opening is audited).
+GPUSCHED_SESSION_STAFF_ACCESS = env_bool("GPUSCHED_SESSION_STAFF_ACCESS", default=False)
+# Seconds a session runs when its request names no time limit.
+GPUSCHED_SESSION_TIME_LIMIT = env_int("GPUSCHED_SESSION_TIME_LIMIT", 4 * 3600, minimum=60)
+# The proxy's patience: connecting (and a websocket handshake), and silence within an answer.
+GPUSCHED_SESSION_CONNECT_TIMEOUT = env_float("GPUSCHED_SESSION_CONNECT_TIMEOUT", 5.0, positive=True)
+GPUSCHED_SESSION_READ_TIMEOUT = env_float("GPUSCHED_SESSION_READ_TIMEOUT", 60.0, positive=True)
+GPUSCHED_SESSION_MAX_BODY = env_int("GPUSCHED_SESSION_MAX_BODY", 64 * 2**20, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",
