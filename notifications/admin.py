@@ -10,10 +10,10 @@ from scheduler.admin import StaffMayManage, StaffMayView
 
 @admin.register(Webhook)
 class WebhookAdmin(StaffMayManage, admin.ModelAdmin):
-    list_display = ["id", "owner", "url", "active", "allow_private", "created_at"]
-    list_filter = ["active", "allow_private"]
-    search_fields = ["url", "owner__username"]
-    fields = ["owner", "url", "active", "allow_private"]
+    list_display = ["id", "owner", "project", "url", "active", "allow_private", "created_at"]
+    list_filter = ["active", "allow_private", "project"]
+    search_fields = ["url", "owner__username", "project__name"]
+    fields = ["owner", "project", "events", "url", "active", "allow_private"]
 
 
 @admin.register(Delivery)

@@ -115,14 +115,16 @@ class WebhookListView(APIView):
 
     @extend_schema(responses={200: WebhookSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response(WebhookSerializer(Webhook.objects.filter(owner=request.user).order_by("pk"), many=True).data)
+        mine = Webhook.objects.filter(owner=request.user, project__isnull=True).order_by("pk")
+        return Response(WebhookSerializer(mine, many=True).data)
 
     @extend_schema(request=WebhookSerializer, responses={201: NewWebhookSerializer, 400: _ERRORS})
     def post(self, request: Request) -> Response:
         given = WebhookSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         with transaction.atomic():
-            if Webhook.objects.select_for_update().filter(owner=request.user).count() >= MAX_WEBHOOKS:
+            mine = Webhook.objects.select_for_update().filter(owner=request.user, project__isnull=True)
+            if mine.count() >= MAX_WEBHOOKS:
                 raise serializers.ValidationError({"url": [f"at most {MAX_WEBHOOKS} webhooks per user"]})
             hook = Webhook.objects.create(owner=request.user, url=given.validated_data["url"])
         return Response(NewWebhookSerializer(hook).data, status=status.HTTP_201_CREATED)
@@ -133,7 +135,7 @@ class WebhookDetailView(APIView):
 
     @extend_schema(responses={204: None, 404: _DETAIL})
     def delete(self, request: Request, webhook_id: int) -> Response:
-        if Webhook.objects.filter(pk=webhook_id, owner=request.user).delete()[0] == 0:
+        if Webhook.objects.filter(pk=webhook_id, owner=request.user, project__isnull=True).delete()[0] == 0:
             raise Http404
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -23,12 +23,14 @@ log = logging.getLogger(__name__)
 
 
 def _anyone_listens(event_ids: list[int]) -> bool:
-    """True when some event's job, or its owner, has chosen notifications (nothing is sent otherwise)."""
+    """True when some event's job, or its owner, has chosen notifications, or its project has a webhook
+    (nothing is sent otherwise)."""
     from django.db.models import Q
 
     from scheduler.models import JobEvent
 
-    chosen = Q(job__notify_preference__isnull=False) | Q(job__owner__notify_preference__isnull=False)
+    chosen = (Q(job__notify_preference__isnull=False) | Q(job__owner__notify_preference__isnull=False)
+              | Q(job__project__webhooks__active=True))
     return JobEvent.objects.filter(pk__in=event_ids).filter(chosen).exists()
 
 

@@ -41,9 +41,16 @@ class JobPreference(models.Model):
 
 
 class Webhook(models.Model):
-    """A URL that receives a signed JSON POST for each chosen event of its owner's jobs."""
+    """A URL that receives a signed JSON POST for each chosen event of its owner's jobs or, with a
+    ``project``, of every job charged to that project (the events in ``events``; set up by staff)."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhooks")
+    project = models.ForeignKey("scheduler.Project", on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="webhooks",
+                                help_text="A project's webhook: every job charged to it (empty: the owner's jobs).")
+    events = models.JSONField(default=list, blank=True,
+                              help_text="A project's webhook only: the events it receives (a user's webhooks follow "
+                                        "the user's choices).")
     url = models.URLField(max_length=500)
     secret = models.CharField(max_length=64, default=new_secret,
                               help_text="HMAC-SHA256 key of the X-Gpusched-Signature header.")
@@ -54,7 +61,21 @@ class Webhook(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
-        return f"{self.url} ({self.owner})"
+        return f"{self.url} ({self.project or self.owner})"
+
+    def clean(self) -> None:
+        """Events: known names only, in canonical order, and only on a project's webhook."""
+        from django.core.exceptions import ValidationError
+
+        from notifications.events import clean_kinds
+
+        try:
+            self.events = clean_kinds(self.events)
+        except ValueError as exc:
+            raise ValidationError({"events": str(exc)}) from None
+        if self.events and self.project_id is None:
+            raise ValidationError({"events": "only a project's webhook chooses its events; "
+                                             "a user's webhooks follow the user's choices"})
 
 
 class Delivery(models.Model):

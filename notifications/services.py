@@ -40,7 +40,8 @@ def payload(event: JobEvent, kind: str) -> dict[str, Any]:
     return {
         "event": kind,
         "job": {"id": job.pk, "name": job.name, "owner": job.owner.username, "state": event.to_state,
-                "job_class": job.job_class, "exit_code": job.exit_code},
+                "job_class": job.job_class, "exit_code": job.exit_code,
+                "project": job.project.name if job.project_id else None},
         "from_state": event.from_state,
         "to_state": event.to_state,
         "reason": event.reason,
@@ -56,7 +57,7 @@ def dispatch(event_ids: list[int]) -> list[int]:
     logged in the delivery log, never raised.
     """
     to_send: list[int] = []
-    events = JobEvent.objects.filter(pk__in=event_ids).select_related("job", "job__owner").order_by("at", "pk")
+    events = JobEvent.objects.filter(pk__in=event_ids).select_related("job", "job__owner", "job__project").order_by("at", "pk")
     for event in events:
         kind = kind_of(event.from_state, event.to_state)
         if kind is None:
@@ -65,13 +66,23 @@ def dispatch(event_ids: list[int]) -> list[int]:
         body = payload(event, kind)
         if kind in email_kinds and event.job.owner.email:
             send_email(event, kind, body)
+        hooks = list(_project_hooks(event.job, kind))
         if kind in webhook_kinds:
-            for hook in Webhook.objects.filter(owner_id=event.job.owner_id, active=True):
-                delivery = Delivery.objects.create(owner_id=event.job.owner_id, channel=Delivery.Channel.WEBHOOK,
-                                                   webhook=hook, job=event.job, event=kind, target=hook.url,
-                                                   body=json.dumps(body, separators=(",", ":")))
-                to_send.append(delivery.pk)
+            hooks += Webhook.objects.filter(owner_id=event.job.owner_id, project__isnull=True, active=True)
+        for hook in hooks:
+            # A project's delivery is logged for whoever set the webhook up, not for the job's owner.
+            delivery = Delivery.objects.create(owner_id=hook.owner_id, channel=Delivery.Channel.WEBHOOK,
+                                               webhook=hook, job=event.job, event=kind, target=hook.url,
+                                               body=json.dumps(body, separators=(",", ":")))
+            to_send.append(delivery.pk)
     return to_send
+
+
+def _project_hooks(job: Any, kind: str) -> list[Webhook]:
+    """The active webhooks of ``job``'s project that take ``kind`` events."""
+    if job.project_id is None:
+        return []
+    return [h for h in Webhook.objects.filter(project_id=job.project_id, active=True) if kind in h.events]
 
 
 def send_email(event: JobEvent, kind: str, body: dict[str, Any]) -> Delivery:

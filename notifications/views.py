@@ -41,7 +41,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         status = 400
     return render(request, "notifications/settings.html", {
         "choices": choices, "webhook_form": webhook_form, "email": request.user.email,
-        "webhooks": Webhook.objects.filter(owner=request.user).order_by("pk"),
+        "webhooks": Webhook.objects.filter(owner=request.user, project__isnull=True).order_by("pk"),
         "deliveries": Delivery.objects.filter(owner=request.user).order_by("-pk")[:DELIVERIES_SHOWN],
     }, status=status)
 
@@ -49,7 +49,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def webhook_delete(request: HttpRequest, webhook_id: int) -> HttpResponse:
-    hook = get_object_or_404(Webhook, pk=webhook_id, owner=request.user)
+    hook = get_object_or_404(Webhook, pk=webhook_id, owner=request.user, project__isnull=True)
     hook.delete()
     messages.success(request, "Webhook deleted.")
     return redirect("notifications")
