@@ -193,6 +193,8 @@ def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | N
     waiting = {p.spec.id for p in wanting} | {p.spec.id for p in cyc.te_queue if p.hold_reason is None}
     planner = _planner(cyc, view, waiting, min_runtime, max_preemptions)
     failed: set[tuple[int, float, float]] = set()
+    pends: dict[str, int] | None = None
+    nodes_of: dict[str, set[str]] | None = None
     for job in wanting:
         spec = job.spec
         shape = (spec.num_gpus, *per_unit(spec))
@@ -211,13 +213,29 @@ def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | N
                                    f"fair share: tenant {t or '(none)'} holds more than its entitlement; "
                                    f"preempted for job {spec.id} of tenant {spec.tenant or '(none)'}"))
         if cyc.explain:
-            _replace_pend(cyc, spec.id, Pend(spec.id, Reason.WAITING_FOR_PREEMPTION,
-                                             f"fair share: reclaiming GPUs from borrowing tenants on "
-                                             f"{', '.join(sorted(plan.parts))}"))
+            if pends is None:
+                pends = {d.job_id: i for i, d in enumerate(cyc.out) if d.__class__ is Pend}
+            _replace_pend(cyc, pends, Pend(spec.id, Reason.WAITING_FOR_PREEMPTION,
+                                           f"fair share: reclaiming GPUs from borrowing tenants on "
+                                           f"{', '.join(sorted(plan.parts))}"))
         if plan.victims:  # the victims' tenants borrow less now: fewer candidates
-            if not _excess(view):
+            excess = _excess(view)
+            if not excess:
                 return
-            planner = _planner(cyc, view, waiting, min_runtime, max_preemptions, planner)
+            if nodes_of is None:
+                nodes_of = _nodes_by_tenant(planner)
+            # Only the victims' tenants borrow less now (the job's tenant stays within its part).
+            names = set().union(*(nodes_of.get(v.job.spec.tenant, ()) for v in plan.victims))
+            planner.narrow(lambda c: c.gpus <= excess.get(c.job.spec.tenant, 0.0) + _EPS, names)
+
+
+def _nodes_by_tenant(planner: Planner) -> dict[str, set[str]]:
+    """The nodes on which each tenant has reclaim candidates."""
+    out: dict[str, set[str]] = {}
+    for name, cands in planner.index.by_node.items():
+        for c in cands:
+            out.setdefault(c.job.spec.tenant, set()).add(name)
+    return out
 
 
 def _keeps_entitlements(view: FairView, victims: Sequence[Candidate]) -> bool:
@@ -234,24 +252,25 @@ def _excess(view: FairView) -> dict[str, float]:
     return {t: held - view.entitled.get(t, 0.0) for t, held in view.alloc.items() if not view.below(t)}
 
 
-def _planner(cyc, view: FairView, waiting: set[str], min_runtime: float,
-             max_preemptions: int, previous: Planner | None = None) -> Planner:
+def _planner(cyc, view: FairView, waiting: set[str], min_runtime: float, max_preemptions: int) -> Planner:
     """A planner over the borrowing tenants' BE jobs; victims and vacating
-    jobs already spoken for in this cycle (by TE jobs or earlier reclaims)
-    stay spoken for."""
+    jobs already spoken for in this cycle (by TE jobs) stay spoken for. One
+    planner serves the whole pass: after each reclaim it withdraws the
+    candidates whose tenant no longer borrows enough (``Planner.narrow``)
+    and keeps its views of every other node."""
     index = ReclaimIndex(cyc.snapshot, cyc.now, max_preemptions, min_runtime, _excess(view))
-    for earlier in (cyc.planner, previous):
-        if earlier is not None:
-            index.chosen |= earlier.index.chosen
-            index.consumed |= earlier.index.consumed
+    if cyc.planner is not None:
+        index.chosen |= cyc.planner.index.chosen
+        index.consumed |= cyc.planner.index.consumed
     return Planner(cyc.cap, index, waiting, ResumeCostChooser())
 
 
-def _replace_pend(cyc, job_id: str, pend: Pend) -> None:
+def _replace_pend(cyc, at: dict[str, int], pend: Pend) -> None:
+    """Put ``pend`` in place of the job's earlier Pend (``at``: its index in ``cyc.out``), else append it."""
     out = cyc.out
-    for i in range(len(out) - 1, -1, -1):
-        d = out[i]
-        if d.__class__ is Pend and d.job_id == job_id:
-            out[i] = pend
-            return
-    out.append(pend)
+    i = at.get(pend.job_id)
+    if i is not None:
+        out[i] = pend
+    else:
+        at[pend.job_id] = len(out)
+        out.append(pend)

@@ -127,3 +127,28 @@ def test_victims_avoid_nodes_reserved_for_a_starving_job(policy):
     # With no other choice, the reserved node is used.
     s.running[1] = run("rb", {"b": 2}, TE, start=999)
     assert preempts(make_policy(policy, starvation_threshold=100).decide(s, 1000.0)) == {"ra": "t"}
+
+
+def test_narrow_withdraws_candidates_and_plans_as_a_fresh_planner_would():
+    from scheduler.core.placement import FreeCapacity, free_from_running
+    from scheduler.core.victim_choosers import NewestChooser
+    from scheduler.core.victim_planner import Planner
+    from scheduler.core.victims import RunningIndex
+
+    node_list = nodes(("a", 2), ("b", 2))
+    running = [run("old", {"a": 2}, start=10.0), run("new", {"b": 2}, start=50.0)]
+    job = pend("t", 2, TE, submit=90)
+
+    def planner(without: set[str]) -> Planner:
+        p = Planner(FreeCapacity(free_from_running(node_list, running)),
+                    RunningIndex(running, 100.0, float("inf"), 3), {"t"}, NewestChooser())
+        p.plan(job, 100.0)  # views cached before narrowing
+        p.narrow(lambda c: c.id not in without, ["a", "b"])
+        return p
+
+    assert [v.id for v in planner(set()).plan(job, 100.0).victims] == ["new"]
+    assert [v.id for v in planner({"new"}).plan(job, 100.0).victims] == ["old"]
+    assert planner({"new", "old"}).plan(job, 100.0) is None
+    untouched = planner(set())
+    untouched.narrow(lambda c: c.id != "new", ["a"])  # "new" is on b, which is not named: it stays
+    assert [v.id for v in untouched.plan(job, 100.0).victims] == ["new"]
