@@ -67,19 +67,20 @@ def tenant_usage(now: datetime, half: float | None = None) -> dict[str, TenantUs
     usage: dict[str, float] = {}
     users: dict[str, dict[str, float]] = {}
     rows = (Attempt.objects.filter(started_at__lt=now).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=horizon))
-            .values_list("job__project__name", "job__owner_id", "gpu_allocation", "started_at", "ended_at")
+            .values_list("job__project_id", "job__owner_id", "gpu_allocation", "started_at", "ended_at")
             .order_by())
+    projects = {pk: (name, share) for pk, name, share in Project.objects.values_list("id", "name", "share")}
     for project, owner, allocation, started, ended in rows:
         gpus = sum(len(indices) for indices in (allocation or {}).values())
         end = min(ended.timestamp(), t_now) if ended is not None else t_now
         used = decayed_gpu_seconds(gpus, started.timestamp(), end, t_now, half)
         if used <= 0:
             continue
-        tenant = project or ""
+        tenant = projects[project][0] if project in projects else ""
         usage[tenant] = usage.get(tenant, 0.0) + used
         per_user = users.setdefault(tenant, {})
         per_user[str(owner)] = per_user.get(str(owner), 0.0) + used
-    shares = dict(Project.objects.values_list("name", "share"))
+    shares = dict(projects.values())
     return {
         name: TenantUsage(float(shares.get(name, DEFAULT_SHARE)), usage.get(name, 0.0), users.get(name, {}))
         for name in set(shares) | set(usage)

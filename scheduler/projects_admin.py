@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import Count
 
+from audit import services as audit
 from audit.admin import AuditedAdmin
 from scheduler.identity_admin import SuperuserMayChange
 from scheduler.projects import Membership, Project
@@ -36,9 +37,26 @@ class ProjectAdmin(AuditedAdmin, SuperuserMayChange, admin.ModelAdmin):
                                                                                    "max_priority"]}),
     ]
 
+    def save_related(self, request, form, formsets, change: bool) -> None:  # noqa: ANN001
+        """Save the members inline, and audit who was added, removed or made default (the project's
+        own fields are audited by ``AuditedAdmin``)."""
+        project = form.instance
+        before = _members(project)
+        super().save_related(request, form, formsets, change)
+        after = _members(project)
+        if before != after:
+            audit.record("project.changed", target=str(project), actor=request.user, request=request,
+                         changes={"members": [before, after]})
+
     def get_queryset(self, request):  # noqa: ANN001, ANN201
         return super().get_queryset(request).annotate(_members=Count("memberships"))
 
     @admin.display(description="members", ordering="_members")
     def member_count(self, project: Project) -> int:
         return project._members  # noqa: SLF001 - the annotation above
+
+
+def _members(project: Project) -> list[str]:
+    """The project's members as ``username`` (``username*`` for one whose default it is), sorted."""
+    rows = Membership.objects.filter(project=project).values_list("user__username", "is_default")
+    return sorted(f"{name}*" if default else name for name, default in rows)

@@ -29,7 +29,9 @@ def test_a_superuser_adds_a_project_with_a_default_member_and_it_is_audited(role
     assert project.share == 2.5
     assert Membership.objects.get(project=project).user == roles.owner
     assert Membership.objects.get(project=project).is_default
-    assert AuditEntry.objects.filter(action="project.changed", target="vision").exists()
+    changes = list(AuditEntry.objects.filter(action="project.changed", target="vision").values_list("changes",
+                                                                                                   flat=True))
+    assert len(changes) == 2 and {"members": [[], ["alice*"]]} in changes
     listing = browser_as(root).get("/admin/scheduler/project/").content.decode()
     assert "vision" in listing
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
+from scheduler.core.fair_queue import FairView
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, RunningJob, Snapshot
 from scheduler.core.placement import FreeCapacity, FreeLedger
@@ -84,6 +85,15 @@ def test_fair_share_decisions_are_complete_feasible_and_safe(case):
             assert NOW - victim.attempt_start >= params["reclaim_min_runtime"]
         else:
             assert d.reason is Reason.PREEMPTED_FOR_TE and job.spec.job_class is JobClass.TE
+    # Reclaim never takes a victim's tenant below its own entitlement (no cascade of reclaims).
+    view = FairView(snap, snap.tenants)
+    taken: dict[str, float] = {}
+    for d in out:
+        if isinstance(d, Preempt) and d.reason is Reason.PREEMPTED_FOR_PRIORITY:
+            t = running[d.job_id].spec.tenant
+            taken[t] = taken.get(t, 0.0) + running[d.job_id].spec.num_gpus
+    for t, gpus in taken.items():
+        assert view.alloc[t] - gpus >= view.entitled[t] - 1e-9, (t, gpus, view.alloc, view.entitled)
     quiet = make_policy(name, **(params | {"explain": False})).decide(snap, NOW)
     assert quiet == [d for d in out if not isinstance(d, Pend)]
     assert make_policy(name, **params).decide(snap, NOW) == out
