@@ -16,6 +16,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
+    from scheduler.core.adaptive import AdaptiveModel
     from scheduler.core.fairshare import TenantUsage
 
 
@@ -82,6 +83,9 @@ class JobSpec:
     throughput: "JobThroughput | None" = field(default=None, compare=False, repr=False)
     """Seconds per iteration as a function of the allocation (best plan per
     allocation); None: unknown, the job is not reconfigured."""
+    adaptive: "AdaptiveModel | None" = field(default=None, compare=False, repr=False)
+    """An adaptive job (``scheduler.core.adaptive``): its speed depends on its
+    GPUs and batch size, and it completes at a target progress; None: not one."""
     excluded_nodes: frozenset[str] = frozenset()
     """Nodes the job must not be placed on (the live cluster: its image was
     unavailable there); placement (``FreeCapacity.place``) never uses them."""

@@ -31,6 +31,8 @@ def allocation(job: SimJobState, d: Start | Reconfigure, t: float, what: str, no
     g = placement.num_gpus
     elastic = job.speed is not None and spec.reconfigurable
     lo, hi = spec.gpu_range if elastic else (spec.num_gpus, spec.num_gpus)
+    if spec.adaptive is not None:
+        lo, hi = 1, spec.adaptive.max_gpus
     if not lo <= g <= hi:
         need = f"{spec.num_gpus}" if lo == hi else f"{lo} to {hi}"
         raise SimulationError(f"t={t:g}: {what} {spec.id} with {g} GPUs, the job needs {need}")

@@ -38,7 +38,7 @@ from scheduler.sim.workloads.canonical import TraceError, load_canonical
 from scheduler.sim.workloads.philly import PhillyRule, load_philly
 from scheduler.sim.workloads.pollux import NODE_GPUS as POLLUX_NODE_GPUS
 from scheduler.sim.workloads.pollux import NODES as POLLUX_NODES
-from scheduler.sim.workloads.pollux import load_pollux_tuned
+from scheduler.sim.workloads.pollux import load_pollux_adaptive, load_pollux_tuned
 from scheduler.sim.workloads.synthetic import SyntheticConfig, generate
 from scheduler.sim.workloads.types import Workload
 
@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "pollux: a Pollux study workload as TunedJobs (GPUs and batch size of the trace) on the "
                         "study's 16x4 cluster unless --cluster says otherwise (the study restarts in 30 s: "
                         "--resume-overhead 30)")
+    p.add_argument("--pollux-jobs", choices=["tuned", "trace-batch", "adaptive"], default=None,
+                   help="pollux: plain TunedJobs (default; Tiresias), adaptive jobs keeping the trace's batch "
+                        "(Optimus) or adaptive jobs at their goodput-optimal batch (Pollux); the adaptive ones "
+                        "want --round-seconds 60")
+    p.add_argument("--round-seconds", type=float, default=None,
+                   help="decide only every this many seconds (the Pollux study: 60); default at every event")
     p.add_argument("--policy-times", choices=["measured", "model", "measured-only"], default=None,
                    help="morphling: iteration times the policies see (default measured, the model where not "
                         "measured; the simulator always replays measured times, the model where not measured)")
@@ -131,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check(args.node_cpus >= 0 and args.node_mem_gb >= 0, "--node-cpus/--node-mem-gb must be >= 0")
         nodes = make_nodes(nodes_n, gpus, args.node_cpus, args.node_mem_gb)
         config = SimConfig(resume_overhead=args.resume_overhead, reconfigure_overhead=args.reconfigure_overhead,
-                           **_fair_share(args))
+                           round_seconds=args.round_seconds, **_fair_share(args))
         progress = None if args.no_progress else (lambda label: ProgressBar(label))
         runs = run_all(specs, workload, nodes, config, progress, eta=_eta(args))
         for run in runs:
@@ -281,6 +287,7 @@ def _cluster_defaults(args: argparse.Namespace) -> None:
     if args.node_mem_gb is None:
         args.node_mem_gb = TESTBED[3] if morphling else 0.0
     _check(morphling or args.policy_times is None, "--policy-times applies only to --trace-format morphling")
+    _check(args.trace_format == "pollux" or args.pollux_jobs is None, "--pollux-jobs applies only to --trace-format pollux")
 
 
 def _workload(args: argparse.Namespace) -> Workload:
@@ -301,6 +308,8 @@ def _workload(args: argparse.Namespace) -> Workload:
     if args.trace_format == "pollux":
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):
             _check(getattr(args, flag) is None, f"--{flag.replace('_', '-')} applies only to --trace-format philly")
+        if args.pollux_jobs in ("trace-batch", "adaptive"):
+            return load_pollux_adaptive(args.trace, batch="trace" if args.pollux_jobs == "trace-batch" else "adaptive")
         return load_pollux_tuned(args.trace, node_gpus=parse_cluster(args.cluster)[1])
     if args.trace_format == "morphling":
         for flag in ("window", "te_max_gpus", "te_max_duration", "seed"):

@@ -2,10 +2,9 @@
 
 Events are arrivals, completions and vacates (a preempted job releasing its
 resources when its grace period ends). Events at the same timestamp are
-applied together, then the policy's ``decide(snapshot, now)`` is called once for
-the batch, and its decisions are validated and applied. ``decide`` is skipped
-when nothing is pending: without a pending job a policy has nothing to start
-and no TE job to preempt for.
+applied together, then ``decide(snapshot, now)`` is called once for the batch
+and its decisions validated and applied; it is skipped when nothing is
+pending (nothing to start, no TE job to preempt for).
 
 Job mechanics:
 
@@ -20,28 +19,22 @@ Job mechanics:
 * Lost GPU-seconds: GPUs x (time held after a notice + resume overhead spent),
   so that allocated GPU-seconds = useful GPU-seconds + lost GPU-seconds.
 
-The snapshot is maintained incrementally: one ``Snapshot`` whose ``running`` and
-``pending`` lists are updated in place between calls (``pending`` kept in
-arrival order by binary search), and so are ``pending_te`` (the TE jobs of
-``pending``, same objects, same order) and ``free`` (per-node free capacity,
-kept by the core's ``FreeLedger``). ``RunningJob.progress`` of a running job is
-computed when read, from the virtual clock, so it is always the work done at
-``now`` without touching every running job at every event.
+The snapshot's ``running``, ``pending`` (arrival order), ``pending_te`` and
+``free`` are updated in place; ``RunningJob.progress`` is computed when read.
+Invalid decisions (starting a job not pending, a wrong GPU count, an unknown
+or over-full node, preempting a job not running) raise ``SimulationError``.
 
-Decisions are validated: starting a job that is not pending, a placement with
-the wrong GPU count, an unknown or over-full node, preempting a job that is not
-running (or already preempting) raise ``SimulationError``: a policy bug.
+Reconfigurable jobs (a ``SimJob`` with ``speed``, docs/rubick.md): ``duration``
+is steps times the reference iteration time; on another plan or allocation a
+job progresses at ``reference / iteration time`` (``scheduler.sim.allocation``).
+A ``Start`` may give it any GPU count in ``spec.gpu_range`` and a plan; a
+``Reconfigure`` relaunches it (``scheduler.sim.reconfiguration``).
 
-Reconfigurable jobs (a ``SimJob`` with ``speed``, see docs/rubick.md): work is
-counted in iterations. ``duration`` is the job's steps times its reference
-iteration time, and a job running with another plan or allocation progresses
-at ``reference / iteration time`` seconds of work per second
-(``scheduler.sim.allocation``). A ``Start`` may give such a job any GPU count
-in ``spec.gpu_range`` and a plan; a ``Reconfigure`` checkpoints and relaunches
-it (``scheduler.sim.reconfiguration``).
-
-The run's records and result are in ``scheduler.sim.records``, each job's
-state and the pending queue's order in ``scheduler.sim.job_state``.
+Adaptive jobs (``spec.adaptive``): progress at the model's goodput, any GPU
+count up to its maximum, restart on every allocation change
+(``scheduler.sim.adaptive_attempt``). With ``SimConfig.round_seconds`` the
+policy decides at round boundaries only. Records: ``scheduler.sim.records``;
+job states and the queue's order: ``scheduler.sim.job_state``.
 """
 
 from __future__ import annotations
@@ -56,6 +49,7 @@ from scheduler.core.metrics import JobOutcome
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Snapshot
 from scheduler.core.placement import FreeLedger
 from scheduler.core.policy import Policy
+from scheduler.sim.adaptive_attempt import AdaptiveRunningJob, finish_time, restart_seconds, vacates_at_once
 from scheduler.sim.allocation import IterationTiming, allocation
 from scheduler.sim.job_state import (
     COMPLETE,
@@ -142,10 +136,16 @@ class Simulator(ReconfigurationMechanics):
         arrival = 0
         batches = 0
         pending = self.snapshot.pending
-        while arrival < n or events:
-            t = events[0][0] if events else jobs[arrival].spec.submit_time
+        step = self.config.round_seconds
+        next_round = step if step is not None else float("inf")
+        while arrival < n or events or (step is not None and self._done < n):
+            t = events[0][0] if events else jobs[arrival].spec.submit_time if arrival < n else next_round
             if arrival < n and jobs[arrival].spec.submit_time < t:
                 t = jobs[arrival].spec.submit_time
+            round_now = t >= next_round
+            if round_now:
+                t = next_round
+                next_round += step  # type: ignore[operator]
             self._clock.now = t
             before = self._allocated
             if events and events[0][0] == t:
@@ -153,7 +153,9 @@ class Simulator(ReconfigurationMechanics):
             while arrival < n and jobs[arrival].spec.submit_time == t:
                 self._arrive(jobs[arrival])
                 arrival += 1
-            if pending or (self._decide_idle and self.snapshot.running):
+            if step is None and (pending or (self._decide_idle and self.snapshot.running)):
+                self._decide(t)
+            elif round_now and (pending or self.snapshot.running):
                 self._decide(t)
             if self._allocated != before:
                 self._util_times.append(t)
@@ -161,7 +163,7 @@ class Simulator(ReconfigurationMechanics):
             batches += 1
             if self._progress_cb is not None and batches % 1024 == 0:
                 self._progress_cb(self._done, n)
-            if not events and arrival >= n and pending:
+            if not events and arrival >= n and pending and (step is None or round_now):
                 raise SimulationError(
                     f"stalled at t={t:g}: {len(pending)} job(s) pending, nothing running, no arrivals left "
                     f"(first: {pending[0].spec.id}, {pending[0].spec.num_gpus} GPUs)"
@@ -252,6 +254,11 @@ class Simulator(ReconfigurationMechanics):
         decisions = self.policy.decide(self.snapshot, t)
         started: list[SimJobState] = []
         by_id = self._by_id
+        # Adaptive jobs preempted without grace free their GPUs first, for this call's other decisions.
+        at_once = {d.job_id for d in decisions if d.__class__ is Preempt and vacates_at_once(by_id.get(d.job_id), d)}
+        for d in decisions:
+            if d.__class__ is Preempt and d.job_id in at_once:
+                self._preempt(d, t)
         reconfigures = [d for d in decisions if d.__class__ is Reconfigure]
         if reconfigures:
             self._reconfigure_all(reconfigures, t)
@@ -264,7 +271,8 @@ class Simulator(ReconfigurationMechanics):
             elif cls is Start:
                 started.append(self._start(d, t))
             elif cls is Preempt:
-                self._preempt(d, t)
+                if d.job_id not in at_once:
+                    self._preempt(d, t)
             elif cls is Reconfigure:
                 pass  # applied above, together
             else:
@@ -285,8 +293,8 @@ class Simulator(ReconfigurationMechanics):
         plan, rate = self._timing.speed(job, d, spec, t)
         if job.first_start is None:
             job.first_start = t
-        job.overhead = self.config.resume_overhead if job.preemptions else 0.0
-        r = LiveRunningJob(
+        job.overhead = restart_seconds(job, self.config.resume_overhead if job.preemptions else 0.0)
+        r = (AdaptiveRunningJob if spec.adaptive is not None else LiveRunningJob)(
             spec=spec, placement=placement, attempt_start=t, first_start=job.first_start,
             progress=job.progress, preemptions=job.preemptions, plan=plan,
             reconfigurations=job.reconfigurations, last_reconfigure=job.last_reconfigure,
@@ -303,7 +311,7 @@ class Simulator(ReconfigurationMechanics):
         job.attempt += 1
         self._allocated += spec.num_gpus
         self._charge(spec, spec.num_gpus, t)
-        self._push(r._work_from + (job.duration - job.progress) / rate, COMPLETE, job)
+        self._push(finish_time(job, r), COMPLETE, job)
         if self._reclaim_after is not None:
             self._push(t + self._reclaim_after, WAKE, job)
         return job
@@ -325,7 +333,10 @@ class Simulator(ReconfigurationMechanics):
                 t, job.spec.id, job.spec.job_class, d.for_job, t - r.attempt_start, r.progress, job.preemptions
             )
         )
-        self._push(t + job.spec.grace_period, VACATE, job)
+        if vacates_at_once(job, d):
+            self._vacate(job, t)
+        else:
+            self._push(t + job.spec.grace_period, VACATE, job)
 
     def _enqueue(self, job: SimJobState) -> None:
         """Put the job's PendingJob in ``pending`` (and ``pending_te`` for a TE

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from scheduler.core.decisions import Reconfigure
 from scheduler.core.model import JobSpec
 from scheduler.core.placement import FreeLedger, node_charges
+from scheduler.sim.adaptive_attempt import finish_time, restart_seconds
 from scheduler.sim.allocation import IterationTiming, allocation
 from scheduler.sim.job_state import COMPLETE, RESHAPE, RESHAPING, RUNNING, LiveRunningJob, SimJobState
 from scheduler.sim.records import SimConfig, SimulationError
@@ -55,7 +56,7 @@ class ReconfigurationMechanics:
         job = self._by_id.get(d.job_id)
         if job is None or job.state != RUNNING:
             raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not running (or is stopping)")
-        if job.speed is None or not job.spec.reconfigurable:
+        if job.spec.adaptive is None and (job.speed is None or not job.spec.reconfigurable):
             raise SimulationError(f"t={t:g}: Reconfigure for {d.job_id!r}, which is not reconfigurable")
         r = job.running
         new = allocation(job, d, t, "Reconfigure", self._node_index)
@@ -113,7 +114,7 @@ class ReconfigurationMechanics:
         except ValueError as e:
             raise SimulationError(f"t={t:g}: Reconfigure {spec.id} over-allocates: {e}") from None
         plan, rate = self._timing.speed(job, d, spec, t)
-        job.overhead = idle + self.config.reconfigure_overhead
+        job.overhead = idle + restart_seconds(job, self.config.reconfigure_overhead)
         job.state = RUNNING
         job.reshape = None
         r.spec = spec
@@ -128,7 +129,7 @@ class ReconfigurationMechanics:
         r._rate = rate
         self._allocated += spec.num_gpus
         self._charge(spec, spec.num_gpus, t)
-        self._push(r._work_from + (job.duration - base) / rate, COMPLETE, job)
+        self._push(finish_time(job, r), COMPLETE, job)
 
 
 __all__ = ["ReconfigurationMechanics"]

@@ -36,12 +36,18 @@ class SimConfig:
     its clock and passes it to the policy as ``Snapshot.tenants``. None: off."""
     half_life: float = DEFAULT_HALF_LIFE
     """Seconds after which fair-share usage counts half."""
+    round_seconds: float | None = None
+    """Scheduling rounds: the policy decides every ``round_seconds`` (from
+    ``round_seconds`` on) and at no other time, as the Pollux study's
+    scheduler does; None: at every arrival and completion."""
 
     def __post_init__(self) -> None:
         if not self.resume_overhead >= 0:
             raise ValueError(f"resume_overhead must be >= 0, got {self.resume_overhead}")
         if not self.reconfigure_overhead >= 0:
             raise ValueError(f"reconfigure_overhead must be >= 0, got {self.reconfigure_overhead}")
+        if self.round_seconds is not None and not self.round_seconds > 0:
+            raise ValueError(f"round_seconds must be > 0, got {self.round_seconds}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Mapping
 
 from scheduler.core.model import JobClass, JobSpec
+from scheduler.sim.workloads.pollux_adaptive import AdaptiveApp
 from scheduler.sim.workloads.pollux_app import Application, applications
 from scheduler.sim.workloads.pollux_data import load_apps, load_workload
 from scheduler.sim.workloads.types import SimJob, Workload, sort_jobs
@@ -77,4 +78,45 @@ def load_pollux_tuned(path: str | os.PathLike[str], apps: Mapping[str, Applicati
     return Workload(name, sort_jobs(jobs), notes=(
         "TunedJobs: each job keeps the trace's GPUs and batch size; duration = time to its application's "
         f"target on packed {node_gpus}-GPU nodes, plus a {RESTART_SECONDS:g} s first start",
+    ))
+
+
+POLLUX_NCF_BATCH = 32768
+"""The study runs ``ncf`` jobs under Pollux at this fixed batch on one GPU."""
+
+
+def load_pollux_adaptive(path: str | os.PathLike[str], apps: Mapping[str, Application] | None = None,
+                         batch: str = "trace", cache: dict | None = None) -> Workload:
+    """A Pollux workload file as adaptive jobs (``TraceError`` on a bad row).
+
+    ``batch="trace"``: each job keeps the trace's batch size and may run on
+    any GPU count up to ``batch // min_local_bsz`` (the study's
+    Optimus+Oracle+TunedJobs). ``batch="adaptive"``: each job runs the
+    goodput-optimal batch for its allocation (Pollux), up to 64 GPUs, except
+    ``ncf`` which the study runs at batch 32768 on one GPU. ``cache`` (a dict
+    the caller keeps) shares models, and their memoized tables, across calls.
+    """
+    if batch not in ("trace", "adaptive"):
+        raise ValueError(f"batch must be 'trace' or 'adaptive', got {batch!r}")
+    apps = apps if apps is not None else applications(load_apps(pollux_root(path) / "apps"))
+    cache = cache if cache is not None else {}
+    jobs = []
+    for row in load_workload(path, set(apps)):
+        app = apps[row.application]
+        fixed: int | None = row.batch_size if batch == "trace" else None
+        cap = None
+        if batch == "adaptive" and row.application == "ncf":
+            fixed, cap = POLLUX_NCF_BATCH, 1
+        key = (id(app), fixed, cap)
+        if key not in cache:
+            cache[key] = AdaptiveApp(app, fixed, cap, RESTART_SECONDS)
+        model = cache[key]
+        spec = JobSpec(row.name, JobClass.BE, row.num_replicas, row.time, model=row.application,
+                       min_gpus=1, max_gpus=model.max_gpus, adaptive=model)
+        jobs.append(SimJob(spec, model.target))
+    kind = "TunedJobs batch" if batch == "trace" else "adaptive batch"
+    name = f"trace {os.path.basename(os.fspath(path))} (pollux, {len(jobs)} adaptive jobs, {kind})"
+    return Workload(name, sort_jobs(jobs), notes=(
+        f"adaptive jobs ({kind}): goodput from the measurements, {RESTART_SECONDS:g} s restart on every "
+        "allocation change",
     ))

@@ -105,6 +105,29 @@ class Application:
                              "is outside every measurement")
         return step, sync
 
+    def step_sync_many(self, placements: Sequence[tuple[int, ...]], local_bsz: np.ndarray) -> np.ndarray:
+        """``(step_time, sync_time)`` rows for many (placement, per-GPU batch)
+        pairs, as ``throughput`` gives them, in one interpolation, except that
+        a measured placement at a per-GPU batch outside its measured range is
+        interpolated over all measurements instead of refused; NaN where a
+        pair is outside every measurement."""
+        out = np.full((len(placements), 2), np.nan)
+        spread: list[int] = []
+        for i, (placement, b) in enumerate(zip(placements, local_bsz)):
+            key = canonical_placement(placement)
+            table = self._exact.get(key)
+            if table is not None and table[0, 0] - 1e-9 <= b <= table[-1, 0] + 1e-9:
+                out[i] = np.interp(b, table[:, 0], table[:, 1]), np.interp(b, table[:, 0], table[:, 2])
+            else:
+                spread.append(i)
+        if spread:
+            if self._nd is None:
+                self._nd = LinearNDInterpolator(self._points[:, :3], self._points[:, 3:])
+            x = np.array([[min(len(placements[i]), MAX_NODES_INTERPOLATED), sum(placements[i]), local_bsz[i]]
+                          for i in spread], dtype=float)
+            out[spread] = self._nd(x)
+        return out
+
     def iteration_time(self, placement: Sequence[int], atomic_bsz: float, accum_steps: int) -> float:
         """Seconds per iteration with ``accum_steps`` extra micro-batches."""
         step, sync = self.throughput(canonical_placement(placement), float(atomic_bsz))

@@ -40,3 +40,18 @@ def test_bad_row_is_refused_with_file_and_line(study: Path, capsys) -> None:
     status = main(["--trace", str(study), "--trace-format", "pollux", "--policy", "fifo", "--no-progress"])
     assert status == 2
     assert f"{study}:5: column 'application'" in capsys.readouterr().err
+
+
+def test_optimus_runs_adaptive_jobs_in_rounds(study: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    status = main(["--trace", str(study), "--trace-format", "pollux", "--pollux-jobs", "trace-batch",
+                   "--round-seconds", "60", "--policy", "optimus", "--no-progress", "--json", str(out)])
+    assert status == 0
+    run = json.loads(out.read_text())[0]
+    assert run["jobs"] == 20 and "adaptive jobs" in run["workload"]
+
+
+def test_pollux_jobs_outside_a_pollux_trace_is_refused(study: Path, capsys) -> None:
+    status = main(["--trace", str(study), "--pollux-jobs", "adaptive", "--policy", "fifo", "--no-progress"])
+    assert status != 0
+    assert "--pollux-jobs applies only to --trace-format pollux" in capsys.readouterr().err
