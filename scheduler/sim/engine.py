@@ -7,7 +7,6 @@ and its decisions validated and applied; it is skipped when nothing is
 pending (nothing to start, no TE job to preempt for).
 
 Job mechanics:
-
 * ``Start``: the job holds its placement's GPUs (CPUs and memory charged per
   node in proportion to GPUs) until it completes or vacates. An attempt after a
   preemption first spends ``resume_overhead`` seconds restoring its checkpoint
@@ -30,11 +29,9 @@ job progresses at ``reference / iteration time`` (``scheduler.sim.allocation``).
 A ``Start`` may give it any GPU count in ``spec.gpu_range`` and a plan; a
 ``Reconfigure`` relaunches it (``scheduler.sim.reconfiguration``).
 
-Adaptive jobs (``spec.adaptive``): progress at the model's goodput, any GPU
-count up to its maximum, restart on every allocation change
-(``scheduler.sim.adaptive_attempt``). With ``SimConfig.round_seconds`` the
-policy decides at round boundaries only. Records: ``scheduler.sim.records``;
-job states and the queue's order: ``scheduler.sim.job_state``.
+Adaptive jobs (``spec.adaptive``, ``scheduler.sim.adaptive_attempt``): progress
+at goodput, restart on every allocation change. ``SimConfig.round_seconds``:
+decide at round boundaries only. See also ``records`` and ``job_state``.
 """
 
 from __future__ import annotations
@@ -137,7 +134,7 @@ class Simulator(ReconfigurationMechanics):
         batches = 0
         pending = self.snapshot.pending
         step = self.config.round_seconds
-        next_round = step if step is not None else float("inf")
+        next_round = step or float("inf")
         while arrival < n or events or (step is not None and self._done < n):
             t = events[0][0] if events else jobs[arrival].spec.submit_time if arrival < n else next_round
             if arrival < n and jobs[arrival].spec.submit_time < t:
@@ -153,9 +150,8 @@ class Simulator(ReconfigurationMechanics):
             while arrival < n and jobs[arrival].spec.submit_time == t:
                 self._arrive(jobs[arrival])
                 arrival += 1
-            if step is None and (pending or (self._decide_idle and self.snapshot.running)):
-                self._decide(t)
-            elif round_now and (pending or self.snapshot.running):
+            if (round_now and (pending or self.snapshot.running)) if step is not None else (
+                    pending or (self._decide_idle and self.snapshot.running)):
                 self._decide(t)
             if self._allocated != before:
                 self._util_times.append(t)
@@ -255,10 +251,9 @@ class Simulator(ReconfigurationMechanics):
         started: list[SimJobState] = []
         by_id = self._by_id
         # Adaptive jobs preempted without grace free their GPUs first, for this call's other decisions.
-        at_once = {d.job_id for d in decisions if d.__class__ is Preempt and vacates_at_once(by_id.get(d.job_id), d)}
-        for d in decisions:
-            if d.__class__ is Preempt and d.job_id in at_once:
-                self._preempt(d, t)
+        at_once = {d.job_id: d for d in decisions if d.__class__ is Preempt and vacates_at_once(by_id.get(d.job_id), d)}
+        for d in at_once.values():
+            self._preempt(d, t)
         reconfigures = [d for d in decisions if d.__class__ is Reconfigure]
         if reconfigures:
             self._reconfigure_all(reconfigures, t)
