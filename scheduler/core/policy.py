@@ -17,6 +17,7 @@ from scheduler.core.policies.fitgpp import FitGpp
 from scheduler.core.policies.fitgpp_shrink import FitGppShrink
 from scheduler.core.policies.fixed_plan import FifoFixed, Synergy, Tiresias
 from scheduler.core.policies.optimus import Optimus
+from scheduler.core.policies.pollux import Pollux
 from scheduler.core.policies.preemptive import PreemptNewest, PreemptRandom
 from scheduler.core.policies.rubick import Rubick
 from scheduler.core.policies.te_priority import TePriority
@@ -54,6 +55,7 @@ BUILTIN_POLICIES: tuple[type, ...] = (
     Tiresias,
     Rubick,
     Optimus,
+    Pollux,
 )
 
 
