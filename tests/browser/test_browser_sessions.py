@@ -58,6 +58,10 @@ def test_a_notebook_from_the_form_runs_a_cell_on_its_gpu_only_for_its_owner_and_
     assert f"gpus={','.join(map(str, gpus))}" in result["out"]
     written = live.tmp / "checkpoints" / str(job_id) / "from-notebook.txt"
     assert written.read_text() == "written by a cell"
+    from scheduler.models import AttemptLog
+
+    logged = "\n".join(AttemptLog.objects.filter(attempt__job_id=job_id).values_list("text", flat=True))
+    assert "Jupyter Server" in logged and secret not in logged  # the job's log reaches its page
 
     # Another user: 404, no byte of the session, for the page and the API.
     other = browser_page(bob)

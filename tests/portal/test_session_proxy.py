@@ -157,3 +157,27 @@ def test_a_server_that_is_gone_gets_a_502(roles, make_session):
         port = s.getsockname()[1]  # closed again: nothing listens there
     job = make_session(roles.owner, port)
     assert fetch(f"/sessions/{job.pk}/lab", roles.owner)[0] == 502
+
+
+def test_a_silent_server_holds_no_worker_the_portal_answers_meanwhile(roles, session_server, silent_port, make_session,
+                                                                       settings):
+    import asyncio
+
+    settings.GPUSCHED_SESSION_READ_TIMEOUT = 5
+    silent = make_session(roles.owner, silent_port)
+    live = make_session(roles.other, session_server.port)
+
+    async def go() -> tuple[bool, int, int]:
+        async def get(job, user):  # noqa: ANN001, ANN202
+            comm = HttpCommunicator(SessionProxy(), "GET", f"/sessions/{job.pk}/lab", headers=[(b"host", b"portal.test")])
+            comm.scope["user"] = user
+            return (await comm.get_response(TIMEOUT))["status"]
+
+        waiting = asyncio.ensure_future(get(silent, roles.owner))
+        await asyncio.sleep(0.2)
+        answered = await get(live, roles.other)
+        still_waiting = not waiting.done()
+        return still_waiting, answered, await waiting
+
+    still_waiting, answered, timed_out = async_to_sync(go)()
+    assert (still_waiting, answered, timed_out) == (True, 200, 504)
