@@ -8,7 +8,7 @@ The agent starts it as the job of a session of kind ``terminal`` (docs/sessions.
 * ``GPUSCHED_SESSION_BASE_URL``: the portal's prefix, ``/sessions/<job id>/``.
 
 It answers ``GET <base>health`` (JSON) and a websocket at ``<base>pty``: each websocket gets its own
-shell (``$SHELL``, else /bin/bash) on a new pty, in the job's working directory and environment (its
+shell (the user's login shell, see ``login_shell``) on a new pty, in the job's working directory and environment (its
 GPUs, its checkpoint directory; the session's variables removed). Binary frames are keystrokes; a
 text frame is a JSON control message, ``{"resize": [cols, rows]}`` or ``{"input": "..."}``; output
 goes back in binary frames. Closing the websocket hangs up its shell; a shell that ends by itself
@@ -72,8 +72,21 @@ def config_from_env(environ: Mapping[str, str]) -> Config:
     base = environ[ENV_BASE_URL]
     if not (base.startswith("/") and base.endswith("/")):
         raise SystemExit(f"gpusched.terminal: {ENV_BASE_URL} must start and end with '/', not {base!r}")
-    shell = environ.get("SHELL") or "/bin/bash"
-    return Config(environ.get(ENV_HOST) or "127.0.0.1", port, environ[ENV_SECRET], base, shell)
+    return Config(environ.get(ENV_HOST) or "127.0.0.1", port, environ[ENV_SECRET], base, login_shell(environ))
+
+
+def login_shell(environ: Mapping[str, str]) -> str:
+    """The user's login shell from the password database (jobs get SHELL=/bin/sh whoever runs them), else
+    $SHELL, else /bin/sh; an account whose shell refuses logins (nologin, false) gets /bin/sh."""
+    import pwd
+
+    try:
+        shell = pwd.getpwuid(os.getuid()).pw_shell
+    except KeyError:
+        shell = ""
+    if shell and os.access(shell, os.X_OK) and not shell.endswith(("nologin", "false")):
+        return shell
+    return environ.get("SHELL") or "/bin/sh"
 
 
 def shell_environment(environ: Mapping[str, str]) -> dict[str, str]:

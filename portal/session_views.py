@@ -41,3 +41,16 @@ def session_status(request: HttpRequest, job_id: int) -> JsonResponse:
     if job is None:
         raise Http404("No such session.")
     return JsonResponse({"job": job.pk, "state": job.state, **sessions.status(job, timezone.now())})
+
+
+@login_required
+def session_terminal(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A terminal session's page (xterm.js; its websocket goes through the proxy to /sessions/<id>/pty).
+
+    For whoever may reach the running session (``interactive.selectors.target``), and only for a
+    terminal; 404 otherwise, the same answer the proxy gives."""
+    found = sessions.target(request.user, job_id)
+    job = selectors.visible_jobs(request.user).filter(pk=job_id, session_kind="terminal").first()
+    if found is None or job is None:
+        raise Http404("No such session.")
+    return render(request, "portal/session_terminal.html", {"job": job, "pty_path": f"/sessions/{job.pk}/pty"})

@@ -19,6 +19,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
     path("sessions/new/", session_views.session_new, name="session-new"),
     path("jobs/<int:job_id>/session/", session_views.session_status, name="session-status"),
+    path("sessions/<int:job_id>/terminal/", session_views.session_terminal, name="session-terminal"),
     path("usage/", views.usage_page, name="usage"),
     path("usage/csv/", views.usage_csv, name="usage-csv"),
     path("account/tokens/", views.tokens, name="tokens"),

@@ -21,7 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gpusched.terminal import config_from_env, control_message, shell_environment
+from gpusched.terminal import config_from_env, control_message, login_shell, shell_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cret-token-of-this-session"
@@ -173,7 +173,7 @@ def test_sigterm_hangs_up_the_shells_and_exits(server, tmp_path) -> None:  # noq
 
     async def session() -> None:
         async with aiohttp.ClientSession() as http, http.ws_connect(f"{url}{BASE}pty", headers=AUTH) as term:
-            await term.send_bytes(b"echo $$ > shell.pid; echo READY\n")
+            await term.send_bytes(b"echo $$ > shell.pid; echo READ\"\"Y\n")  # the echo of the input is not READY
             await _until(term, "READY")
             proc.send_signal(signal.SIGTERM)
             while (await term.receive()).type == aiohttp.WSMsgType.BINARY:
@@ -206,6 +206,12 @@ def test_configuration_errors_name_the_variable() -> None:
 ])
 def test_control_messages(text, expected) -> None:  # noqa: ANN001
     assert control_message(text) == expected
+
+
+def test_the_login_shell_comes_from_the_password_database() -> None:
+    import pwd
+
+    assert login_shell({"SHELL": "/bin/sh"}) == pwd.getpwuid(os.getuid()).pw_shell
 
 
 def test_the_shell_never_sees_the_session_s_variables() -> None:

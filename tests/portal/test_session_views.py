@@ -64,3 +64,32 @@ def test_a_batch_job_page_has_no_session_panel(browser_as, roles, make_job) -> N
     job = make_job(roles.owner, state=JobState.RUNNING)
     page = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="session"' not in page and "Cancel job" in page
+
+
+@pytest.mark.parametrize("who,staff_access,status", [("anonymous", False, 302), ("other", False, 404),
+                                                      ("owner", False, 200), ("staff", False, 404),
+                                                      ("staff", True, 200)])
+def test_terminal_page_permission_matrix(browser_as, roles, make_session, settings, who, staff_access,
+                                         status) -> None:  # noqa: ANN001
+    settings.GPUSCHED_SESSION_STAFF_ACCESS = staff_access
+    job = make_session(roles.owner, 1, kind="terminal")
+    response = browser_as(None if who == "anonymous" else getattr(roles, who)).get(f"/sessions/{job.pk}/terminal/")
+    assert response.status_code == status
+    assert b"s3cr3t" not in response.content
+    if status == 200:
+        html = response.content.decode()
+        assert f'data-pty-path="/sessions/{job.pk}/pty"' in html and "vendor/xterm/xterm.js" in html
+
+
+@pytest.mark.parametrize("kind,state", [("jupyter", JobState.RUNNING), ("terminal", JobState.COMPLETED),
+                                        ("terminal", JobState.PENDING)])
+def test_terminal_page_of_a_notebook_or_a_session_not_running_is_404(browser_as, roles, make_session, kind,
+                                                                      state) -> None:  # noqa: ANN001
+    job = make_session(roles.owner, 1, state=state, kind=kind)
+    assert browser_as(roles.owner).get(f"/sessions/{job.pk}/terminal/").status_code == 404
+
+
+def test_terminal_page_of_a_forged_id_is_404(browser_as, roles) -> None:  # noqa: ANN001
+    client = browser_as(roles.owner)
+    for path in ("/sessions/999999/terminal/", "/sessions/0/terminal/"):
+        assert client.get(path).status_code == 404
