@@ -16,7 +16,8 @@ from rest_framework.views import APIView
 from interactive import selectors as sessions, services as session_services
 from interactive.models import SessionKind
 from portal.api.errors import validation_error
-from portal.api.serializers import DetailSerializer, ErrorsSerializer, QuotaExceededSerializer, StrictCharField, StrictIntegerField
+from portal.api.serializers import DetailSerializer, QuotaExceededSerializer, StrictCharField, StrictIntegerField
+from portal.api.views import BAD_SUBMISSION
 from scheduler import selectors, services
 from scheduler.models import MAX_GPUS_PER_JOB, MAX_TIME_LIMIT_S
 
@@ -54,7 +55,7 @@ def _body(job) -> dict:  # noqa: ANN001 - a scheduler.models.Job
 
 class SessionCreateView(APIView):
     @extend_schema(request=SessionSubmitSerializer, responses={
-        201: SessionSerializer, 400: ErrorsSerializer,
+        201: SessionSerializer, 400: BAD_SUBMISSION,
         403: OpenApiResponse(QuotaExceededSerializer, description="A quota refuses the session."),
     })
     def post(self, request: Request) -> Response:

@@ -39,7 +39,7 @@ _LIST_PARAMS = [
 
 
 # A submission's 400 is either field errors or, for a body that is not JSON, a detail.
-_BAD_SUBMISSION = OpenApiResponse(
+BAD_SUBMISSION = OpenApiResponse(
     PolymorphicProxySerializer(component_name="BadRequest", serializers=[ErrorsSerializer, DetailSerializer],
                                resource_type_field_name=None),
     description="Field errors ({errors: {field: [messages]}}), or a body that is not JSON ({detail}).",
@@ -103,7 +103,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         request=JobSubmitSerializer,
         responses={
             201: JobSerializer,
-            400: _BAD_SUBMISSION,
+            400: BAD_SUBMISSION,
             403: OpenApiResponse(QuotaExceededSerializer, description="A quota refuses the job."),
             413: DetailSerializer,
         },
@@ -124,7 +124,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         request=JobArraySubmitSerializer,
         responses={
             201: JobArraySerializer,
-            400: _BAD_SUBMISSION,
+            400: BAD_SUBMISSION,
             403: OpenApiResponse(QuotaExceededSerializer,
                                  description="A quota refuses a job of the array (its position in `index`)."),
             413: DetailSerializer,
