@@ -57,6 +57,7 @@ class SessionCreateView(APIView):
     @extend_schema(request=SessionSubmitSerializer, responses={
         201: SessionSerializer, 400: BAD_SUBMISSION,
         403: OpenApiResponse(QuotaExceededSerializer, description="A quota refuses the session."),
+        413: DetailSerializer,
     })
     def post(self, request: Request) -> Response:
         serializer = SessionSubmitSerializer(data=request.data)
