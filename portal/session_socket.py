@@ -5,7 +5,8 @@ The browser's handshake is answered only after the checks of the HTTP proxy
 server accepted the same handshake with the secret added: a refusal closes
 the connection before it is accepted (the browser sees 403) and says nothing
 about the session. Then frames are relayed both ways until either side
-closes; frames from the server have the secret masked. Activity is noted at
+closes, or until the viewer's access is revoked (the live pages' hint,
+``portal.realtime.publish_access_revoked``); frames from the server have the secret masked. Activity is noted at
 most once per ``interactive.services.ACTIVITY_RESOLUTION_S``.
 """
 
@@ -18,12 +19,13 @@ from typing import Any
 
 import aiohttp
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.utils import timezone
 from yarl import URL
 
 from interactive import services
 from interactive.selectors import Target
-from portal import session_access, session_paths, session_upstream as upstream
+from portal import realtime, session_access, session_paths, session_upstream as upstream
 from portal.session_proxy import client_address
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,7 @@ class SessionSocketProxy:
                             type(exc).__name__)
                 return await send({"type": "websocket.close", "code": 4502})
             await send({"type": "websocket.accept", "subprotocol": ws.protocol})
-            await self.relay(ws, receive, send, target)
+            await self.relay(ws, receive, send, target, scope["user"].pk)
 
     async def check(self, scope: dict[str, Any]) -> tuple[Target | None, Any]:
         try:
@@ -68,9 +70,20 @@ class SessionSocketProxy:
             return None, None
         return await database_sync_to_async(session_access.open_target)(user, where.job_id, client_address(scope)), where
 
-    async def relay(self, ws: aiohttp.ClientWebSocketResponse, receive: Any, send: Any, target: Target) -> None:
-        """Frames both ways until one side closes; then the other is closed too."""
+    async def relay(self, ws: aiohttp.ClientWebSocketResponse, receive: Any, send: Any, target: Target,
+                    user_id: int) -> None:
+        """Frames both ways until one side closes, or the viewer's access is revoked; then both are closed."""
         scrubber = upstream.Scrubber(target.secret)
+        layer = get_channel_layer()
+        channel = await layer.new_channel() if layer is not None else None
+        if channel is not None:  # the live pages' revocation hint (portal.access.revoke_access) reaches us too
+            await layer.group_add(realtime.user_group(user_id), channel)
+
+        async def revoked() -> None:
+            if channel is None:
+                await asyncio.Event().wait()  # no channel layer: no revocation hints, wait for ever
+            while (await layer.receive(channel)).get("type") != realtime.ACCESS_REVOKED:
+                pass
         noted = time.monotonic()
 
         async def from_browser() -> None:
@@ -96,12 +109,14 @@ class SessionSocketProxy:
                 else:
                     return
 
-        tasks = [asyncio.ensure_future(from_browser()), asyncio.ensure_future(from_server())]
+        tasks = [asyncio.ensure_future(f()) for f in (from_browser, from_server, revoked)]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 task.cancel()
+            if channel is not None:
+                await layer.group_discard(realtime.user_group(user_id), channel)
             await ws.close()
             try:
                 await send({"type": "websocket.close", "code": 1000})

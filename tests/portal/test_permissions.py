@@ -27,6 +27,8 @@ MATRIX = [
     ("page", "get", "/jobs/{job}/", {"anonymous": LOGIN, "owner": 200, "other": 404, "staff": 200}),
     ("page", "get", "/jobs/{job}/cancel/", {"anonymous": LOGIN, "owner": 405, "other": 405, "staff": 405}),
     ("page", "post", "/jobs/{job}/cancel/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
+    ("page", "get", "/sessions/new/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),
+    ("page", "post", "/sessions/new/", {"anonymous": LOGIN, "owner": 302, "other": 302, "staff": 302}),
     ("page", "get", "/account/tokens/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),
     ("page", "post", "/account/tokens/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),
     ("page", "post", "/account/tokens/{token}/revoke/", {"anonymous": LOGIN, "owner": 302, "other": 404,
@@ -57,6 +59,7 @@ MATRIX = [
     ("api", "post", "/api/v1/jobs/{job}/cancel/", {"anonymous": 401, "owner": 202, "other": 404, "staff": 202}),
     ("api", "get", "/api/v1/jobs/{job}/logs/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "get", "/api/v1/jobs/{job}/progress/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
+    ("api", "post", "/api/v1/sessions/", {"anonymous": 401, "owner": 201, "other": 201, "staff": 201}),
     ("api", "get", "/api/v1/quota/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/nodes/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/images/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
@@ -74,6 +77,8 @@ BODIES = {
     "/admin/scheduler/posixidentity/add/": {"user": "", "posix_name": "matrix"},
     "/admin/scheduler/image/add/": {"name": "matrix", "uri": "/shared/m.tar", "digest": "sha256:" + "0" * 64},
     "/api/v1/jobs/": {"name": "from api", "command": "echo hi"},
+    "/sessions/new/": {"kind": "jupyter", "num_gpus": 1},
+    "/api/v1/sessions/": {"kind": "terminal"},
     "/api/v1/jobs/array/": {"jobs": [{"name": "array 0", "command": "echo 0"}, {"name": "array 1", "command": "echo 1"}]},
 }
 

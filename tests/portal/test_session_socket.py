@@ -12,7 +12,7 @@ from portal.routing import websocket_urlpatterns
 from scheduler.models import JobState
 from tests.support.session_server import SECRET
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("memory_layer")]
 
 TIMEOUT = 10
 
@@ -117,3 +117,19 @@ def test_a_silent_server_does_not_hold_the_handshake_for_ever(roles, silent_port
         return connected
 
     assert async_to_sync(go)() is False
+
+
+def test_revoking_the_owners_access_closes_an_open_session_socket(roles, session_server, make_session, memory_layer):
+    from portal import realtime
+
+    job = make_session(roles.owner, session_server.port)
+
+    async def go() -> dict:
+        comm = communicator(f"/sessions/{job.pk}/pty", roles.owner)
+        connected, _ = await comm.connect(TIMEOUT)
+        assert connected
+        assert (await comm.receive_from(TIMEOUT)).startswith("hello ")
+        await memory_layer.group_send(realtime.user_group(roles.owner.pk), {"type": realtime.ACCESS_REVOKED})
+        return await comm.receive_output(TIMEOUT)
+
+    assert async_to_sync(go)() == {"type": "websocket.close", "code": 1000}
