@@ -103,6 +103,34 @@ def pack(counts: dict[str, int], views: list[AdaptiveView], free: dict[str, int]
     return out
 
 
+def spread(counts: dict[str, int], views: list[AdaptiveView], free: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Node placements for GPU ``counts`` as the Pollux study's Optimus and
+    Tiresias place them: a job whose count is unchanged keeps its nodes; the
+    others, smallest first, take GPUs from the node with the most free GPUs,
+    again and again (so a job may spread over nodes). Always succeeds."""
+    left = dict(free)
+    out: dict[str, dict[str, int]] = {}
+    by_id = {v.id: v for v in views}
+    for jid, g in counts.items():
+        cur = by_id[jid].current
+        if g and sum(cur.values()) == g and all(left.get(n, 0) >= k for n, k in cur.items()):
+            out[jid] = dict(cur)
+            for n, k in cur.items():
+                left[n] -= k
+    for jid in sorted((j for j, g in counts.items() if g and j not in out), key=lambda j: (counts[j], j)):
+        need, place = counts[jid], {}
+        while need:
+            node = max(sorted(left), key=lambda n: left[n])
+            if left[node] == 0:
+                raise ValueError(f"cannot place {counts[jid]} GPUs for {jid}: counts exceed the free GPUs")
+            k = min(need, left[node])
+            place[node] = place.get(node, 0) + k
+            left[node] -= k
+            need -= k
+        out[jid] = place
+    return out
+
+
 def to_decisions(views: list[AdaptiveView], placements: dict[str, dict[str, int]], why: str) -> list[Decision]:
     """Decisions that move every job in ``views`` to ``placements`` (job id ->
     GPUs per node; missing or empty: no GPUs). Preemptions come first, so
@@ -142,4 +170,4 @@ def plain_starts(snapshot: Snapshot, placements: dict[str, dict[str, int]]) -> l
     return starts
 
 
-__all__ = ["AdaptiveView", "adaptive_jobs", "capacity", "pack", "plain_starts", "to_decisions"]
+__all__ = ["AdaptiveView", "adaptive_jobs", "capacity", "pack", "plain_starts", "spread", "to_decisions"]

@@ -4,34 +4,37 @@ work is known exactly).
 
 Every round, for each adaptive job:
 
-* **Speed model.** Seconds per iteration on ``w`` GPUs,
-  ``t(w) = a / w + b + c * w`` (computation shared by the workers, a fixed
-  cost, communication growing with the workers), fitted by non-negative least
-  squares to the job's iteration times on 1 .. ``max_gpus`` packed GPUs at
-  its batch size (``AdaptiveModel.iteration_time``; counts it cannot run
-  are excluded and never allocated).
+* **Speed.** Seconds per iteration on ``w`` GPUs at its batch, ``t(w)``:
+  ``speed="measured"`` (default) reads the measured iteration time on ``w``
+  packed GPUs (``AdaptiveModel.iteration_time``), as the study's Optimus
+  code does; ``speed="fitted"`` fits ``t(w) = a / w + b + c * w``
+  (computation shared by the workers, a fixed cost, communication growing
+  with the workers) by non-negative least squares to those times, as the
+  Optimus paper fits its model.
 * **Remaining time.** ``R * t(w)`` with ``R`` the remaining iterations
   (``AdaptiveModel.remaining_iterations``, the oracle).
 
-Allocation, greedy by marginal gain: first one GPU per job, in order of
-shortest remaining time on one GPU, while GPUs are free; then, one GPU at a
-time, to the job whose remaining time drops most from one more GPU,
-``R * (t(w) - t(w + 1))``, until no GPU is free or no job gains. Counts are
-placed by ``adaptive_alloc.pack`` (an unchanged count keeps its nodes).
+Allocation, greedy by marginal gain: first one GPU per job, in arrival order
+(``first="shortest"``: shortest remaining time on one GPU first), while GPUs
+are free; then, one GPU at a time, to the job whose remaining time drops most
+from one more GPU, ``R * (t(w) - t(w + 1))``, up to its ``max_gpus``, until no
+GPU is free or no job gains. Placement (``placement="spread"``, default, the
+study's): an unchanged count keeps its nodes, the other jobs, smallest first,
+take GPUs from the node with the most free GPUs again and again
+(``adaptive_alloc.spread``); ``placement="pack"``: best fit on one node.
 Jobs that are not adaptive start in arrival order in what is left.
 
-Where we chose: the study fits Optimus's model online to the placements a
-job has run on; ours fits it once per job to all packed GPU counts (an
-Optimus that has already profiled the job). Jobs that get no GPU this round
-are preempted rather than kept: the study's Optimus reassigns every GPU
-each round. The first GPU goes shortest-first (Optimus leaves the order of
-the first worker open).
+Where we chose: remaining iterations are counted from the job's progress
+(the study's code counts from the start of its current epoch, by the
+validation runs' iteration counts); jobs that get no GPU are preempted (the
+study's Optimus, too, reassigns every GPU each round).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import nnls
@@ -45,6 +48,7 @@ from scheduler.core.policies.adaptive_alloc import (
     capacity,
     pack,
     plain_starts,
+    spread,
     to_decisions,
 )
 
@@ -65,38 +69,40 @@ def predicted(theta: np.ndarray, w: int) -> float:
     return float(theta[0] / w + theta[1] + theta[2] * w)
 
 
-def greedy_counts(jobs: list[tuple[str, float, np.ndarray, tuple[int, ...]]], gpus: int) -> dict[str, int]:
+SpeedFn = Callable[[int], float]
+
+
+def greedy_counts(jobs: list[tuple[str, float, SpeedFn, int]], gpus: int, first: str = "arrival") -> dict[str, int]:
     """GPU counts by marginal gain (see the module doc) for jobs given as
-    ``(id, remaining iterations, theta, runnable counts)``."""
+    ``(id, remaining iterations, seconds per iteration on w GPUs, most GPUs)``
+    in arrival order; ``first="shortest"`` hands the first GPUs out by
+    shortest remaining time on one GPU instead."""
     counts = {jid: 0 for jid, *_ in jobs}
-    first = sorted((rem * predicted(th, 1), jid) for jid, rem, th, ws in jobs if 1 in ws)
-    for _, jid in first:
+    order = jobs if first == "arrival" else sorted(jobs, key=lambda j: (j[1] * j[2](1), j[0]))
+    for jid, _, t, top in order:
         if gpus == 0:
             break
-        counts[jid] = 1
-        gpus -= 1
-    info = {jid: (rem, th, set(ws)) for jid, rem, th, ws in jobs}
-    heap: list[tuple[float, str]] = []
+        if top >= 1 and math.isfinite(t(1)):
+            counts[jid] = 1
+            gpus -= 1
+    info = {jid: (rem, t, top) for jid, rem, t, top in jobs}
+    heap: list[tuple[float, int, str]] = []
+    rank = {jid: i for i, (jid, *_) in enumerate(jobs)}
 
     def push(jid: str) -> None:
-        rem, th, ws = info[jid]
+        rem, t, top = info[jid]
         w = counts[jid]
-        nxt = next((k for k in range(w + 1, max(ws, default=0) + 1) if k in ws), None)
-        if w and nxt is not None:
-            gain = rem * (predicted(th, w) - predicted(th, nxt)) / (nxt - w)
+        if w and w < top:
+            gain = rem * (t(w) - t(w + 1))
             if gain > 0:
-                heapq.heappush(heap, (-gain, jid))
+                heapq.heappush(heap, (-gain, rank[jid], jid))
 
     for jid in counts:
         push(jid)
     while heap and gpus > 0:
-        _, jid = heapq.heappop(heap)
-        rem, th, ws = info[jid]
-        nxt = min(k for k in ws if k > counts[jid])
-        if nxt - counts[jid] > gpus:
-            continue
-        gpus -= nxt - counts[jid]
-        counts[jid] = nxt
+        _, _, jid = heapq.heappop(heap)
+        counts[jid] += 1
+        gpus -= 1
         push(jid)
     return counts
 
@@ -107,21 +113,35 @@ class Optimus:
     name = "optimus"
     decide_without_pending = True
 
-    def __init__(self, explain: bool = True) -> None:
+    def __init__(self, speed: str = "measured", first: str = "arrival", placement: str = "spread",
+                 explain: bool = True) -> None:
+        if speed not in ("measured", "fitted") or first not in ("arrival", "shortest") or \
+                placement not in ("spread", "pack"):
+            raise ValueError("speed: measured|fitted, first: arrival|shortest, placement: spread|pack")
+        self.speed, self.first, self.placement = speed, first, placement
         self.explain = explain
-        self._fits: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
+        self._speeds: dict[int, tuple[SpeedFn, int]] = {}
 
-    def _fit(self, v: AdaptiveView) -> tuple[np.ndarray, tuple[int, ...]]:
+    def _speed(self, v: AdaptiveView) -> tuple[SpeedFn, int]:
+        """Seconds per iteration on w GPUs, and the most GPUs the job may use."""
         key = id(v.model)
-        if key not in self._fits:
-            self._fits[key] = fit_speed(v.model)
-        return self._fits[key]
+        if key not in self._speeds:
+            model = v.model
+            if self.speed == "fitted":
+                theta, runs = fit_speed(model)
+                top = max(runs, default=0)
+                self._speeds[key] = (lambda w: predicted(theta, w) if w in runs else math.inf), top
+            else:
+                times = [model.iteration_time(w) for w in range(1, model.max_gpus + 1)]
+                self._speeds[key] = (lambda w: times[w - 1] if 1 <= w <= len(times) else math.inf), len(times)
+        return self._speeds[key]
 
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         views = adaptive_jobs(snapshot)
         free = capacity(snapshot)
-        jobs = [(v.id, v.model.remaining_iterations(v.progress), *self._fit(v)) for v in views]
-        placements = pack(greedy_counts(jobs, sum(free.values())), views, free)
+        jobs = [(v.id, v.model.remaining_iterations(v.progress), *self._speed(v)) for v in views]
+        counts = greedy_counts(jobs, sum(free.values()), self.first)
+        placements = (pack if self.placement == "pack" else spread)(counts, views, free)
         return to_decisions(views, placements, "optimus") + plain_starts(snapshot, placements)
 
 

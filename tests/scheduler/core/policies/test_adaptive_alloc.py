@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.core.decisions import Pend, Preempt, Reconfigure, Start
-from scheduler.core.policies.adaptive_alloc import adaptive_jobs, capacity, pack, plain_starts, to_decisions
+from scheduler.core.policies.adaptive_alloc import adaptive_jobs, capacity, pack, plain_starts, spread, to_decisions
 from tests.scheduler.core.policies.adaptive_fakes import snapshot
 
 
@@ -46,3 +46,12 @@ def test_plain_jobs_start_in_arrival_order_in_the_gpus_adaptive_jobs_leave() -> 
     starts = plain_starts(snap, {"a": {"n0": 2}})
     assert [(d.job_id, d.placement.num_gpus) for d in starts] == [("p1", 4), ("p2", 2)]
     assert starts[0].placement.parts == (("n1", 4),)
+
+
+def test_spread_places_the_smallest_first_on_the_node_with_most_free_gpus() -> None:
+    snap = snapshot(3, {"a": {"n1": 2}}, ["b", "c"])
+    views = adaptive_jobs(snap)
+    out = spread({"a": 2, "b": 1, "c": 6}, views, capacity(snap))
+    assert out["a"] == {"n1": 2}
+    assert out["b"] == {"n0": 1}                  # n0 and n2 have 4 free: the first by name
+    assert out["c"] == {"n2": 4, "n0": 2}         # then n2 (4 free), then n0 (3 free)
