@@ -28,6 +28,15 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
   state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
   ``next_apply_s``, ``next_commit_s``: that cycle's phases.
 
+Then, on the cluster as the first cycle left it, the start-time forecasts
+(``scheduler.forecasts.recompute``, what the background task runs):
+
+* ``forecast_s``: the whole recomputation (snapshot read, history read, the
+  policy run forward on the simulator's engine, the Redis hash written);
+* ``forecast_core_s``: the forward run alone (``forecast_starts``), median of
+  ``--repeat`` runs; ``forecast_batches``: its decide calls; ``forecast_unstarted``:
+  pending jobs not started within the horizon.
+
 Each size is filled and measured ``--runs`` times (default 3); a row gives
 the median of each time over the runs. Agent commands are counted, not
 published (their broker cost is benchmarks/agent_latency.py's subject);
@@ -177,6 +186,30 @@ def _cycle_phases(repeat: int) -> dict:
     }
 
 
+def _forecast(repeat: int) -> dict:
+    """The background forecast on the current cluster: whole, and its forward run alone."""
+    from django.utils import timezone
+
+    from scheduler import forecasts, loop, snapshot
+    from scheduler.sim.forecast import ForecastRun
+
+    now = timezone.now()
+    t = time.perf_counter()
+    report = forecasts.recompute(now)
+    forecast_s = time.perf_counter() - t
+    cycle = snapshot.build(now)
+    policy, estimator = loop.current_policy(explain=False), forecasts.history_estimator()
+    times, starts, run = [], {}, None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        run = ForecastRun(policy, cycle.snapshot, now.timestamp(), estimator)
+        starts = run.forecast()
+        times.append(time.perf_counter() - t)
+    return {"forecast_s": forecast_s, "forecast_core_s": statistics.median(times), "forecast_pending": report.pending,
+            "forecast_batches": run.decide_calls if run else 0,
+            "forecast_unstarted": sum(1 for v in starts.values() if v is None)}
+
+
 def _whole_cycle() -> float:
     from scheduler import loop
 
@@ -190,6 +223,7 @@ def _one_run(n: int, args: argparse.Namespace, sent: dict) -> dict:
     fill = _fill(n, n * args.pending_per_node, args.seed)
     phases = _cycle_phases(args.repeat)  # the first cycle after the fill, phase by phase (committed)
     steady = _cycle_phases(args.repeat)  # the cycle after it, phase by phase
+    forecast = _forecast(args.repeat) if args.forecast else {}
     fill_again = _fill(n, n * args.pending_per_node, args.seed)
     assert fill_again == fill
     sent["count"] = 0
@@ -197,7 +231,7 @@ def _one_run(n: int, args: argparse.Namespace, sent: dict) -> dict:
     commands_sent = sent["count"]
     next_cycle_s = _whole_cycle()
     return {**fill, **phases, **{f"next_{k}": v for k, v in steady.items() if k.endswith("_s")},
-            "cycle_s": cycle_s, "next_cycle_s": next_cycle_s, "commands": commands_sent}
+            "cycle_s": cycle_s, "next_cycle_s": next_cycle_s, "commands": commands_sent, **forecast}
 
 
 def _medians(runs: list[dict]) -> dict:
@@ -219,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3, help="fills and cycles per size (medians reported)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-forecast", dest="forecast", action="store_false",
+                        help="skip the start-time forecast measurement (earlier commits have none)")
     parser.add_argument("--without-hints", action="store_true",
                         help="diagnostic: send no live-update hints (shows their share of commit_s)")
     args = parser.parse_args(argv)

@@ -159,6 +159,13 @@ def publish_job_progress(job_id: int) -> None:
     _queue(job_group(job_id), {"type": JOB_PROGRESS, "job_id": job_id}, key=f"progress.{job_id}")
 
 
+def publish_forecasts_changed(job_ids: list[int]) -> None:
+    """Announce new start-time forecasts or queue positions of these pending jobs: their job
+    pages (one ``jobs.changed`` hint per shard) and the cluster page's queue re-read."""
+    _changed_job_ids().update(int(j) for j in job_ids)
+    _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
+
+
 # --- Coalescing and sending -------------------------------------------------
 
 _local = threading.local()

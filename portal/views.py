@@ -20,7 +20,7 @@ from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
-from scheduler import fair_usage, selectors, services, usage
+from scheduler import fair_usage, forecast_store, selectors, services, usage
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
 from scheduler.projects import names_of as project_names
@@ -38,6 +38,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
             filters.pop("owner", None)
     jobs = selectors.filter_jobs(selectors.visible_jobs(request.user), **filters)
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    forecast_store.attach(page)
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "portal/job_list.html",
@@ -77,6 +78,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "progress": job_progress(job.pk),
         "session": session_status(job, timezone.now()),
+        "forecast": forecast_store.read_one(job.pk) if job.state == JobState.PENDING else None,
         "factors": (priority_factors(job.job_class, job.priority, job.submitted_at.timestamp(), time.time(),
                                      tenant=job.project.name if job.project else "", tenants=fair_usage.tenants_now())
                     if job.state == JobState.PENDING else None),

@@ -6,7 +6,7 @@ here; a publisher subscribes when Django starts (the dashboard app's
 ``ready`` subscribes ``portal.realtime``) and turns each announcement into a
 live-update hint. With no publisher subscribed an announcement does nothing.
 
-A publisher is any object with the four methods of :class:`Publisher`; each
+A publisher is any object with the five methods of :class:`Publisher`; each
 is looked up on every call, so a publisher's functions may be replaced after
 it subscribed. Publishers must not raise (``portal.realtime`` never does) and
 must be safe inside a transaction.
@@ -25,6 +25,8 @@ class Publisher(Protocol):
     def publish_cluster_changed(self) -> None: ...
 
     def publish_job_progress(self, job_id: int) -> None: ...
+
+    def publish_forecasts_changed(self, job_ids: list[int]) -> None: ...
 
 
 _publishers: list[Publisher] = []
@@ -58,3 +60,9 @@ def job_progress(job_id: int) -> None:
     """A running job reported progress (step, metrics, checkpoint)."""
     for publisher in _publishers:
         publisher.publish_job_progress(job_id)
+
+
+def forecasts_changed(job_ids: list[int]) -> None:
+    """The start-time forecasts or queue positions of these jobs changed."""
+    for publisher in _publishers:
+        publisher.publish_forecasts_changed(job_ids)

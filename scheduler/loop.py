@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from scheduler import apply, cancel_kills, coordination, cycle_metrics, snapshot, triggers
 from scheduler.core.policy import Policy, make_policy
+from scheduler.sim.runner import accepted_params
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +61,24 @@ class CycleReport:
 
 
 @functools.lru_cache(maxsize=8)
-def _policy(name: str, resume_overhead: float, reclaim_min_runtime: float) -> Policy:
+def _policy(name: str, resume_overhead: float, reclaim_min_runtime: float, explain: bool = True) -> Policy:
     """The policy by name, built once per process. A policy that estimates preemption
     loss (``resume_overhead``) gets the overhead the accounting charges; one that
     reclaims GPUs for fair share gets the minimum runtime before a job may be reclaimed
-    (it acts only while the snapshot carries tenants: ``SCHEDULER_FAIR_SHARE``)."""
-    params = {"resume_overhead": resume_overhead, "reclaim_min_runtime": reclaim_min_runtime}
-    for names in (("resume_overhead", "reclaim_min_runtime"), ("resume_overhead",), ("reclaim_min_runtime",)):
-        try:
-            return make_policy(name, **{k: params[k] for k in names})
-        except TypeError:  # this policy has no such parameter
-            continue
-    return make_policy(name)
+    (it acts only while the snapshot carries tenants: ``SCHEDULER_FAIR_SHARE``).
+    ``explain=False``: a policy that writes Pend messages is asked not to (forecasts
+    read none)."""
+    params: dict[str, object] = {"resume_overhead": resume_overhead, "reclaim_min_runtime": reclaim_min_runtime}
+    if not explain:
+        params["explain"] = False
+    accepted = accepted_params(type(make_policy(name)))
+    return make_policy(name, **{k: v for k, v in params.items() if k in accepted})
 
 
-def current_policy() -> Policy:
+def current_policy(explain: bool = True) -> Policy:
+    """The configured policy (``explain=False``: without Pend messages, for forecasts)."""
     return _policy(settings.SCHEDULER_POLICY, float(settings.SCHEDULER_RESUME_OVERHEAD),
-                   float(settings.SCHEDULER_RECLAIM_MIN_RUNTIME))
+                   float(settings.SCHEDULER_RECLAIM_MIN_RUNTIME), explain)
 
 
 @contextlib.contextmanager
@@ -111,6 +113,7 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     seconds = time.perf_counter() - started
     cycle_metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)
+    triggers.request_forecasts()  # the queue may have changed; debounced to twice per FORECAST_INTERVAL_S
     if applied.started or applied.preempted or applied.reconfigured or applied.skipped or applied.cancel_kills:
         log.info(
             "cycle: started %s, preempted %s, reconfigured %s, cancel kills %s, skipped %s (%d running, %d pending)",

@@ -22,6 +22,11 @@ Guarantee: every request is followed by a cycle that starts after it, from a
 message sent by it or by an earlier request whose delayed message is still to
 run. At most two messages per window leave, whatever the rate of requests.
 When Redis cannot answer the debounce the message is sent anyway.
+
+``request_forecasts()`` asks the same way for the start-time forecasts
+(``scheduler.forecasts``), with its own keys and a window of
+``FORECAST_INTERVAL_S``: a forecast runs the policy over the whole queue, so
+it is recomputed at most twice per window however often the cluster changes.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ TRAILING_KEY = "gpusched:scheduler:request-delayed"
 #: Length of a debounce window, in seconds: the longest a debounced request waits for its cycle's message.
 DEBOUNCE_S = 0.2
 
+FORECAST_TASK = "scheduler.recompute_forecasts"
+FORECAST_LEADING_KEY = "gpusched:forecasts:request-sent"
+FORECAST_TRAILING_KEY = "gpusched:forecasts:request-delayed"
+#: Debounce window of the forecasts, in seconds.
+FORECAST_INTERVAL_S = 3.0
+
 logger = logging.getLogger(__name__)
 
 
@@ -51,32 +62,42 @@ def request_scheduling() -> bool:
     return _send(countdown)
 
 
-def _debounce() -> float | None:
+def request_forecasts() -> bool:
+    """Make sure the forecasts are recomputed after this call; True if a message was sent by it."""
+    if not settings.SCHEDULER_AUTORUN:
+        return False
+    countdown = _debounce(FORECAST_LEADING_KEY, FORECAST_TRAILING_KEY, FORECAST_INTERVAL_S)
+    if countdown is None:
+        return False
+    return _send(countdown, FORECAST_TASK)
+
+
+def _debounce(leading: str = LEADING_KEY, trailing: str = TRAILING_KEY, window: float = DEBOUNCE_S) -> float | None:
     """Seconds to delay this request's message (0: send now), or None: a pending message covers it."""
-    window_ms = max(1, int(DEBOUNCE_S * 1000))
+    window_ms = max(1, int(window * 1000))
     try:
         client = coordination.redis_client()
-        if client.set(LEADING_KEY, "1", nx=True, px=window_ms):
+        if client.set(leading, "1", nx=True, px=window_ms):
             return 0.0
-        if client.set(TRAILING_KEY, "1", nx=True, px=window_ms):
-            return DEBOUNCE_S
+        if client.set(trailing, "1", nx=True, px=window_ms):
+            return window
     except Exception:  # Redis trouble: sending one message too many is harmless, one too few is not
         logger.warning("scheduling request debounce unavailable; sending the message", exc_info=True)
         return 0.0
     return None
 
 
-def _send(countdown: float) -> bool:
+def _send(countdown: float, task: str = RUN_CYCLE_TASK) -> bool:
     from cluster.broker import app
 
     try:
         app.send_task(
-            RUN_CYCLE_TASK,
+            task,
             countdown=countdown or None,
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5},
         )
     except Exception:  # the broker is down or misconfigured; submission must still succeed
-        logger.warning("could not enqueue %s; the periodic tick will run it", RUN_CYCLE_TASK, exc_info=True)
+        logger.warning("could not enqueue %s; the periodic tick will run it", task, exc_info=True)
         return False
     return True

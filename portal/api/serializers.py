@@ -28,7 +28,7 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
-from scheduler import fair_usage
+from scheduler import fair_usage, forecast_store
 from scheduler.core.priority_factors import priority_factors
 from scheduler.services import MAX_ARRAY_JOBS, JobRequest
 
@@ -189,16 +189,29 @@ class JobSerializer(serializers.ModelSerializer):
                   "submission time). Null for a job that is not pending."
     )
 
+    forecast = serializers.SerializerMethodField(
+        help_text="Pending jobs: the forecast start (null: not within the forecast's 14-day horizon), the job's "
+                  "1-based position in its class's queue and when both were computed (recomputed in the background "
+                  "a few seconds after each change; docs/jobs.md). Null for a job that is not pending or not yet "
+                  "forecast."
+    )
+
     class Meta:
         model = Job
         fields = [
             "id", "name", "owner", "command", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
-            "time_limit", "priority", "state", "pending_reason", "pending_message", "submitted_at",
+            "time_limit", "priority", "state", "pending_reason", "pending_message", "forecast", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
             "run_as", "image", "project", "priority_factors", "attempts", "events",
         ]
         read_only_fields = fields
+
+    def get_forecast(self, job: Job) -> dict | None:
+        if job.state != JobState.PENDING:
+            return None
+        stored = forecast_store.read_one(job.pk)
+        return stored.as_json() if stored is not None else None
 
     def get_priority_factors(self, job: Job) -> dict | None:
         if job.state != JobState.PENDING:

@@ -18,6 +18,7 @@ from portal.cli.client import ApiClient
 from portal.cli.output import (
     Column,
     dump_json,
+    forecast_start,
     format_quota,
     key_values,
     local_time,
@@ -50,7 +51,15 @@ JOB_COLUMNS: list[Column] = [
     ("PRIO", lambda j: j.get("priority")),
     ("STATE", lambda j: j.get("state")),
     ("REASON", lambda j: j.get("pending_reason")),
+    ("POS", lambda j: (j.get("forecast") or {}).get("position")),
     ("SUBMITTED", lambda j: local_time(j.get("submitted_at"))),
+]
+
+#: ``list --start`` (as ``squeue --start``): pending jobs with their forecast start.
+START_COLUMNS: list[Column] = [
+    *JOB_COLUMNS[:5], JOB_COLUMNS[8],
+    ("START_TIME", lambda j: forecast_start(j.get("forecast"))),
+    ("REASON", lambda j: j.get("pending_reason")),
 ]
 
 ATTEMPT_COLUMNS: list[Column] = [
@@ -173,7 +182,8 @@ def _submit_array(client: ApiClient, args: argparse.Namespace, out: TextIO) -> i
 # -- list ---------------------------------------------------------------------
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    filters = {"state": args.state, "job_class": args.job_class}
+    start = getattr(args, "start", False)
+    filters = {"state": args.state or ("PENDING" if start else None), "job_class": args.job_class}
     if args.all_pages:
         jobs: list[dict[str, Any]] = []
         count = 0
@@ -187,7 +197,7 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         dump_json(body, out)
         return 0
     jobs = body.get("results", [])
-    out.write(render_table(JOB_COLUMNS, jobs) + "\n")
+    out.write(render_table(START_COLUMNS if start else JOB_COLUMNS, jobs) + "\n")
     if body.get("next"):
         out.write(f"(page {args.page}: {len(jobs)} of {body.get('count')} jobs; "
                   f"--page {args.page + 1} or --all-pages for more)\n")
@@ -217,6 +227,8 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Owner", job.get("owner")),
         ("State", job.get("state")),
         ("Reason", reason),
+        ("Position", (job.get("forecast") or {}).get("position")),
+        ("Starts at", forecast_start(job.get("forecast"))),
         ("Class", job.get("job_class")),
         ("GPUs", job.get("num_gpus")),
         ("CPUs", job.get("num_cpus")),

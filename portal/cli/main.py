@@ -31,6 +31,7 @@ examples:
   gpusched submit --name sweep --gpus 4 --time-limit 2h --command 'bash run.sh > out.txt'
   gpusched submit --model bert --plan ga --allowed-plans ga,zero-dp --gpus 2 --min-gpus 1 --max-gpus 4 -- python train.py
   gpusched list --state PENDING
+  gpusched list --start
   gpusched logs 42 --follow
 """
 
@@ -150,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only TE or only BE jobs")
     listing.add_argument("--page", type=_positive_int, default=1, help="page number (default 1)")
     listing.add_argument("--all-pages", action="store_true", help="fetch every page")
+    listing.add_argument("--start", action="store_true",
+                         help="pending jobs with their queue position and forecast start (like squeue --start)")
 
     for name, text in (("show", "show one job with its attempts and events"),
                        ("cancel", "cancel a job")):

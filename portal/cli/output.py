@@ -133,3 +133,10 @@ def format_quota(body: Mapping[str, Any]) -> str:
     table = render_table(columns, rows)
     scopes = [f"{s.get('scope')} {s.get('name')}" for s in body.get("scopes") or []]
     return table + (f"\n(the tightest of: {', '.join(scopes)})" if scopes else "")
+
+
+def forecast_start(forecast: Mapping[str, Any] | None) -> str | None:
+    """A job's forecast start in local time; ``> 14 days`` past the horizon; None: no forecast."""
+    if not forecast:
+        return None
+    return local_time(forecast["start"]) if forecast.get("start") else "> 14 days"

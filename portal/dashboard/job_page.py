@@ -7,6 +7,7 @@ None for anyone else.
 from __future__ import annotations
 
 from portal.dashboard.selectors import iso
+from scheduler import forecast_store
 from scheduler import selectors as job_selectors
 from scheduler.models import TERMINAL_STATES, AttemptLog, Job
 
@@ -25,8 +26,10 @@ def job_state(job: Job) -> dict:
     return {
         "id": job.pk,
         "state": job.state,
+        "job_class": job.job_class,
         "pending_reason": job.pending_reason,
         "pending_message": job.pending_message,
+        "forecast": _forecast(job),
         "terminal": job.state in TERMINAL_STATES,
         "can_cancel": job.state not in TERMINAL_STATES,
         "attempt_count": job.attempt_count,
@@ -81,3 +84,11 @@ def log_chunks_after(job_id: int, attempt_number: int, after_id: int | None) -> 
     if truncated:
         lines = lines[-LOG_TAIL_LINES:]
     return lines, last, truncated
+
+
+def _forecast(job: Job) -> dict | None:
+    """The pending job's stored start-time forecast and queue position (None: none)."""
+    if job.state != "PENDING":
+        return None
+    stored = forecast_store.read_one(job.pk)
+    return stored.as_json() if stored is not None else None

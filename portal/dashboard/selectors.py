@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from cluster.models import Gpu, Node, NodeState
 from cluster.selectors import agent_outdated
+from scheduler import forecast_store
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 CLASSES = (JobClassChoice.TE.value, JobClassChoice.BE.value)
@@ -123,6 +124,7 @@ def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
         pending = Job.objects.filter(state=JobState.PENDING, job_class=job_class)
         jobs = list(pending.select_related("owner").order_by("submitted_at", "id")[:QUEUE_LIST_LIMIT])
         reasons = dict(pending.order_by().values_list("pending_reason").annotate(n=Count("id")).values_list("pending_reason", "n"))
+        forecasts = forecast_store.read(j.pk for j in jobs if may_see_job(user, j.owner_id))
         out[job_class] = {
             "count": sum(reasons.values()),
             "by_reason": {(k or "none"): v for k, v in sorted(reasons.items())},
@@ -134,11 +136,17 @@ def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
                     "waiting_s": max(0.0, (now - job.submitted_at).total_seconds()),
                     "reason": job.pending_reason,
                     "message": job.pending_message,
+                    # Only for a job the viewer may open: the forecast is part of a job's own page.
+                    "forecast_start": _forecast_start(forecasts.get(job.pk)),
                 }
                 for position, job in enumerate(jobs, start=1)
             ],
         }
     return out
+
+
+def _forecast_start(stored: forecast_store.StoredForecast | None) -> str | None:
+    return stored.as_json()["start"] if stored is not None else None
 
 
 def _allocated_gpus(attempt: Attempt) -> int:

@@ -140,6 +140,11 @@ class ForecastRun(Simulator):
             self.starts[job.spec.id] = t
         return job
 
+    @property
+    def decide_calls(self) -> int:
+        """Decide calls made so far."""
+        return self._decide_calls
+
     def forecast(self, targets: Iterable[str] | None = None, limits: ForecastLimits = ForecastLimits()
                  ) -> dict[str, float | None]:
         """Run until every target (default: every pending job) has started or

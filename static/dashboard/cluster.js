@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { el, duration } = Live;
+  const { el, duration, dateTime } = Live;
   const STATUS_TEXT = { free: "free", TE: "TE job", BE: "BE job", preempting: "preempting", lost: "node lost", down: "node down",
                         unhealthy: "out of service" };
   let skewMs = 0; // client clock minus server clock, so waiting times tick without drifting
@@ -101,7 +101,7 @@
     document.getElementById("queue-reasons-" + cls).textContent = reasons || "empty";
     const body = document.getElementById("queue-" + cls);
     if (!queue.jobs.length) {
-      body.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No " + cls + " job waiting.")));
+      body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" }, "No " + cls + " job waiting.")));
       return;
     }
     body.replaceChildren(...queue.jobs.map((job) => el("tr", { dataset: { jobId: String(job.id) }, class: job.mine ? "mine" : null },
@@ -111,9 +111,10 @@
       el("td", {}, String(job.num_gpus)),
       waitingCell(job),
       el("td", {}, job.reason || "-"),
+      el("td", {}, job.forecast_start ? dateTime(job.forecast_start) : "-"),
       el("td", { class: "message" }, job.message || ""))));
     if (queue.count > queue.jobs.length) {
-      body.append(el("tr", {}, el("td", { colspan: "7", class: "empty" }, (queue.count - queue.jobs.length) + " more not listed.")));
+      body.append(el("tr", {}, el("td", { colspan: "8", class: "empty" }, (queue.count - queue.jobs.length) + " more not listed.")));
     }
   }
 

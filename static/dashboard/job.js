@@ -26,6 +26,7 @@
     }
     setFact("Attempts", state.attempt_count + " (" + state.preemption_count + " preempted" +
       (state.reconfiguration_count ? ", " + state.reconfiguration_count + " reconfigured" : "") + ")");
+    setFact("Forecast start", forecastText(state));
     setFact("First started", dateTime(state.first_started_at));
     setFact("Ended", dateTime(state.ended_at));
     setFact("Exit code", state.exit_code === null ? "-" : String(state.exit_code));
@@ -34,6 +35,14 @@
     const note = document.getElementById("cancel-note");
     if (note && state.terminal) note.remove();
     view.terminal = Boolean(state.terminal);
+  }
+
+  // The pending job's forecast start and queue position (recomputed in the background).
+  function forecastText(state) {
+    const f = state.forecast;
+    if (!f) return state.state === "PENDING" ? "not computed yet" : "-";
+    return (f.start ? dateTime(f.start) : "not within 14 days") + "; position " + f.position +
+      " in the " + state.job_class + " queue (as of " + time(f.computed_at) + ")";
   }
 
   function setFact(label, text) {

@@ -207,3 +207,14 @@ def test_submission_event_publishes_through_the_signal_without_the_job_group(mem
     with django_capture_on_commit_callbacks(execute=True):
         JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
     assert drain(memory_layer, job_ch) == []
+
+
+def test_new_forecasts_refresh_their_job_pages_and_the_cluster_queue(memory_layer, django_capture_on_commit_callbacks):
+    job_ch = listen(memory_layer, realtime.job_group(5))
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    latency_ch = listen(memory_layer, realtime.LATENCY_GROUP)
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_forecasts_changed([5, 5 + realtime.JOB_SHARDS, 6])
+    assert drain(memory_layer, job_ch) == [{"type": "jobs.changed", "job_ids": [5, 5 + realtime.JOB_SHARDS]}]
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    assert drain(memory_layer, latency_ch) == []  # no job changed state

@@ -23,6 +23,9 @@ class Recorder:
     def publish_job_progress(self, job_id: int) -> None:
         self.calls.append(("progress", job_id))
 
+    def publish_forecasts_changed(self, job_ids: list[int]) -> None:
+        self.calls.append(("forecasts", tuple(job_ids)))
+
 
 @pytest.fixture
 def publishers(monkeypatch) -> list:  # noqa: ANN001
@@ -48,7 +51,9 @@ def test_every_subscribed_publisher_hears_each_announcement_once(publishers) -> 
     announce.job_submitted(8)
     announce.cluster_changed()
     announce.job_progress(9)
-    assert first.calls == second.calls == [("job", 7), ("submitted", 8), ("cluster",), ("progress", 9)]
+    announce.forecasts_changed([4, 5])
+    assert first.calls == second.calls == [("job", 7), ("submitted", 8), ("cluster",), ("progress", 9),
+                                           ("forecasts", (4, 5))]
 
 
 def test_a_publisher_method_replaced_after_subscribing_is_the_one_called(publishers) -> None:  # noqa: ANN001

@@ -13,7 +13,10 @@ import pytest
 import redis
 
 from portal.celery import app
-from scheduler.triggers import LEADING_KEY, RUN_CYCLE_TASK, TRAILING_KEY, request_scheduling
+from scheduler.triggers import (
+    FORECAST_LEADING_KEY, FORECAST_TASK, FORECAST_TRAILING_KEY, LEADING_KEY, RUN_CYCLE_TASK, TRAILING_KEY,
+    request_forecasts, request_scheduling,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
 
@@ -28,13 +31,13 @@ def broker(redis_url: str, settings) -> Iterator[redis.Redis]:  # noqa: ANN001
                     "set REDIS_URL only (not CELERY_BROKER_URL or TEST_REDIS_URL)", pytrace=False)
     settings.SCHEDULER_AUTORUN = True
     client = redis.Redis.from_url(redis_url)
-    client.delete(LEADING_KEY, TRAILING_KEY)  # no debounce window left over from an earlier test
+    client.delete(LEADING_KEY, TRAILING_KEY, FORECAST_LEADING_KEY, FORECAST_TRAILING_KEY)  # no window left over
     queue = app.conf.task_default_queue
     if client.llen(queue):  # never empty a queue that something else fills
         pytest.fail(f"queue {queue!r} at {redis_url} already holds messages; give the tests a Redis db of their own "
                     "(REDIS_URL=redis://host:6379/N)", pytrace=False)
     yield client
-    client.delete(queue, LEADING_KEY, TRAILING_KEY)
+    client.delete(queue, LEADING_KEY, TRAILING_KEY, FORECAST_LEADING_KEY, FORECAST_TRAILING_KEY)
 
 
 def queued_tasks(client: redis.Redis) -> list[str]:
@@ -122,3 +125,18 @@ def test_redis_unavailable_for_the_debounce_still_sends(broker, monkeypatch) -> 
     monkeypatch.setattr(coordination, "redis_client", lambda: Broken())
     assert [request_scheduling() for _ in range(3)] == [True, True, True]
     assert queued_tasks(broker) == [RUN_CYCLE_TASK] * 3
+
+
+def test_forecast_requests_are_debounced_on_their_own_keys(broker) -> None:
+    sent = [request_forecasts() for _ in range(20)]
+    assert sent[:2] == [True, True] and not any(sent[2:])
+    headers = queued_messages(broker)
+    assert [h["task"] for h in headers] == [FORECAST_TASK, FORECAST_TASK]
+    assert headers[0]["eta"] is None and headers[1]["eta"] is not None
+    assert request_scheduling() is True  # the cycle's own window is untouched
+
+
+def test_no_forecast_request_when_autorun_is_off(broker, settings) -> None:
+    settings.SCHEDULER_AUTORUN = False
+    assert request_forecasts() is False
+    assert queued_tasks(broker) == []

@@ -92,7 +92,7 @@ def test_list_table_shows_one_page_and_says_how_to_get_more(run_cli, fake_api, a
     code, out, _ = run_cli("list", env=api_env)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "OWNER", "CLASS", "GPUS", "PRIO", "STATE", "REASON",
+    assert lines[0].split() == ["ID", "NAME", "OWNER", "CLASS", "GPUS", "PRIO", "STATE", "REASON", "POS",
                                 "SUBMITTED"]
     assert [line.split()[1] for line in lines[1:3]] == ["exp-0", "exp-1"]
     assert lines[3] == "(page 1: 2 of 3 jobs; --page 2 or --all-pages for more)"

@@ -235,3 +235,32 @@ def test_show_prints_progress_of_own_job_and_json_carries_it(roles, as_user, mak
     code, out, _ = as_user(roles.owner)("show", str(job.pk), "--json")
     assert json.loads(out)["progress"]["step"] == 20
     assert as_user(roles.other)("show", str(job.pk))[0] == 1
+
+
+@pytest.fixture
+def forecasts_stored(redis_url):  # noqa: ANN001, ANN201
+    """``store({job_id: (start epoch or None, position)})`` into the test Redis; cleared after."""
+    import redis
+
+    from scheduler import forecast_store
+
+    client = redis.Redis.from_url(redis_url)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    yield lambda entries: forecast_store.write(entries, 1_700_000_000.0)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+
+
+def test_list_start_shows_pending_jobs_with_position_and_forecast(roles, as_user, make_job, forecasts_stored) -> None:
+    soon = make_job(roles.owner, name="soon")
+    later = make_job(roles.owner, name="later")
+    make_job(roles.owner, name="running", state="RUNNING")
+    hidden = make_job(roles.other, name="not-mine")
+    forecasts_stored({soon.pk: (1_700_000_600.0, 1), later.pk: (None, 2), hidden.pk: (1_700_000_000.0, 3)})
+    code, out, _ = as_user(roles.owner)("list", "--start")
+    rows = out.splitlines()
+    assert code == 0 and rows[0].split() == ["ID", "NAME", "OWNER", "CLASS", "GPUS", "POS", "START_TIME", "REASON"]
+    by_name = {r.split()[1]: r for r in rows[1:]}
+    assert set(by_name) == {"soon", "later"}  # pending and mine only
+    assert by_name["soon"].split()[5] == "1" and "> 14 days" in by_name["later"]
+    code, out, _ = as_user(roles.owner)("show", str(soon.pk))
+    assert "\nPosition:      1\n" in out and "\nStarts at:     " in out

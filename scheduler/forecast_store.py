@@ -1,0 +1,111 @@
+"""Where the live start-time forecasts are kept: one Redis hash.
+
+A forecast is recomputed for every pending job at once (``scheduler.forecasts``)
+and read one job or one page at a time (the job page, the API, the CLI), so
+it lives in a Redis hash rather than in a column of ``Job``: replacing 10,000
+entries is one ``MULTI`` (delete and refill), needs no migration and no row
+lock against the scheduling cycle that writes the same jobs.
+
+``HASH_KEY`` maps a job id to JSON ``{"start": epoch seconds or null, "position":
+n}``; ``AT_KEY`` holds the epoch seconds the forecasts were computed at. A job
+missing from the hash has no forecast (not pending when last computed, or
+never computed yet). ``start`` null: not started within the forecast's
+horizon (``scheduler.sim.forecast``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from scheduler import coordination
+
+HASH_KEY = "gpusched:forecasts"
+AT_KEY = "gpusched:forecasts:computed-at"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredForecast:
+    """One pending job's forecast: start (epoch seconds; None: past the horizon),
+    1-based position in its class's queue, and when it was computed."""
+
+    start: float | None
+    position: int
+    computed_at: float
+
+    @property
+    def start_at(self) -> datetime | None:
+        """``start`` as an aware UTC datetime (None: past the horizon)."""
+        return datetime.fromtimestamp(self.start, tz=timezone.utc) if self.start is not None else None
+
+    @property
+    def computed(self) -> datetime:
+        """``computed_at`` as an aware UTC datetime."""
+        return datetime.fromtimestamp(self.computed_at, tz=timezone.utc)
+
+    def as_json(self) -> dict:
+        """``{"start": ISO 8601 or null, "position": n, "computed_at": ISO 8601}`` (UTC)."""
+        return {"start": _iso(self.start) if self.start is not None else None, "position": self.position,
+                "computed_at": _iso(self.computed_at)}
+
+
+def write(entries: Mapping[int, tuple[float | None, int]], computed_at: float) -> set[int]:
+    """Replace every stored forecast with ``entries`` (job id -> (start, position));
+    return the ids whose forecast is new, changed or gone."""
+    client = coordination.redis_client()
+    old = client.hgetall(HASH_KEY)
+    fresh = {str(k): json.dumps({"start": s, "position": p}, separators=(",", ":")) for k, (s, p) in entries.items()}
+    changed = {int(k) for k, v in fresh.items() if _text(old.get(k.encode())) != v}
+    changed |= {int(k) for k in old if k.decode() not in fresh}
+    pipe = client.pipeline(transaction=True)
+    pipe.delete(HASH_KEY)
+    if fresh:
+        pipe.hset(HASH_KEY, mapping=fresh)
+    pipe.set(AT_KEY, repr(computed_at))
+    pipe.execute()
+    return changed
+
+
+def read(job_ids: Iterable[int]) -> dict[int, StoredForecast]:
+    """The stored forecasts of these jobs (absent ids: none stored)."""
+    ids = [int(i) for i in job_ids]
+    if not ids:
+        return {}
+    client = coordination.redis_client()
+    pipe = client.pipeline(transaction=True)
+    pipe.get(AT_KEY)
+    pipe.hmget(HASH_KEY, [str(i) for i in ids])
+    at, values = pipe.execute()
+    if at is None:
+        return {}
+    computed_at = float(at)
+    out = {}
+    for job_id, raw in zip(ids, values):
+        if raw is not None:
+            data = json.loads(raw)
+            out[job_id] = StoredForecast(data["start"], int(data["position"]), computed_at)
+    return out
+
+
+def read_one(job_id: int) -> StoredForecast | None:
+    """The stored forecast of one job, or None."""
+    return read([job_id]).get(int(job_id))
+
+
+def attach(jobs: Iterable) -> None:
+    """Set ``forecast`` (a ``StoredForecast`` or None) on each job object of a page,
+    in one Redis round trip; only a PENDING job gets one."""
+    jobs = list(jobs)
+    found = read(j.pk for j in jobs if j.state == "PENDING")
+    for job in jobs:
+        job.forecast = found.get(job.pk)
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _text(raw: bytes | None) -> str | None:
+    return raw.decode() if raw is not None else None

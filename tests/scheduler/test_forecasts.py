@@ -1,0 +1,110 @@
+"""Live start-time forecasts: recomputed from the database as a cycle reads it,
+stored in Redis with queue positions, learned from finished jobs, announced
+when they change."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler import announce, forecast_store, forecasts, loop
+from scheduler.models import Job, JobState
+from tests.support.live_helpers import submit
+
+pytestmark = [pytest.mark.django_db, pytest.mark.redis]
+
+
+@pytest.fixture
+def store(redis_url, settings):  # noqa: ANN001, ANN201
+    """The test Redis, without forecasts left from an earlier test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    yield client
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+
+
+@pytest.fixture
+def heard(monkeypatch):  # noqa: ANN001, ANN201
+    calls: list[list[int]] = []
+
+    class Recorder:
+        def publish_forecasts_changed(self, job_ids):  # noqa: ANN001, ANN202
+            calls.append(list(job_ids))
+
+        def __getattr__(self, name):  # noqa: ANN001, ANN204 - the other announcements are not under test
+            return lambda *args: None
+
+    monkeypatch.setattr(announce, "_publishers", [Recorder()])
+    return calls
+
+
+def finish(job: Job, seconds: float, owner_state: str = JobState.COMPLETED) -> None:
+    Job.objects.filter(pk=job.pk).update(state=owner_state, progress_seconds=seconds, ended_at=timezone.now())
+
+
+def test_on_an_idle_cluster_a_fitting_job_is_forecast_now(alice, nodes, store, heard) -> None:
+    nodes(("n1", 2))
+    job = submit(alice, "a", num_gpus=2)
+    now = timezone.now()
+    report = forecasts.recompute(now)
+    stored = forecast_store.read_one(job.pk)
+    assert report.pending == 1 and stored is not None
+    assert stored.start == pytest.approx(now.timestamp()) and stored.position == 1
+    assert stored.computed_at == pytest.approx(now.timestamp())
+    assert heard == [[job.pk]]
+
+
+def test_a_queued_job_waits_for_the_running_job_to_reach_its_time_limit(
+        alice, nodes, sent, store, heard, django_capture_on_commit_callbacks) -> None:
+    nodes(("n1", 1))
+    first = submit(alice, "first", time_limit=600)
+    with django_capture_on_commit_callbacks(execute=True):
+        loop.run_cycle()
+    second = submit(alice, "second", time_limit=300)
+    third = submit(alice, "third")
+    now = timezone.now() + timedelta(seconds=100)
+    forecasts.recompute(now)
+    first.refresh_from_db()
+    started = first.started_at.timestamp()
+    got = forecast_store.read([first.pk, second.pk, third.pk])
+    assert first.pk not in got  # running: no forecast
+    # No history: the time limits. first ends at its limit, then second runs its 300 s.
+    assert got[second.pk].start == pytest.approx(started + 600, abs=1.0)
+    assert got[third.pk].start == pytest.approx(started + 900, abs=1.0)
+    assert (got[second.pk].position, got[third.pk].position) == (1, 2)
+
+
+def test_history_of_the_owner_replaces_the_class_default(alice, nodes, store) -> None:
+    nodes(("n1", 1))
+    for i in range(6):
+        finish(submit(alice, f"old{i}"), 120.0)
+    estimator = forecasts.history_estimator()
+    spec_user = str(alice.pk)
+    from scheduler.core.model import JobClass, JobSpec
+
+    assert estimator.total(JobSpec("x", JobClass.BE, 1, 0.0, user=spec_user)) == 120.0
+
+
+def test_jobs_no_longer_pending_leave_the_store_and_are_announced(alice, nodes, store, heard) -> None:
+    nodes(("n1", 1))
+    a, b = submit(alice, "a"), submit(alice, "b")
+    forecasts.recompute()
+    Job.objects.filter(pk=a.pk).update(state=JobState.CANCELLED)
+    heard.clear()
+    forecasts.recompute()
+    assert forecast_store.read_one(a.pk) is None
+    assert forecast_store.read_one(b.pk).position == 1
+    assert set(heard[0]) == {a.pk, b.pk}  # a is gone; b moved up from position 2
+
+
+def test_unchanged_forecasts_announce_nothing(alice, nodes, store, heard) -> None:
+    nodes(("n1", 1))
+    submit(alice, "a")
+    now = timezone.now()
+    forecasts.recompute(now)
+    forecasts.recompute(now)
+    assert len(heard) == 1
