@@ -72,8 +72,10 @@ def request_forecasts() -> bool:
     return _send(countdown, FORECAST_TASK)
 
 
-def _debounce(leading: str = LEADING_KEY, trailing: str = TRAILING_KEY, window: float = DEBOUNCE_S) -> float | None:
-    """Seconds to delay this request's message (0: send now), or None: a pending message covers it."""
+def _debounce(leading: str = LEADING_KEY, trailing: str = TRAILING_KEY, window: float | None = None) -> float | None:
+    """Seconds to delay this request's message (0: send now), or None: a pending message covers it.
+    ``window`` None: ``DEBOUNCE_S``, read at the call."""
+    window = DEBOUNCE_S if window is None else window
     window_ms = max(1, int(window * 1000))
     try:
         client = coordination.redis_client()

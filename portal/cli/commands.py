@@ -55,12 +55,9 @@ JOB_COLUMNS: list[Column] = [
     ("SUBMITTED", lambda j: local_time(j.get("submitted_at"))),
 ]
 
-#: ``list --start`` (as ``squeue --start``): pending jobs with their forecast start.
-START_COLUMNS: list[Column] = [
-    *JOB_COLUMNS[:5], JOB_COLUMNS[8],
-    ("START_TIME", lambda j: forecast_start(j.get("forecast"))),
-    ("REASON", lambda j: j.get("pending_reason")),
-]
+#: ``list --start`` (as ``squeue --start``): pending jobs, queue position, forecast start, reason.
+START_COLUMNS: list[Column] = [*JOB_COLUMNS[:5], JOB_COLUMNS[8], ("START_TIME", lambda j: forecast_start(
+    j.get("forecast"))), JOB_COLUMNS[7]]
 
 ATTEMPT_COLUMNS: list[Column] = [
     ("#", lambda a: a.get("number")),
