@@ -208,8 +208,10 @@ if [ -f cluster/agent/__main__.py ]; then
         # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
         # --single-user: a laptop has no per-user accounts for jobs; every job runs as
         # this user, unconfined between jobs (the agent's log says so; docs/agent.md).
+        # PATH: single-user jobs get the agent's; the venv's bin holds JupyterLab for notebook sessions.
         token="$("$VENV/bin/python" manage.py agent_token "local-$i")"
         start_agent "local-$i" env -u GPUSCHED_AGENT_SECRET -u SECRET_KEY GPUSCHED_AGENT_TOKEN="$token" \
+            PATH="$VENV/bin:$PATH" \
             "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
             --kill-jobs-on-exit --single-user
     done
