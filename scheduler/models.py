@@ -81,6 +81,11 @@ class PendingReason(models.TextChoices):
     PREEMPTED = "Preempted"
     NODE_LOST = "NodeLost"
     IMAGE_UNAVAILABLE = "ImageUnavailable"
+    DEPENDENCY = "Dependency"
+
+
+#: The reason a job waiting on a dependency that can never be satisfied is cancelled with.
+DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"
 
 
 class Job(models.Model):

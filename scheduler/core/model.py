@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     from scheduler.core.adaptive import AdaptiveModel
+    from scheduler.core.dependencies import Dependency
     from scheduler.core.fairshare import TenantUsage
 
 
@@ -89,6 +90,10 @@ class JobSpec:
     excluded_nodes: frozenset[str] = frozenset()
     """Nodes the job must not be placed on (the live cluster: its image was
     unavailable there); placement (``FreeCapacity.place``) never uses them."""
+    dependencies: "tuple[Dependency, ...]" = ()
+    """Jobs this one waits for (``scheduler.core.dependencies``); whoever builds
+    the snapshot holds the job with ``hold_reason = Dependency`` until they
+    are satisfied, so policies need not read this. Empty: none."""
 
     @property
     def reconfigurable(self) -> bool:

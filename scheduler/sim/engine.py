@@ -48,6 +48,7 @@ from scheduler.core.placement import FreeLedger
 from scheduler.core.policy import Policy
 from scheduler.sim.adaptive_attempt import AdaptiveRunningJob, finish_time, restart_seconds, vacates_at_once
 from scheduler.sim.allocation import IterationTiming, allocation
+from scheduler.sim.dependencies import DependencyTracker
 from scheduler.sim.job_state import (
     COMPLETE,
     DONE,
@@ -72,14 +73,8 @@ ProgressCallback = Callable[[int, int], None]
 class Simulator(ReconfigurationMechanics):
     """One run of one policy over one workload on one cluster."""
 
-    def __init__(
-        self,
-        policy: Policy,
-        nodes: Sequence[NodeCapacity],
-        jobs: Sequence[SimJob],
-        config: SimConfig = SimConfig(),
-        progress: ProgressCallback | None = None,
-    ) -> None:
+    def __init__(self, policy: Policy, nodes: Sequence[NodeCapacity], jobs: Sequence[SimJob],
+                 config: SimConfig = SimConfig(), progress: ProgressCallback | None = None) -> None:
         self.policy = policy
         self.config = config
         self.nodes = list(nodes)
@@ -96,6 +91,8 @@ class Simulator(ReconfigurationMechanics):
         zero = next((j.spec.id for j in self._jobs if j.spec.num_gpus < 1), None)
         if zero is not None:
             raise ValueError(f"job {zero!r} asks for 0 GPUs; the policies place GPU jobs only")
+        # Jobs that wait for others are held pending until those complete (scheduler.sim.dependencies).
+        self._deps = DependencyTracker(self._jobs) if any(j.spec.dependencies for j in self._jobs) else None
         self._progress_cb = progress
         self._clock = VirtualClock()
         self._events: list[tuple[float, int, int, SimJobState, int]] = []
@@ -189,6 +186,8 @@ class Simulator(ReconfigurationMechanics):
     def _arrive(self, job: SimJobState) -> None:
         job.state = PENDING
         job.pending = PendingJob(spec=job.spec)
+        if self._deps is not None:
+            self._deps.hold(job)
         self._enqueue(job)
 
     def _complete(self, job: SimJobState, t: float) -> None:
@@ -201,6 +200,8 @@ class Simulator(ReconfigurationMechanics):
         job.running = None
         self._done += 1
         self._log_attempt(job, r, t)
+        if self._deps is not None:
+            self._deps.completed(job.spec.id)
 
     def _vacate(self, job: SimJobState, t: float) -> None:
         r = job.running
@@ -236,10 +237,8 @@ class Simulator(ReconfigurationMechanics):
 
     def _log_attempt(self, job: SimJobState, r: LiveRunningJob, t: float) -> None:
         if self._attempts is not None:
-            self._attempts.append(
-                AttemptRecord(job.spec.id, job.spec.job_class, r.placement, r.attempt_start, t, r.notice_time,
-                        r.preempted_for)
-            )
+            self._attempts.append(AttemptRecord(job.spec.id, job.spec.job_class, r.placement, r.attempt_start, t,
+                                                r.notice_time, r.preempted_for))
 
     # ------------------------------------------------------------ decisions
 
@@ -388,12 +387,7 @@ class Simulator(ReconfigurationMechanics):
         )
 
 
-def simulate(
-    policy: Policy,
-    nodes: Sequence[NodeCapacity],
-    jobs: Sequence[SimJob],
-    config: SimConfig = SimConfig(),
-    progress: ProgressCallback | None = None,
-) -> SimResult:
+def simulate(policy: Policy, nodes: Sequence[NodeCapacity], jobs: Sequence[SimJob], config: SimConfig = SimConfig(),
+             progress: ProgressCallback | None = None) -> SimResult:
     """Run ``policy`` over ``jobs`` on ``nodes``; see :class:`Simulator`."""
     return Simulator(policy, nodes, jobs, config, progress).run()
