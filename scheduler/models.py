@@ -84,10 +84,6 @@ class PendingReason(models.TextChoices):
     DEPENDENCY = "Dependency"
 
 
-#: The reason a job waiting on a dependency that can never be satisfied is cancelled with.
-DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"
-
-
 class Job(models.Model):
     """A user's request to run a command on GPUs, and where it stands."""
 
