@@ -8,7 +8,7 @@ reason                           attempt         job
 None (exited by itself)          COMPLETED/FAIL  COMPLETED if exit code 0, else FAILED
 preempt                          PREEMPTED       PENDING (next attempt), CANCELLED if cancelling
 preempt, notice for reconfigure  RECONFIGURED    PENDING, target pinned; CANCELLED if cancelling
-cancel                           CANCELLED       CANCELLED
+cancel                           CANCELLED       CANCELLED (event reason IDLE_RECLAIMED after idle reclaim)
 timeout                          TIMEOUT         TIMEOUT
 launch-failed                    FAILED          FAILED
 out-of-memory                    OUT_OF_MEMORY   FAILED (event reason OutOfMemory)
@@ -127,12 +127,16 @@ def settle(job: Job, att: Attempt, now: datetime) -> None:
     outcome = att.state
     where = ", ".join(att.node_names)
     if outcome in TERMINAL_JOB_STATE:
-        transitions.move_locked(job, TERMINAL_JOB_STATE[outcome], _EVENT_REASON.get(outcome, outcome.title()),
-                                _exit_text(att, where),
+        reason = _EVENT_REASON.get(outcome, outcome.title())
+        if outcome == AttemptState.CANCELLED and att.notice_reason == NoticeReason.IDLE:
+            reason = "IDLE_RECLAIMED"  # the kill of idle reclaim (scheduler/reclaim_idle.py), not a user's cancel
+        transitions.move_locked(job, TERMINAL_JOB_STATE[outcome], reason, _exit_text(att, where),
               ended_at=att.ended_at, exit_code=att.exit_code, progress_seconds=progress)
     elif job.state == JobState.CANCELLING:
-        transitions.move_locked(job, JobState.CANCELLED, "Cancelled", f"stopped on {where}", ended_at=att.ended_at,
-              exit_code=att.exit_code, progress_seconds=progress)
+        idle = att.notice_reason == NoticeReason.IDLE  # ended by idle reclaim, not by a user
+        transitions.move_locked(job, JobState.CANCELLED, "IDLE_RECLAIMED" if idle else "Cancelled",
+                                f"{'ended for idleness' if idle else 'stopped'} on {where}", ended_at=att.ended_at,
+                                exit_code=att.exit_code, progress_seconds=progress)
     elif outcome == AttemptState.PREEMPTED:
         kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
         message = f"attempt {att.number} vacated {where}; {kept_text}"

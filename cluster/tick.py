@@ -16,7 +16,9 @@ import redis
 from django.utils import timezone
 
 from cluster import liveness, overdue
-from scheduler import coordination, loop
+from cluster.models import GpuPolicy
+from scheduler import coordination, idleness, loop, triggers
+from scheduler.models import Job, JobState
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +32,19 @@ def tick() -> dict[str, object]:
     client = coordination.redis_client()
     lost = liveness.detect_lost_nodes(now) if _may_declare_nodes_lost(client, now) else []
     resent = overdue.resend_overdue_commands(now)
+    _request_cycle_for_idle_jobs(client, now)
     cycles = loop.run_requested_cycles(client)
     client.set(LAST_TICK_KEY, now.timestamp())
     return {"lost_nodes": lost, "resent": resent, "cycles": cycles}
+
+
+def _request_cycle_for_idle_jobs(client: redis.Redis, now: datetime) -> None:
+    """An idle job changes nothing the loop hears of: a cycle is asked for when a warning or a
+    reclaim may be due and some job waits (``scheduler.idleness``)."""
+    policy = GpuPolicy.objects.filter(pk=1).values_list("idle_after_s", "idle_grace_s").first()
+    if policy and idleness.due(client, now.timestamp(), float(policy[0]), float(policy[1])) \
+            and Job.objects.filter(state=JobState.PENDING).exists():
+        triggers.request_scheduling()
 
 
 def _may_declare_nodes_lost(client: redis.Redis, now: datetime) -> bool:

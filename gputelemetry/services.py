@@ -17,6 +17,7 @@ from django.utils import timezone
 from cluster import gpu_health
 from cluster.telemetry_schema import JobSample, TelemetryReport
 from gputelemetry import store
+from scheduler import idleness
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +50,24 @@ def ingest(node: str, report: TelemetryReport, conn: redis.Redis | None = None) 
     t = report.sampled_at
     by_index = {g.index: g for g in report.gpus}
     proc_mem: dict[int, int] = {}
-    jobs = []
+    jobs, utilisation = [], []
     for job in report.jobs:
         if isinstance(job.job_id, str) and not job.job_id.isdigit():
             continue
         record = job_record(job, by_index, t)
         if record is not None:
             jobs.append((int(job.job_id), job.attempt, record))
+            held = [by_index[i].util for i in job.gpus if i in by_index]
+            utilisation.append((int(job.job_id), job.attempt, sum(held) / len(held)))
             share = job.proc_mem // max(1, len(job.gpus))
             for i in job.gpus:
                 proc_mem[i] = share
-    written = store.write_report(conn or client(), node, t, report.gpus, proc_mem, jobs)
+    conn = conn or client()
+    written = store.write_report(conn, node, t, report.gpus, proc_mem, jobs)
     gpu_health.check_telemetry(node, report.gpus, timezone.now())
+    policy = gpu_health.policy()
+    if policy.idle_after_s > 0 and utilisation:  # idle reclaim on: who is idle since when (scheduler.idleness)
+        pipe = conn.pipeline(transaction=False)
+        idleness.track(pipe, node, t, utilisation, policy.idle_util_threshold)
+        pipe.execute()
     return written

@@ -7,7 +7,7 @@ PREEMPTED = "preempted"
 REQUEUED = "requeued"
 FINISHED = "finished"
 FAILED = "failed"
-IDLE_WARNING = "idle_warning"  # reserved: sent once idle reclaim exists
+IDLE_WARNING = "idle_warning"  # a TE job idle while others wait is warned before it is reclaimed
 
 KINDS = (STARTED, PREEMPTED, REQUEUED, FINISHED, FAILED, IDLE_WARNING)
 LABELS = {
@@ -16,18 +16,24 @@ LABELS = {
     REQUEUED: "requeued",
     FINISHED: "finished (completed or cancelled)",
     FAILED: "failed or timed out",
-    IDLE_WARNING: "idle warning (reserved)",
+    IDLE_WARNING: "idle warning (ended soon unless busy again)",
 }
 #: Nothing until the user chooses (like Slurm's --mail-type=NONE): a site without a mail server sends nothing.
 DEFAULT_EMAIL_KINDS: tuple[str, ...] = ()
 
 
-def kind_of(from_state: str, to_state: str) -> str | None:
+#: The JobEvent reason of idle reclaim's warning (scheduler.core.idle_reclaim.WARNING_REASON), a RUNNING -> RUNNING event.
+IDLE_WARNING_REASON = "IdleWarning"
+
+
+def kind_of(from_state: str, to_state: str, reason: str = "") -> str | None:
     """The notification kind of a transition ``from_state -> to_state``; None when it is not one.
 
     A job back in PENDING after it had run (preempted, its node lost) is
     requeued; the submission (no ``from_state``) is not an event to notify.
     """
+    if reason == IDLE_WARNING_REASON:
+        return IDLE_WARNING
     if to_state == "RUNNING":
         return STARTED
     if to_state == "PREEMPTING":

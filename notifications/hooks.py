@@ -49,7 +49,7 @@ def _enqueue(event_ids: list[int]) -> None:
 
 def events_written(events: list[Any]) -> None:
     """Queue the notifiable ``events`` (saved JobEvents) after the current transaction commits."""
-    ids = [e.pk for e in events if e.pk is not None and kind_of(e.from_state, e.to_state)]
+    ids = [e.pk for e in events if e.pk is not None and kind_of(e.from_state, e.to_state, e.reason)]
     if ids:
         transaction.on_commit(lambda: _enqueue(ids))
 

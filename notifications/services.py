@@ -59,7 +59,7 @@ def dispatch(event_ids: list[int]) -> list[int]:
     to_send: list[int] = []
     events = JobEvent.objects.filter(pk__in=event_ids).select_related("job", "job__owner", "job__project").order_by("at", "pk")
     for event in events:
-        kind = kind_of(event.from_state, event.to_state)
+        kind = kind_of(event.from_state, event.to_state, event.reason)
         if kind is None:
             continue
         email_kinds, webhook_kinds = choices_for(event.job)

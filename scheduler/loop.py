@@ -36,7 +36,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import apply, cancel_kills, coordination, cycle_metrics, snapshot, triggers
+from scheduler import apply, cancel_kills, coordination, cycle_metrics, reclaim_idle, snapshot, triggers
+from scheduler.core import idle_reclaim
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.runner import accepted_params
 
@@ -107,8 +108,11 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     with gc_paused():
         cycle = snapshot.build(now)
         decisions = policy.decide(cycle.snapshot, now.timestamp())
+        idle_actions = idle_reclaim.decide(cycle.snapshot, now.timestamp())
         with transaction.atomic():
             applied = apply.apply_decisions(decisions, cycle)
+            if idle_actions:  # after the policy's writes, skipping a job they changed
+                reclaim_idle.apply_idle(idle_actions, cycle, now)
             applied.cancel_kills = cancel_kills.request_cancel_kills(timezone.now())
     seconds = time.perf_counter() - started
     cycle_metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises

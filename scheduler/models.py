@@ -218,6 +218,7 @@ class NoticeReason(models.TextChoices):
 
     NONE = "", "-"
     RECONFIGURE = "reconfigure"
+    IDLE = "idle", "idle reclaim"  # a TE job ended for idleness (scheduler/reclaim_idle.py): CANCELLED, IDLE_RECLAIMED
 
 
 #: Attempt states in which the attempt still holds its GPUs.

@@ -33,8 +33,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, F
 
-from cluster.models import Gpu, Node, NodeState
-from scheduler import elastic, fair_usage, images, quotas
+from cluster.models import Gpu, GpuPolicy, Node, NodeState
+from scheduler import coordination, elastic, fair_usage, idleness, images, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
@@ -218,6 +218,20 @@ def _active() -> list[tuple[Row, Row]]:
     return pairs
 
 
+def _idle_marks(active: list[tuple[Row, Row]], policy: tuple[float, float]) -> tuple[dict, dict]:
+    """(idle since, warned at) by (job id, attempt) from ``scheduler.idleness``; none while reclaim is off."""
+    if policy[0] <= 0 or not active:
+        return {}, {}
+    current = {(job["id"], att["number"]): set(att["gpu_allocation"] or {}) for job, att in active}
+    return idleness.read(coordination.redis_client(), current)
+
+
+def _idle_policy() -> tuple[float, float]:
+    """(idle after, grace) seconds of the site's GpuPolicy; (0, 0), reclaim off, without one."""
+    row = GpuPolicy.objects.filter(pk=1).values_list("idle_after_s", "idle_grace_s").first()
+    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+
+
 def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
     allocation = attempt["gpu_allocation"] or {}
     placement = Placement.of({node: len(indices) for node, indices in allocation.items()})
@@ -270,22 +284,28 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str])
 
 
 def build(now: datetime) -> CycleInput:
-    """Read the cluster as one cycle sees it at ``now`` (six queries; one more per kind of row
-    when jobs declare a model; two more with fair share on, for the tenants' shares and usage)."""
+    """Read the cluster as one cycle sees it at ``now`` (seven queries, the GPU policy's idle reclaim
+    settings one of them; one more per kind of row when jobs declare a model; two more with fair
+    share on, for the tenants' shares and usage)."""
     overhead = settings.SCHEDULER_RESUME_OVERHEAD
     nodes = _nodes()
     up = {n.name for n in nodes}
     active = _active()
+    idle_policy = _idle_policy()
+    idle, warned = _idle_marks(active, idle_policy)
     jobs: dict[str, JobRow] = {}
     running: list[RunningJob] = []
     for job, attempt in active:
         jobs[str(job["id"])] = _row(job, attempt["gpu_allocation"])
         entry = _running(job, attempt, up, now, overhead)
         if entry is not None:
+            key = (job["id"], attempt["number"])
+            entry.idle_since, entry.idle_warned_at = idle.get(key), warned.get(key)
             running.append(entry)
     usage = quota_usage(now=now)
     pending = _pending(usage, jobs, up)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
-                        tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None)
+                        tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None,
+                        idle_after=idle_policy[0], idle_grace=idle_policy[1])
     return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now)

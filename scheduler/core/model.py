@@ -176,6 +176,10 @@ class RunningJob:
     allocation (it checkpoints meanwhile, holding its current one)."""
     reconfigured_for: str | None = None
     """The job a shrink is freeing resources for, while ``reconfiguring``."""
+    idle_since: float | None = None
+    """Since when the job's GPUs have stayed below the idle threshold (None: busy, or not measured)."""
+    idle_warned_at: float | None = None
+    """When the job was warned that it will be reclaimed for idleness (None: not warned in this idle spell)."""
 
 
 @dataclass(slots=True)
@@ -227,6 +231,11 @@ class Snapshot:
     the caller (``scheduler.core.fairshare``); a job's tenant is
     ``spec.tenant``, one missing here has the default share and no usage.
     None: fair share off, tenants are ignored."""
+    idle_after: float = 0.0
+    """Idle reclaim (``scheduler.core.idle_reclaim``): seconds a TE job may stay idle while others wait
+    before it is warned; 0: idle reclaim off."""
+    idle_grace: float = 0.0
+    """Seconds from the idle warning to the reclaim."""
     uniform_priority: bool | None = None
     """Optional: True when every pending job has the same ``priority`` (False
     when not), for a caller that keeps count, so that policies skip a pass

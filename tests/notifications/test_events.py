@@ -17,6 +17,12 @@ def test_kind_of_a_transition(from_state, to_state, kind) -> None:
     assert kind_of(from_state, to_state) == kind
 
 
+def test_the_idle_warning_is_a_running_to_running_event_of_its_own_kind() -> None:
+    assert kind_of("RUNNING", "RUNNING", "IdleWarning") == "idle_warning"
+    assert kind_of("RUNNING", "CANCELLING", "IDLE_RECLAIMED") is None
+    assert kind_of("STARTING", "RUNNING", "Started") == "started"
+
+
 def test_saved_lists_are_checked_and_ordered() -> None:
     assert clean_kinds(["failed", "started"]) == ["started", "failed"]
     with pytest.raises(ValueError, match="'exploded'"):
