@@ -6,8 +6,8 @@ Usage::
         .venv/bin/python benchmarks/session_start.py [--samples 20] [--json FILE]
 
 Starts what a deployment runs, on a fresh database ``<DATABASE_URL name>_e2e_bench``
-(created, migrated, dropped at the end; ``benchmarks/e2e_latency.py``'s
-helpers): a Celery worker with beat, one agent (single-user, 2 virtual GPUs,
+(created, migrated, dropped at the end, as ``benchmarks/e2e_latency.py``
+does, whose functions it reuses): a Celery worker with beat, one agent (single-user, 2 virtual GPUs,
 JupyterLab on its PATH from this interpreter's environment) and the portal
 under daphne (``portal.asgi``). Debian's Chromium, driven by Playwright, logs
 in and then, ``--samples`` times on an idle cluster:

@@ -8,9 +8,8 @@ and which secret it requires; the secret appears in no log line. Probes are
 short non-blocking connects made from the agent's loop, at most one per
 session every ``PROBE_EVERY`` seconds, so a slow server cannot hold the loop.
 
-The pending probes live in memory: an agent restarted before a session's
-server answered does not report it (the job page then keeps showing it as
-starting until its time limit or its owner ends it).
+The pending probes are saved with the agent's state (a root-only file), so
+an agent restarted before a session's server answered still reports it.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import logging
 import secrets
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from cluster import protocol, session_contract as contract
@@ -79,18 +78,31 @@ class Sessions:
                                  contract.ENV_SESSION_SECRET: secret,
                                  contract.ENV_SESSION_BASE_URL: contract.base_url(cmd.job_id)})
 
-    def forget(self, key: Key) -> None:
-        self.pending.pop(key, None)
+    def to_state(self) -> list[dict[str, Any]]:
+        """The pending sessions, for the agent's state file."""
+        return [asdict(s) for s in self.pending.values()]
 
-    def poll(self, live: set[Key], now: float, emit: Callable[[str, dict[str, Any]], None]) -> None:
-        """Report each pending session of a ``live`` attempt whose port answers; drop the others."""
+    def restore(self, saved: list[dict[str, Any]]) -> None:
+        """Take back the pending sessions a previous agent saved (probed again at once)."""
+        for data in saved:
+            s = PendingSession(**{**data, "next_probe": 0.0})
+            self.pending[(str(s.job_id), s.attempt)] = s
+
+    def poll(self, live: set[Key], now: float, emit: Callable[[str, dict[str, Any]], None]) -> bool:
+        """Report each pending session of a ``live`` attempt whose port answers; drop the others.
+
+        Returns whether the pending set changed (the state file is then saved again)."""
+        changed = False
         for key, s in list(self.pending.items()):
             if key not in live:
                 del self.pending[key]
+                changed = True
             elif now >= s.next_probe:
                 s.next_probe = now + PROBE_EVERY
                 if self.probe(s.host, s.port):
                     del self.pending[key]
+                    changed = True
                     log.info("session of %s attempt %d answers on %s:%d", s.job_id, s.attempt, s.host, s.port)
                     emit(contract.REPORT_SESSION, {"job_id": s.job_id, "attempt": s.attempt, "host": s.host,
                                                    "port": s.port, "secret": s.secret})
+        return changed

@@ -86,7 +86,8 @@ class Supervisor:
     # ----- state -------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        return {"attempts": [a.to_state() for a in self.attempts.values()], "newest": dict(self.newest)}
+        return {"attempts": [a.to_state() for a in self.attempts.values()], "newest": dict(self.newest),
+                "sessions": self.sessions.to_state()}
 
     def restore(self, state: Mapping[str, Any]) -> list[Key]:
         """Re-adopt the attempts a previous agent process left running.
@@ -96,6 +97,7 @@ class Supervisor:
         shim's exit file. Returns the adopted keys.
         """
         self.newest.update({str(k): int(v) for k, v in state.get("newest", {}).items()})
+        self.sessions.restore(state.get("sessions", []))
         for data in state.get("attempts", []):
             att = TrackedAttempt.from_state(data)
             att.handle = procs.AdoptedHandle(att.pgid, att.start_ticks)
@@ -239,7 +241,7 @@ class Supervisor:
                 attempt_cgroups.kill_if_killed(self.cgroups, att)
             else:
                 self._finish(att, now)
-        self.sessions.poll(set(self.attempts), now, self.emit)
+        self.dirty = self.sessions.poll(set(self.attempts), now, self.emit) or self.dirty
 
     def stream_logs(self) -> None:
         """Report the complete new lines of every running attempt's log (one REPORT_LOG each) and its

@@ -78,3 +78,22 @@ def test_a_real_session_job_is_reported_with_its_port_once_it_listens(tmp_path: 
     h.sup.kill({"job_id": 11, "attempt": 1, "reason": "cancel"})
     h.exited(11)
     assert len(h.of(contract.REPORT_SESSION)) == 1
+
+
+def test_pending_sessions_survive_a_restart_through_the_state(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.sup.sessions.host = "127.0.0.1"
+    h.sup.sessions.probe = lambda host, port: False  # the server has not answered before the "restart"
+    assert h.launch(12, 1, SERVER, env={contract.ENV_SESSION: "jupyter"}) == "started"
+    h.step()
+    state = h.sup.to_state()
+    assert [s["job_id"] for s in state["sessions"]] == [12]
+    again = Harness(tmp_path / "again")
+    again.sup.restore(state)
+    assert list(again.sup.sessions.pending) == [("12", 1)]
+    sent: list = []
+    again.sup.sessions.probe = lambda host, port: True
+    assert again.sup.sessions.poll({("12", 1)}, 1.0, lambda task, kw: sent.append(kw)) is True
+    assert sent[0]["secret"] == state["sessions"][0]["secret"] and sent[0]["port"] == state["sessions"][0]["port"]
+    h.sup.kill({"job_id": 12, "attempt": 1, "reason": "cancel"})
+    h.exited(12)
