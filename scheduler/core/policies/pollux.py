@@ -90,6 +90,11 @@ class Pollux:
             held = sum(v.current.values())
             self._attained[v.id] = self._attained.get(v.id, 0.0) + held * span
             self._most[v.id] = max(self._most.get(v.id, 0), held)
+        if len(self._attained) > 2 * len(views) + 64:
+            # Forget jobs that left (completed or cancelled), so a long live run stays bounded.
+            here = {v.id for v in views}
+            self._attained = {j: a for j, a in self._attained.items() if j in here}
+            self._most = {j: m for j, m in self._most.items() if j in here}
 
     def _seeds(self, ids: list[str], base: np.ndarray) -> np.ndarray:
         """The current allocation and last round's population, rows mapped by job."""
