@@ -24,6 +24,7 @@ Pure: no clock, no randomness, no I/O. The input snapshot is never mutated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -43,10 +44,24 @@ DEFAULT_MAX_BATCHES = 50_000
 
 @dataclass(frozen=True, slots=True)
 class ForecastLimits:
-    """How far one forecast runs: virtual seconds past ``now`` and decide calls."""
+    """How far one forecast runs (virtual seconds past ``now``, decide calls) and
+    how finely it looks: a completion or vacate ``d`` seconds after ``now`` is
+    moved up to the next multiple of ``max(step, 2^floor(log2 d) * relative_step)``
+    seconds, so that events close together are applied in one batch and the
+    policy decides once for them. With the defaults an event moves by at most a
+    minute or 1/16 of its lead (6 %), well inside the 25 % a forecast is judged
+    by, and a forecast makes at most about 16 decide calls per doubling of the
+    lead instead of one per event. ``step = 0``: exact times. Measured
+    (docs/results.md): the grid is what brings 10,000 pending jobs from 14 s
+    to about 3 s."""
 
     horizon: float = DEFAULT_HORIZON
     max_batches: int = DEFAULT_MAX_BATCHES
+    step: float = 60.0
+    relative_step: float = 1 / 16
+    exact_within: float = 1800.0
+    """Events less than this many seconds after ``now`` keep their exact time:
+    the short waits, judged by the 5-minute floor, hang on them."""
 
 
 def freeze(snapshot: Snapshot) -> Snapshot:
@@ -73,12 +88,16 @@ class ForecastRun(Simulator):
     """A simulator loaded with a snapshot's running and pending jobs at ``now``."""
 
     def __init__(self, policy: Policy, snapshot: Snapshot, now: float, estimator: RuntimeEstimate,
-                 resume_overhead: float = SimConfig().resume_overhead) -> None:
+                 resume_overhead: float = SimConfig().resume_overhead, limits: ForecastLimits = ForecastLimits()
+                 ) -> None:
         super().__init__(policy, snapshot.nodes, [], SimConfig(resume_overhead=resume_overhead))
         self._clock.now = now
         self.now = now
+        self.limits = limits
         self.starts: dict[str, float] = {}
         self._waiting: set[str] = set()
+        self._wanted: set[str] = set()
+        self._missing = 0
         for r in snapshot.running:
             self._load_running(r, now, estimator)
         for p in sorted(snapshot.pending, key=lambda p: (p.spec.submit_time, p.spec.id)):
@@ -135,21 +154,34 @@ class ForecastRun(Simulator):
 
     def _start(self, d, t: float) -> SimJobState:  # type: ignore[no-untyped-def]
         job = super()._start(d, t)
-        if job.spec.id in self._waiting:
-            self._waiting.discard(job.spec.id)
-            self.starts[job.spec.id] = t
+        jid = job.spec.id
+        if jid in self._waiting:
+            self._waiting.discard(jid)
+            self.starts[jid] = t
+            if jid in self._wanted:
+                self._missing -= 1
         return job
+
+    def _push(self, when: float, kind: int, job: SimJobState) -> None:
+        """Queue the event at its time moved up to the forecast's grid (see ``ForecastLimits``)."""
+        lead = when - self.now
+        step = self.limits.step
+        if step > 0 and lead >= self.limits.exact_within:
+            unit = max(step, 2.0 ** math.floor(math.log2(lead)) * self.limits.relative_step)
+            when = self.now + math.ceil(lead / unit) * unit
+        super()._push(when, kind, job)
 
     @property
     def decide_calls(self) -> int:
         """Decide calls made so far."""
         return self._decide_calls
 
-    def forecast(self, targets: Iterable[str] | None = None, limits: ForecastLimits = ForecastLimits()
-                 ) -> dict[str, float | None]:
+    def forecast(self, targets: Iterable[str] | None = None) -> dict[str, float | None]:
         """Run until every target (default: every pending job) has started or
         a limit is reached; each target's forecast start, None past the limits."""
-        wanted = set(self._waiting) if targets is None else set(targets) & self._waiting
+        limits = self.limits
+        wanted = self._wanted = set(self._waiting) if targets is None else set(targets) & self._waiting
+        self._missing = len(wanted)
         end = self.now + limits.horizon
         events, pending = self._events, self.snapshot.pending
         t = self.now
@@ -158,7 +190,7 @@ class ForecastRun(Simulator):
             if pending:
                 self._decide(t)
                 batches += 1
-            if not wanted - self.starts.keys() or not events or batches >= limits.max_batches:
+            if not self._missing or not events or batches >= limits.max_batches:
                 break
             t = events[0][0]
             if t > end:
@@ -178,8 +210,8 @@ def forecast_starts(policy: Policy, snapshot: Snapshot, now: float, estimator: R
     inconsistent (a job twice, a placement over a node's capacity) and
     ``SimulationError`` for a policy bug.
     """
-    run = ForecastRun(policy, snapshot, now, estimator, resume_overhead)
-    return run.forecast(targets, limits)
+    run = ForecastRun(policy, snapshot, now, estimator, resume_overhead, limits)
+    return run.forecast(targets)
 
 
 def queue_positions(snapshot: Snapshot) -> dict[str, int]:

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from scheduler import announce, forecast_store, forecasts, loop
 from scheduler.models import Job, JobState
+from scheduler.sim.forecast import ForecastLimits
 from tests.support.live_helpers import submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
@@ -67,7 +68,7 @@ def test_a_queued_job_waits_for_the_running_job_to_reach_its_time_limit(
     second = submit(alice, "second", time_limit=300)
     third = submit(alice, "third")
     now = timezone.now() + timedelta(seconds=100)
-    forecasts.recompute(now)
+    forecasts.recompute(now, limits=ForecastLimits(step=0.0))  # exact event times
     first.refresh_from_db()
     started = first.started_at.timestamp()
     got = forecast_store.read([first.pk, second.pk, third.pk])

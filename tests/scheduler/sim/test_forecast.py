@@ -44,6 +44,14 @@ def test_idle_cluster_starts_a_fitting_job_now(policy):
     assert forecast_starts(make_policy(policy), s, 100.0, RuntimeEstimator()) == {"a": 100.0, "b": 100.0}
 
 
+def test_events_are_moved_up_to_the_grid_and_never_earlier():
+    # r ends 5,000 s from now: lead in [4096, 8192), unit 256 s, so at 5,120 s (past exact_within).
+    s = snap(nodes(("n1", 1)), running=[run("r", {"n1": 1}, time_limit=5000.0)], pending=[pend("p", 1)])
+    assert forecast_starts(make_policy("fifo"), s, 0.0, RuntimeEstimator()) == {"p": 5120.0}
+    exact = forecast_starts(make_policy("fifo"), s, 0.0, RuntimeEstimator(), limits=ForecastLimits(step=0.0))
+    assert exact == {"p": 5000.0}
+
+
 def test_a_job_waits_for_the_running_job_whose_gpus_it_needs():
     s = snap(nodes(("n1", 8)), running=[run("r", {"n1": 8}, start=0.0, progress=400.0, time_limit=1000.0)],
              pending=[pend("p", 8, submit=10.0, time_limit=300.0), pend("q", 8, submit=20.0)])
@@ -56,7 +64,8 @@ def test_a_preempting_job_frees_its_gpus_after_its_grace_period():
     s = snap(nodes(("n1", 2)),
              running=[run("r", {"n1": 2}, start=0.0, grace=120.0, preempting=True, notice=50.0, preempted_for="p")],
              pending=[pend("p", 2, cls=TE, submit=40.0)])
-    assert forecast_starts(make_policy("fitgpp"), s, 100.0, RuntimeEstimator()) == {"p": 170.0}
+    exact = ForecastLimits(step=0.0)
+    assert forecast_starts(make_policy("fitgpp"), s, 100.0, RuntimeEstimator(), limits=exact) == {"p": 170.0}
 
 
 def test_past_the_horizon_the_forecast_is_none():
@@ -133,7 +142,7 @@ def test_with_exact_run_times_the_last_arrival_is_forecast_exactly(policy, scena
     last = max(jobs, key=lambda j: (j.spec.submit_time, j.spec.id))
     exact = Exact({j.spec.id: j.duration for j in jobs})
     _, samples = sample_run(make_policy(policy), make_nodes(n_nodes, gpus), jobs, SimConfig(resume_overhead=0.0),
-                            k=len(jobs), seed=0, estimator=exact)
+                            k=len(jobs), seed=0, estimator=exact, limits=ForecastLimits(step=0.0))
     mine = [s for s in samples if s.submit_time == last.spec.submit_time]
     assert mine
     for s in mine:
