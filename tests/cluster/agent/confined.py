@@ -25,7 +25,9 @@ from tests.cluster.agent.agent_testlib import kill_group, wait_until
 
 # Two unprivileged users of the test machine; created on first use (uids >= 1000).
 USER_A, USER_B = "gpusched-test-a", "gpusched-test-b"
-IMAGE_COMMAND = ["mmdebstrap", "--variant=minbase", "--include=python3-minimal", "bookworm"]
+# --format=tar: the build writes to a temporary name without ".tar", from which mmdebstrap's automatic
+# choice would make a directory.
+IMAGE_COMMAND = ["mmdebstrap", "--variant=minbase", "--format=tar", "--include=python3-minimal", "bookworm"]
 ENV_IMAGE_CACHE = "GPUSCHED_TEST_IMAGE_CACHE"
 
 
@@ -64,7 +66,7 @@ def build_test_image() -> tuple[Path, str]:
     key = hashlib.sha256(" ".join(IMAGE_COMMAND).encode()).hexdigest()[:16]
     cache = Path(os.environ.get(ENV_IMAGE_CACHE) or Path(tempfile.gettempdir()) / "gpusched-test-images")
     tarball = cache / f"rootfs-{key}.tar"
-    if not tarball.exists():
+    if not tarball.is_file():
         cache.mkdir(parents=True, exist_ok=True)
         partial = tarball.with_suffix(f".partial-{os.getpid()}")
         done = subprocess.run([*IMAGE_COMMAND, str(partial)], capture_output=True, text=True, timeout=900)
