@@ -67,6 +67,9 @@ class JobForm(forms.Form):
                                                         "none: the node's own.")
     project = forms.CharField(max_length=64, required=False,
                               help_text="The project to charge, one you are a member of; empty: your default.")
+    dependency = forms.CharField(max_length=1000, required=False,
+                                 help_text="Wait for other jobs: afterok:12:13, afterany:14 or afternotok:15, "
+                                           "comma-joined.")
 
     def __init__(self, *args, projects: list[str] | None = None, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
@@ -107,6 +110,7 @@ class JobForm(forms.Form):
             guaranteed=bool(data.get("guaranteed")),
             image=data.get("image") or "",
             project=(data.get("project") or "").strip(),
+            dependency=(data.get("dependency") or "").strip(),
         )
 
 

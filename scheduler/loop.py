@@ -36,7 +36,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import apply, cancel_kills, coordination, cycle_metrics, reclaim_idle, snapshot, triggers
+from scheduler import apply, cancel_kills, coordination, cycle_metrics, dependencies, reclaim_idle, snapshot
+from scheduler import triggers
 from scheduler.core import idle_reclaim
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.runner import accepted_params
@@ -114,6 +115,8 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
             if idle_actions:  # after the policy's writes, skipping a job they changed
                 reclaim_idle.apply_idle(idle_actions, cycle, now)
             applied.cancel_kills = cancel_kills.request_cancel_kills(timezone.now())
+            if cycle.never_satisfied and dependencies.cancel_never_satisfied(cycle.never_satisfied, now):
+                transaction.on_commit(triggers.request_scheduling)  # their own dependents are decided next
     seconds = time.perf_counter() - started
     cycle_metrics.record_cycle_duration(seconds)  # the /metrics histogram; never raises
     report = CycleReport(len(decisions), applied, len(cycle.snapshot.running), len(cycle.snapshot.pending), seconds)

@@ -145,6 +145,7 @@ class Job(models.Model):
     project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
     # An interactive session's kind (interactive app, docs/sessions.md); empty: a batch job.
+    dependency = models.CharField(max_length=1000, blank=True, default="", help_text="Jobs it waits for: afterok:ID,...")
     session_kind = models.CharField(max_length=16, blank=True, default="", help_text="jupyter, terminal; empty: batch.")
 
     class Meta:

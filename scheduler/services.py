@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import announce, elastic, identity, images, projects, quotas, transitions
+from scheduler import announce, dependencies, elastic, identity, images, projects, quotas, transitions
 from scheduler.models import (
     ACTIVE_STATES,
     DEFAULT_GRACE_PERIOD_S,
@@ -102,6 +102,8 @@ class JobRequest:
     project: str = ""
     # An interactive session's kind (interactive.services checks it); empty: a batch job.
     session_kind: str = ""
+    # Jobs this one waits for, as Slurm's --dependency (scheduler.dependencies); empty: none.
+    dependency: str = ""
 
 
 def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
@@ -183,8 +185,12 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
     project, project_error = projects.resolve(owner, req.project)
     if project_error:
         errors.setdefault("project", []).append(project_error)
+    dependency, dependency_error = dependencies.resolve(owner, project, req.dependency)
+    if dependency_error:
+        errors.setdefault("dependency", []).append(dependency_error)
     if errors:
         raise JobRequestInvalid(errors)
+    req = replace(req, dependency=dependency)
     with transaction.atomic():
         scopes = _locked_scopes(owner)
         refused = quotas.priority_error(req.priority, scopes, PRIORITY_RANGE) or projects.priority_problem(
@@ -198,6 +204,9 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
         if violation:
             raise QuotaExceeded(violation)
         job.save()
+        cycle = dependencies.refuse_cycle(job) if job.dependency else ""
+        if cycle:
+            raise JobRequestInvalid({"dependency": [cycle]})  # rolls the job back
         event = JobEvent.objects.create(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted")
         transaction.on_commit(lambda: request_scheduling())
     _as_prefetched(job, [event])
@@ -229,6 +238,7 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
     if identity_errors:
         raise JobRequestInvalid(identity_errors)
     capacity = cluster_capacity()
+    reqs = list(reqs)  # dependencies are stored in their canonical form
     errors = {i: found for i, req in enumerate(reqs) if (found := validate_request(req, capacity))}
     usable, image_problems = images.resolve({req.image for req in reqs})
     charged = {}
@@ -239,6 +249,10 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
             charged[req.project] = projects.resolve(owner, req.project)
         if charged[req.project][1]:
             errors.setdefault(i, {}).setdefault("project", []).append(charged[req.project][1])
+        dependency, dependency_error = dependencies.resolve(owner, charged[req.project][0], req.dependency)
+        if dependency_error:
+            errors.setdefault(i, {}).setdefault("dependency", []).append(dependency_error)
+        reqs[i] = replace(req, dependency=dependency)
     if errors:
         raise JobArrayInvalid(errors)
     with transaction.atomic():
@@ -292,6 +306,7 @@ def _fields(req: JobRequest) -> dict:
         "time_limit": req.time_limit,
         "priority": req.priority,
         "session_kind": req.session_kind,
+        "dependency": req.dependency,
         **_reconfig(req)[0],
     }
 

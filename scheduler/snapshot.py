@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db.models import Count, F
 
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
-from scheduler import coordination, elastic, fair_usage, idleness, images, quotas
+from scheduler import coordination, dependencies, elastic, fair_usage, idleness, images, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
@@ -83,6 +83,8 @@ class CycleInput:
     jobs: dict[str, JobRow]
     usage: quotas.UsageSnapshot
     now: datetime
+    never_satisfied: dict[int, str] = field(default_factory=dict)
+    """Pending jobs whose dependency can never be satisfied, with why: the loop cancels them."""
 
 
 def epoch(when: datetime | None) -> float | None:
@@ -98,7 +100,7 @@ JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
     "priority", "time_limit", "command", "submitted_at", "first_started_at", "progress_seconds",
     "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus", "excluded_nodes",
-    "project__name",
+    "project__name", "dependency",
 )
 #: Columns of a job's current attempt.
 ATTEMPT_COLUMNS = tuple(dict.fromkeys(
@@ -260,18 +262,25 @@ def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: floa
     return RunningJob(**fields)
 
 
-def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str]) -> list[PendingJob]:
+def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
+             never: dict[int, str]) -> list[PendingJob]:
     """PENDING jobs in submission order, each with the quota that holds it, if any (their
     ``JobRow`` go into ``jobs``); a job whose image was unavailable on every UP node is held
-    with ImageUnavailable instead (its stored message says where and why)."""
+    with ImageUnavailable instead (its stored message says where and why), and a job whose
+    dependency is not satisfied yet with Dependency (one whose dependency never can be goes
+    into ``never``, held until the loop cancels it)."""
     rows = _with_reconfig_fields(list(
         Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values(*JOB_COLUMNS)))
+    waiting, unsatisfiable = dependencies.evaluate((job["id"], job["dependency"]) for job in rows if job["dependency"])
+    never.update(unsatisfiable)
     pending = []
     for job in rows:
         row = jobs[str(job["id"])] = _row(job)
         hold = quotas.blocking_reason(row, usage) if usage.scopes_for(row.owner_id) else None
         if job["excluded_nodes"] and up and up <= set(job["excluded_nodes"]):
             hold = (Reason.IMAGE_UNAVAILABLE.value, images.held_message(job["excluded_nodes"]))
+        if job["id"] in waiting or job["id"] in never:
+            hold = (Reason.DEPENDENCY.value, waiting.get(job["id"]) or never[job["id"]])
         pending.append(PendingJob(
             spec=_spec(job),
             progress=job["progress_seconds"],
@@ -303,9 +312,10 @@ def build(now: datetime) -> CycleInput:
             entry.idle_since, entry.idle_warned_at = idle.get(key), warned.get(key)
             running.append(entry)
     usage = quota_usage(now=now)
-    pending = _pending(usage, jobs, up)
+    never: dict[int, str] = {}
+    pending = _pending(usage, jobs, up, never)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
                         tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None,
                         idle_after=idle_policy[0], idle_grace=idle_policy[1])
-    return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now)
+    return CycleInput(snapshot=snapshot, jobs=jobs, usage=usage, now=now, never_satisfied=never)

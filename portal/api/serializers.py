@@ -121,6 +121,9 @@ class JobSubmitSerializer(serializers.Serializer):
                             help_text="A registered image to run in (GET /api/v1/images/ lists them); empty: none.")
     project = StrictCharField(max_length=64, allow_blank=True, default="",
                               help_text="The project to charge, one you are a member of; empty: your default.")
+    dependency = StrictCharField(max_length=1000, allow_blank=True, default="",
+                                 help_text="Jobs to wait for, as Slurm's --dependency: afterok|afterany|afternotok:"
+                                           "ID[:ID], comma-joined; your jobs or your project's. Empty: none.")
 
     def validate_command(self, value: str) -> str:
         if not value.strip():
@@ -203,7 +206,7 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit", "priority", "state", "pending_reason", "pending_message", "forecast", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
-            "run_as", "image", "project", "priority_factors", "attempts", "events",
+            "run_as", "image", "project", "dependency", "priority_factors", "attempts", "events",
         ]
         read_only_fields = fields
 

@@ -112,7 +112,7 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         "max_gpus": getattr(args, "max_gpus", None),
         "guaranteed": getattr(args, "guaranteed", None),
         "image": getattr(args, "image", None),
-        "project": getattr(args, "project", None),
+        "project": getattr(args, "project", None), "dependency": getattr(args, "dependency", None),
     }
     payload.update({k: v for k, v in optional.items() if v is not None})
     return payload
@@ -232,7 +232,7 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Memory (GB)", job.get("mem_gb")),
         ("Grace period", seconds(job.get("grace_period"))),
         ("Time limit", seconds(job.get("time_limit"))),
-        ("Priority", job.get("priority")), ("Project", job.get("project")),
+        ("Priority", job.get("priority")), ("Project", job.get("project")), ("Dependency", job.get("dependency") or None),
         ("Runs as", job.get("run_as") or None), ("Image", job.get("image")),
         ("Command", job.get("command")),
         ("Submitted", local_time(job.get("submitted_at"))),

@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="wall-clock limit per job (3600, 90m, 2h, 1-00:00:00)")
     submit.add_argument("--priority", type=int, metavar="N", help="higher runs first")
     submit.add_argument("--project", metavar="NAME", help="the project to charge (default: your default project)")
+    submit.add_argument("--dependency", "-d", metavar="SPEC",
+                        help="wait for other jobs, as sbatch: afterok:ID[:ID], afterany:ID, afternotok:ID, comma-joined")
     submit.add_argument("--image", metavar="NAME", help="a registered image to run the job in (GET /api/v1/images/ lists them)")
     submit.add_argument("--model", help="reconfigurable training job: its model (bert, gpt2, vit, ...)")
     submit.add_argument("--plan", help="execution plan: ga, gc, zero-dp, zero-offload (+gc), or pp tp dp digits (244)")
