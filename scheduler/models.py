@@ -7,11 +7,9 @@ State names follow Slurm. A job moves::
                  RUNNING -> NODE_LOST -> PENDING (next attempt)
     any live state -> CANCELLING -> CANCELLED  (PENDING goes straight to CANCELLED)
 
-Every transition writes one ``JobEvent``; every run on GPUs is one
-``Attempt``. Writers that may race (the scheduling loop, agent reports,
-cancellation) change ``Job.state`` with conditional updates
-(``filter(pk=..., state=old).update(state=new)``) and act only when one row
-changed; the helpers in ``scheduler.services`` do this.
+Every transition writes one ``JobEvent``; every run on GPUs is one ``Attempt``. Writers that may race
+(the scheduling loop, agent reports, cancellation) change ``Job.state`` with conditional updates
+(``filter(pk=..., state=old).update(state=new)``) and act only when one row changed (``scheduler.transitions``).
 """
 
 from __future__ import annotations
@@ -144,8 +142,8 @@ class Job(models.Model):
         default=list, blank=True, help_text="Nodes the job is not placed on: its image was unavailable there.")
     project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
-    # An interactive session's kind (interactive app, docs/sessions.md); empty: a batch job.
     dependency = models.CharField(max_length=1000, blank=True, default="", help_text="Jobs it waits for: afterok:ID,...")
+    # An interactive session's kind (interactive app, docs/sessions.md); empty: a batch job.
     session_kind = models.CharField(max_length=16, blank=True, default="", help_text="jupyter, terminal; empty: batch.")
 
     class Meta:
