@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.dependencies import (
@@ -101,6 +101,7 @@ def test_find_cycle_handles_a_chain_deeper_than_the_recursion_limit():
     assert len(find_cycle(chain)) == 5002
 
 
+@settings(deadline=None)  # a shared machine may be slow; the test asserts outcomes, not time
 @given(st.integers(2, 12).flatmap(lambda n: st.tuples(
     st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=30))))
 def test_only_edges_back_in_time_can_close_a_cycle(case):
