@@ -20,6 +20,8 @@ is timed. Then, in this one process:
   includes other clients' work in it);
 * **memory**: one GPU's ring after a full day of samples (every slot of every tier written):
   Redis ``MEMORY USAGE`` of the ring, and the node's latest-reading hash divided by its GPUs;
+* with ``--idle-reclaim``, ingestion also keeps each attempt's idle mark (``scheduler.idleness``,
+  one more Redis round trip per report), as it does on a site with idle reclaim on;
 * **/metrics**: the whole scrape through Django's test client (scheduler metrics and
   8,000 GPUs' DCGM series), median and max of ``--scrapes``.
 
@@ -166,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--interval", type=float, default=5.0, help="the agents' --telemetry-interval")
     parser.add_argument("--scrapes", type=int, default=5)
+    parser.add_argument("--idle-reclaim", action="store_true",
+                        help="with idle reclaim on (GpuPolicy.idle_after_s = 600): ingestion also keeps the idle marks")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
     url = bench_url()
@@ -181,10 +185,14 @@ def main(argv: list[str] | None = None) -> int:
 
         conn = services.client()
         names = make_cluster(args.nodes, args.gpus)
+        from cluster.models import GpuPolicy
+
+        GpuPolicy.objects.create(pk=1, idle_after_s=600 if args.idle_reclaim else 0)
         with tempfile.TemporaryDirectory() as tmp:
             rounds = make_reports(names, args.gpus, args.rounds, args.interval, Path(tmp))
         result = {
             "nodes": args.nodes, "gpus_per_node": args.gpus, "interval_s": args.interval,
+            "idle_reclaim": args.idle_reclaim,
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "ingestion": time_ingestion(rounds, args.interval, conn),
             "memory": measure_memory(conn, args.gpus),
@@ -194,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from gputelemetry import services, store
 
+            from scheduler import idleness
+
+            services.client().delete(idleness.IDLE_KEY, idleness.WARNED_KEY)
             keys = list(services.client().scan_iter(match=f"{store.PREFIX}:*", count=1000))
             for k in range(0, len(keys), 1000):
                 services.client().delete(*keys[k:k + 1000])

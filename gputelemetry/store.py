@@ -101,6 +101,8 @@ local t, renew, ttl, gpus = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3])
 local rings = #KEYS - 2
 for r = 1, rings do
   local key, record = KEYS[r], ARGV[4 + r]
+  -- A new ring is made at its full size at once: grown write by write, Redis would over-allocate it.
+  if redis.call('STRLEN', key) == 0 then redis.call('SETRANGE', key, %(last)d, '\\0') end
 %(tiers)s
   if r > gpus or renew then redis.call('EXPIRE', key, ttl) end
 end
@@ -115,7 +117,7 @@ if #ARGV >= at then
   redis.call('EXPIRE', KEYS[rings + 2], ttl)
 end
 return rings
-""" % {"tiers": "\n".join(
+""" % {"last": RING_BYTES - 1, "tiers": "\n".join(
     f"  redis.call('SETRANGE', key, {base} + (math.floor(t / {step}) % {slots}) * {RECORD.size}, record)"
     for (step, slots), base in zip(TIERS, _TIER_OFFSET))}
 
