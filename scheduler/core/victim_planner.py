@@ -69,9 +69,17 @@ class Planner:
             return plan
         avoided = avoid() if avoid is not None else None
         ranked = self._ranked
-        if ranked is not None and not avoided and not self._own_vac.get(need.job.spec.id):
+        if ranked is not None and not self._own_vac.get(need.job.spec.id):
             # Every view is shared: take the node from the heap instead of
             # building and scanning all of them (same result as ``single``).
+            if avoided:
+                # The same order as below: the nodes outside ``avoided`` first.
+                picked = ranked.best(need, avoided)
+                if picked is not None:
+                    return self._single_plan(need, picked)
+                plan = self._multi(need, [v for v in self._all_views(need) if v.name not in avoided])
+                if plan is not None:
+                    return plan
             picked = ranked.best(need)
             if picked is not None:
                 return self._single_plan(need, picked)

@@ -86,16 +86,17 @@ class RankedNodes:
             return None
         return (facts[1], name, self._version.get(name, 0), None)
 
-    def best(self, need: Need) -> tuple[HostView, list[Candidate], float | None] | None:
-        """The feasible shared node of least ``rank``, as ``bounded.single``
-        finds it, from a heap kept across the cycle's TE jobs of this shape.
+    def best(self, need: Need, exclude: frozenset[str] = frozenset()) -> tuple[HostView, list[Candidate], float | None] | None:
+        """The feasible shared node of least ``rank`` outside ``exclude``, as
+        ``bounded.single`` finds it among those nodes, from a heap kept across
+        the cycle's TE jobs of this shape. Excluded nodes keep their entries
+        (set aside while searching, then put back) for the next job.
 
         Entries are keyed by the chooser's ``floor`` until the node is
         searched, then by its rank. When a searched node comes out on top,
         every other node has a rank (or a floor, which no rank of that node
         is below) above it, so it is the least-rank node over all, which is
         what ``single``'s early-stopping scan returns."""
-        bounded = self._bounded
         key = (need.shape, need.now)
         held = self._heaps.get(key)
         if held is None:
@@ -111,11 +112,26 @@ class RankedNodes:
                         heapq.heappush(heap, e)
                 pos[0] = len(self._dropped)
         heap = held[0]
+        aside: list[HeapEntry] = []
+        try:
+            return self._search(heap, need, exclude, aside)
+        finally:
+            for entry in aside:
+                heapq.heappush(heap, entry)
+
+    def _search(self, heap: list[HeapEntry], need: Need, exclude: frozenset[str],
+                aside: list[HeapEntry]) -> tuple[HostView, list[Candidate], float | None] | None:
+        """Pop until a searched node outside ``exclude`` is on top; the valid
+        entries of excluded nodes go to ``aside`` unchanged."""
+        bounded = self._bounded
         version, views, memo = self._version, self._views, self._memo
         while heap:
             rank, name, ver, found = heap[0]
             if ver != version.get(name, 0):
                 heapq.heappop(heap)  # the node changed since; a newer entry exists if it is still feasible
+                continue
+            if name in exclude:
+                aside.append(heapq.heappop(heap))
                 continue
             view = views[name]
             if found is not None:

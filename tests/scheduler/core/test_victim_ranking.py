@@ -106,3 +106,52 @@ def test_busy_cluster_exercises_preemption(seed):
     # The comparison above must see victims chosen, not only starts and pends.
     snap, now, params = _busy_cluster(seed)
     assert any(isinstance(d, Preempt) for d in FitGpp(**params).decide(snap, now))
+
+
+def _one_victim_per_node_planner(graces: list[float]):
+    """Full 1-GPU nodes n0..nK, each running one BE job whose grace is ``graces[i]``."""
+    from scheduler.core.model import Placement
+    from scheduler.core.victim_planner import Planner
+    from scheduler.core.victims import RunningIndex
+
+    now = 1_000.0
+    nodes = [NodeCapacity(f"n{i}", 1, 0.0, 0.0) for i in range(len(graces))]
+    cap = FreeCapacity({n.name: (0, float("inf"), float("inf")) for n in nodes})
+    running = [RunningJob(JobSpec(f"r{i}", JobClass.BE, 1, 0.0, grace_period=g), Placement(((f"n{i}", 1),)), 10.0, 10.0,
+                          progress=now - 10.0) for i, g in enumerate(graces)]
+    planner = Planner(cap, RunningIndex(running, now, 3600.0, 3), set(), FitGpp().make_chooser())
+    return planner, now
+
+
+def test_excluded_nodes_are_passed_over_and_kept_for_later_jobs():
+    from scheduler.core.victims import Need
+
+    planner, now = _one_victim_per_node_planner([10.0, 20.0, 30.0])
+    need = Need(PendingJob(JobSpec("te", JobClass.TE, 1, 0.0)), 1, 0.0, 0.0, now)
+    ranked = planner._ranked
+    assert ranked.best(need)[0].name == "n0"  # the shortest grace is the cheapest victim
+    assert ranked.best(need, frozenset({"n0"}))[0].name == "n1"
+    assert ranked.best(need, frozenset({"n0", "n1"}))[0].name == "n2"
+    assert ranked.best(need, frozenset({"n0", "n1", "n2"})) is None
+    assert ranked.best(need)[0].name == "n0"  # set aside, not lost
+
+
+def test_a_starving_jobs_reserved_nodes_get_victims_last_on_the_heap_path():
+    # BE job "old" has waited past the threshold and needs 2 GPUs: it reserves a
+    # node; the TE job must take its victim on another node when one works, the
+    # same choice as the scan over every node.
+    from scheduler.core.model import Placement
+
+    now = 10_000.0
+    nodes = [NodeCapacity(f"n{i}", 2, 0.0, 0.0) for i in range(4)]
+    running = [RunningJob(JobSpec(f"r{i}", JobClass.BE, 2, 0.0, grace_period=10.0 * (i + 1)),
+                          Placement(((f"n{i}", 2),)), now - 500.0 * (i + 1), now - 500.0 * (i + 1),
+                          progress=500.0 * (i + 1)) for i in range(4)]
+    pending = [PendingJob(JobSpec("old", JobClass.BE, 2, 0.0)), PendingJob(JobSpec("te", JobClass.TE, 1, now - 1.0))]
+    snap = Snapshot(nodes, running, pending)
+    params = {"starvation_threshold": 100.0}
+    out = FitGpp(**params).decide(snap, now)
+    assert out == _ScanFitGpp(**params).decide(snap, now)
+    assert [d.job_id for d in out if isinstance(d, Preempt)] == ["r1"]  # n0, the cheapest, is reserved
+    unguarded = FitGpp().decide(snap, now)
+    assert [d.job_id for d in unguarded if isinstance(d, Preempt)] == ["r0"]
