@@ -38,6 +38,12 @@ class FakeSessionServer:
         return self
 
     def stop(self) -> None:
+        async def cancel_handlers() -> None:  # the never-answering ones are still waiting
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(cancel_handlers(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
 
