@@ -3,6 +3,10 @@
 A login refused by the rate limit is answered with status 429 and a message
 saying how long to wait; the password is not checked then. The admin's login
 form refuses in the same way (its page keeps Django's status 200).
+
+With LDAP login on (portal/ldap_config.py), a login the directory could not
+check because it was unreachable says so, rather than "wrong password"; it
+still counts as a failure for the rate limit.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from django.http import HttpResponse
 from portal import login_throttle
 
 THROTTLED = "throttled"
+#: Request attribute set by portal/ldap_backend.py when the directory could not be used.
+DIRECTORY_UNAVAILABLE = "gpusched_directory_unavailable"
+DIRECTORY_UNAVAILABLE_MESSAGE = (
+    "The directory (LDAP) server could not be reached, so directory accounts cannot log in now; "
+    "local accounts still can. Try again later, or tell the administrators if it lasts.")
 
 
 class ThrottleMixin:
@@ -28,6 +37,11 @@ class ThrottleMixin:
             self.lockout = locked
             raise forms.ValidationError(locked.message, code=THROTTLED)
         return super().clean()
+
+    def get_invalid_login_error(self) -> forms.ValidationError:
+        if getattr(self.request, DIRECTORY_UNAVAILABLE, False):
+            return forms.ValidationError(DIRECTORY_UNAVAILABLE_MESSAGE, code="directory_unavailable")
+        return super().get_invalid_login_error()
 
 
 class ThrottledAuthenticationForm(ThrottleMixin, AuthenticationForm):

@@ -32,6 +32,8 @@ Variables (all optional unless noted):
   reconfigurable jobs is fitted from (default ``../shared/traces``).
 * ``LOGIN_MAX_FAILURES`` (5), ``LOGIN_MAX_FAILURES_PER_IP`` (50),
   ``LOGIN_LOCKOUT_SECONDS`` (900): the login rate limit (counted in Redis).
+* ``LDAP_SERVER_URI`` and the other ``LDAP_*`` variables: optional login and
+  group sync through LDAP (portal/ldap_config.py, docs/security.md).
 * ``API_MAX_BODY_BYTES``: largest accepted API request body; default 65536.
 * ``METRICS_TOKEN``, ``METRICS_ALLOWED_IPS``: who may read ``/metrics`` (a
   bearer token; comma-separated IPs or networks); neither set: nobody.
@@ -66,6 +68,7 @@ from portal.env import (
     read_secret_file,
     redis_url_with_password,
 )
+from portal.ldap_config import ldap_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -183,6 +186,10 @@ LOGOUT_REDIRECT_URL = "login"
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_MAX_FAILURES_PER_IP = env_int("LOGIN_MAX_FAILURES_PER_IP", 50, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# Optional LDAP login (portal/ldap_config.py): nothing changes unless LDAP_SERVER_URI is set;
+# then the directory is asked after the local accounts, and the rate limit above still applies.
+LDAP_PROJECT_GROUPS = False
+globals().update(ldap_settings())
 
 # --- Static files (served by WhiteNoise; nothing from a CDN) --------------
 STATIC_URL = "static/"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the virtual environment .venv (if missing) and install the project in
-# it with its test and sessions extras (pip install -e '.[test,sessions]'). Reinstalls only when
+# it with its test and sessions extras, and ldap when its headers are there (pip install -e
+# '.[test,sessions,ldap]'). Reinstalls only when the extras or
 # pyproject.toml changed since the last successful install.
 # Python: $PYTHON if set, else the first of python3.11, python3.12, python3.
 set -euo pipefail
@@ -25,11 +26,19 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$python" -m venv "$VENV" || die "could not create $VENV (Debian/Ubuntu: apt-get install python3-venv)"
 fi
 
+# The ldap extra (LDAP login) builds python-ldap, which needs the OpenLDAP and SASL headers
+# (Debian: libldap2-dev libsasl2-dev; scripts/test.sh installs them): added when they are present.
+extras="test,sessions"
+if [ -f /usr/include/ldap.h ] && [ -f /usr/include/sasl/sasl.h ]; then
+    extras="$extras,ldap"
+else
+    say "note: no OpenLDAP/SASL headers (apt-get install libldap2-dev libsasl2-dev): LDAP login is not installed"
+fi
 stamp="$VENV/.gpusched-installed"
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] ||
     ! "$VENV/bin/python" -c 'import importlib.metadata as m; m.version("gpusched")' 2>/dev/null; then
-    say "Installing the project into $VENV (pip install -e '.[test,sessions]')"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test,sessions]'
+    say "Installing the project into $VENV (pip install -e '.[$extras]')"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
     echo "$want" >"$stamp"
 fi

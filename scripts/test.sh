@@ -8,6 +8,8 @@
 #   Redis on 127.0.0.1:6379
 #   Chromium at /usr/bin/chromium for the browser tests
 #   bwrap and mmdebstrap for the confinement tests (jobs in a real image)
+#   slapd and ldap-utils for the LDAP login tests, and the headers python-ldap builds
+#   with (libldap2-dev libsasl2-dev), installed before the virtual environment
 # then runs pytest with DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and passes its arguments on: scripts/test.sh tests/scheduler/core -q
 #
@@ -102,6 +104,22 @@ ensure_confinement_tools() {
     fi
 }
 
+ensure_ldap() {
+    command -v ldapadd >/dev/null 2>&1 && [ -x /usr/sbin/slapd ] && [ -f /usr/include/ldap.h ] &&
+        [ -f /usr/include/sasl/sasl.h ] && return 0
+    if can_install; then
+        # slapd's package asks for a domain and an admin password: the tests run their own
+        # server with a throwaway config, so the packaged one is left unconfigured.
+        ! command -v debconf-set-selections >/dev/null 2>&1 ||
+            echo "slapd slapd/no_configuration boolean true" | debconf-set-selections
+        apt_install slapd ldap-utils libldap2-dev libsasl2-dev
+    else
+        say "warning: slapd, ldap-utils or the LDAP headers are missing; LDAP tests will not run" \
+            "(apt-get install slapd ldap-utils libldap2-dev libsasl2-dev)"
+    fi
+}
+
+[ "${SKIP_SERVICES:-0}" = 1 ] || ensure_ldap
 "$ROOT/scripts/setup.sh"
 traces="${GPUSCHED_TRACES_DIR:-$ROOT/../shared/traces}"
 if [ ! -d "$traces" ]; then
