@@ -96,10 +96,11 @@ def queue_position(job: Job) -> int:
 
 
 def ended_reason(job: Job) -> str:
-    """Why the session ended: its time limit, who stopped it (the cancellation's first event), or its last event."""
+    """Why the session ended: its time limit, what stopped it (the event into CANCELLING), or its last event."""
     events = job.events.all()
-    if job.state == JobState.CANCELLED:
-        event = events.filter(reason="Cancelled").order_by("at", "id").first() or events.order_by("-at", "-id").first()
+    if job.state == JobState.CANCELLED:  # the stop's cause: its owner, staff, idle reclaim
+        event = (events.filter(to_state=JobState.CANCELLING).order_by("at", "id").first()
+                 or events.order_by("-at", "-id").first())
     else:
         event = events.order_by("-at", "-id").first()
     if job.state == JobState.TIMEOUT:

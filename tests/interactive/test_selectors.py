@@ -92,3 +92,13 @@ def test_a_stopped_session_says_who_stopped_it_not_how_its_server_exited(session
     Job.objects.filter(pk=session.pk).update(state=JobState.CANCELLED)
     session.refresh_from_db()
     assert selectors.status(session, timezone.now())["ended_reason"] == "Cancelled: cancelled by alice"
+
+
+def test_an_idle_reclaimed_session_says_so(session) -> None:  # noqa: ANN001
+    JobEvent.objects.create(job=session, from_state=JobState.RUNNING, to_state=JobState.CANCELLING,
+                            reason="IDLE_RECLAIMED", message="idle for 1800 s")
+    JobEvent.objects.create(job=session, from_state=JobState.CANCELLING, to_state=JobState.CANCELLED,
+                            reason="IDLE_RECLAIMED", message="attempt 1 on n1 exited with code 0")
+    Job.objects.filter(pk=session.pk).update(state=JobState.CANCELLED)
+    session.refresh_from_db()
+    assert selectors.status(session, timezone.now())["ended_reason"] == "IDLE_RECLAIMED: idle for 1800 s"
