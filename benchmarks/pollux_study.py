@@ -16,7 +16,8 @@ from). ``--workers`` runs that many simulations at once (default 2).
 * ``tiresias``: Tiresias+TunedJobs, plain jobs (``load_pollux_tuned``) with
   the study's parameters (two queues split at 16 GPU-hours of attained
   service, each queue in arrival order whether its jobs run or not, no
-  starvation rule), deciding at every event.
+  starvation rule), in 60 s rounds (``--tiresias-every-event``: at every
+  arrival and completion instead, as before the engine had rounds).
 * ``optimus``: Optimus+Oracle+TunedJobs, adaptive jobs keeping the trace's
   batch (``load_pollux_adaptive(batch="trace")``), 60 s rounds.
 * ``pollux``: adaptive jobs at their goodput-optimal batch
@@ -66,9 +67,10 @@ _APPS: dict = {}
 _MODELS: dict = {}
 
 
-def run_one(task: tuple[str, str, str, int]) -> dict:
-    """Simulate one (root, policy, workload, seed); JCT per job and wall time."""
-    root, name, workload, seed = task
+def run_one(task: tuple[str, str, str, int, bool]) -> dict:
+    """Simulate one (root, policy, workload, seed, Tiresias at every event);
+    JCT per job and wall time."""
+    root, name, workload, seed, every_event = task
     if root not in _APPS:
         _APPS[root] = applications(load_apps(Path(root) / "apps"))
     apps = _APPS[root]
@@ -78,7 +80,7 @@ def run_one(task: tuple[str, str, str, int]) -> dict:
     started = time.perf_counter()
     if jobs_kind == "tuned":
         jobs = load_pollux_tuned(path, apps).jobs
-        config = SimConfig(resume_overhead=RESTART_SECONDS)
+        config = SimConfig(resume_overhead=RESTART_SECONDS, round_seconds=None if every_event else ROUND_SECONDS)
         policy = build_policy(parse_policy_spec(spec), config.resume_overhead, config.reconfigure_overhead)
     else:
         jobs = load_pollux_adaptive(path, apps, jobs_kind, _MODELS).jobs
@@ -182,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--html", type=Path, help="write an HTML report here")
     ap.add_argument("--workers", type=int, default=2, help="simulations at once (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="Pollux's genetic algorithm seed (default 0)")
+    ap.add_argument("--tiresias-every-event", action="store_true",
+                    help="Tiresias decides at every arrival and completion, not in 60 s rounds")
     ap.add_argument("--policy", action="append", choices=list(POLICIES), help="only these policies")
     ap.add_argument("--workload", action="append", choices=WORKLOADS, help="only these workloads")
     args = ap.parse_args(argv)
@@ -189,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     root = (base / "pollux").resolve()
     policies, workloads = args.policy or list(POLICIES), args.workload or WORKLOADS
     # Longest simulations first, so the workers finish together.
-    tasks = [(str(root), p, w, args.seed) for p in sorted(policies, key=lambda p: p != "pollux") for w in workloads]
+    tasks = [(str(root), p, w, args.seed, args.tiresias_every_event) for p in sorted(policies, key=lambda p: p != "pollux") for w in workloads]
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     started = time.perf_counter()
     if args.workers > 1:
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     published = {n: json.loads((root / "published" / f"{n}-1.0.json").read_text())["mean_of_avgs"]
                  for n in POLICIES}
     report = {"cluster": f"{NODES}x{NODE_GPUS}", "restart_seconds": RESTART_SECONDS, "round_seconds": ROUND_SECONDS,
-              "seed": args.seed, "workers": args.workers, "wall_seconds": time.perf_counter() - started,
+              "seed": args.seed, "tiresias_every_event": args.tiresias_every_event, "workers": args.workers, "wall_seconds": time.perf_counter() - started,
               "load_before": round(load_before, 2),
               "published_gaps": {n: diff_pct(published["pollux"], published[n]) for n in ("tiresias", "optimus")},
               "policies": summarise(root, runs, policies, workloads)}
