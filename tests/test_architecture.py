@@ -265,7 +265,6 @@ TESTED_ELSEWHERE = {
     "portal/dashboard/metrics_state.py": "tests/portal/test_metrics.py, tests/portal/dashboard/test_views.py",
     "portal/dashboard/models.py": "model declarations: tests/portal/dashboard/test_simulation.py",
     "portal/dashboard/report.py": "downloads: tests/portal/dashboard/test_simulation.py",
-    "portal/dashboard/selectors.py": "tests/portal/dashboard/test_views.py, tests/portal/test_consumers.py",
     "portal/dashboard/staticfinders.py": "plotly.js served: tests/portal/dashboard/test_views.py",
     "portal/dashboard/tasks.py": "tests/portal/dashboard/test_simulation.py",
     "portal/forms.py": "the submission form: tests/portal/test_views.py",

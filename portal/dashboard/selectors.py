@@ -118,11 +118,12 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
 
 
 def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
-    """PENDING jobs per class in the order the scheduler considers them: submission time, then id."""
+    """PENDING jobs per class in the order the scheduler considers them: higher priority first, then
+    submission time, then id (``scheduler.core.queue_order``; fair share, when on, reorders BE further)."""
     out: dict[str, dict] = {}
     for job_class in CLASSES:
         pending = Job.objects.filter(state=JobState.PENDING, job_class=job_class)
-        jobs = list(pending.select_related("owner").order_by("submitted_at", "id")[:QUEUE_LIST_LIMIT])
+        jobs = list(pending.select_related("owner").order_by("-priority", "submitted_at", "id")[:QUEUE_LIST_LIMIT])
         reasons = dict(pending.order_by().values_list("pending_reason").annotate(n=Count("id")).values_list("pending_reason", "n"))
         forecasts = forecast_store.read(j.pk for j in jobs if may_see_job(user, j.owner_id))
         out[job_class] = {
