@@ -16,6 +16,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
     path("jobs/new/", views.job_new, name="job-new"),
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:array_id>_<int:index>/", views.array_task, name="array-task"),
     path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
     path("sessions/new/", session_views.session_new, name="session-new"),
     path("jobs/<int:job_id>/session/", session_views.session_status, name="session-status"),

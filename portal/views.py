@@ -20,7 +20,7 @@ from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
-from scheduler import fair_usage, forecast_store, selectors, services, usage
+from scheduler import arrays, fair_usage, forecast_store, selectors, services, usage
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
 from scheduler.projects import names_of as project_names
@@ -66,6 +66,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@login_required
+def array_task(request: HttpRequest, array_id: int, index: int) -> HttpResponse:
+    """``/jobs/12_3/``: the page of task 3 of array 12 (a redirect), 404 for a task the user may not see."""
+    job_id = arrays.visible_task_id(request.user, f"{array_id}_{index}")
+    if job_id is None:
+        raise Http404("No such array task.")
+    return redirect("job-detail", job_id=job_id)
+
+
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_with_history(request.user, job_id)
     if job is None:

@@ -95,9 +95,7 @@ class Job(models.Model):
     grace_period = models.PositiveIntegerField(
         default=DEFAULT_GRACE_PERIOD_S, help_text="Seconds between the preemption notice (SIGTERM) and SIGKILL."
     )
-    time_limit = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Seconds of run time per attempt; empty: no limit."
-    )
+    time_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Seconds of run time per attempt; empty: no limit.")
     priority = models.IntegerField(default=0)
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.PENDING)
@@ -142,6 +140,8 @@ class Job(models.Model):
         default=list, blank=True, help_text="Nodes the job is not placed on: its image was unavailable there.")
     project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
+    array_id = models.BigIntegerField(null=True, blank=True, db_index=True, help_text="Its array's first task; null: none.")
+    array_index = models.PositiveIntegerField(null=True, blank=True, help_text="Its index in the array (ID_INDEX).")
     dependency = models.CharField(max_length=1000, blank=True, default="", help_text="Jobs it waits for: afterok:ID,...")
     # An interactive session's kind (interactive app, docs/sessions.md); empty: a batch job.
     session_kind = models.CharField(max_length=16, blank=True, default="", help_text="jupyter, terminal; empty: batch.")

@@ -217,8 +217,9 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
 MAX_ARRAY_JOBS = 500
 
 
-def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a user model instance
-    """Submit a job array: every job of ``reqs`` becomes PENDING, or none does.
+def submit_jobs(owner, reqs: list[JobRequest], indices: list[int] | None = None) -> list[Job]:  # noqa: ANN001
+    """Submit a job array: every job of ``reqs`` becomes PENDING, or none does. The jobs share an
+    array id (the first job's id) and job i has the index ``indices[i]`` (default i): ``ID_INDEX``.
 
     The same rules as ``submit_job`` for each job, checked against the
     owner's quotas as if the jobs were submitted one after the other (each
@@ -267,7 +268,7 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
             if req.job_class == JobClassChoice.TE and req.time_limit is None:
                 req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
             job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), project=charged[req.project][0],
-                      **_fields(req))
+                      array_index=indices[i] if indices else i, **_fields(req))
             violation = quotas.check_submission(job, scopes)
             if violation:
                 raise QuotaExceeded(violation, index=i)
@@ -275,6 +276,9 @@ def submit_jobs(owner, reqs: list[JobRequest]) -> list[Job]:  # noqa: ANN001 - a
                 scope.usage.pending_jobs += 1
             jobs.append(job)
         Job.objects.bulk_create(jobs)
+        Job.objects.filter(pk__in=[job.pk for job in jobs]).update(array_id=jobs[0].pk)
+        for job in jobs:
+            job.array_id = jobs[0].pk
         events = JobEvent.objects.bulk_create(
             JobEvent(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason="Submitted") for job in jobs
         )

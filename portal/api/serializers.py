@@ -9,6 +9,7 @@ refused by name. The rules beyond types live in
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from rest_framework import serializers
 
@@ -29,6 +30,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler import fair_usage, forecast_store
+from scheduler.core.arrays import ArrayError, parse_array
 from scheduler.core.priority_factors import priority_factors
 from scheduler.services import MAX_ARRAY_JOBS, JobRequest
 
@@ -206,7 +208,8 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit", "priority", "state", "pending_reason", "pending_message", "forecast", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
-            "run_as", "image", "project", "dependency", "priority_factors", "attempts", "events",
+            "run_as", "image", "project", "dependency", "array_id", "array_index", "priority_factors", "attempts",
+            "events",
         ]
         read_only_fields = fields
 
@@ -305,9 +308,11 @@ class NodeSerializer(serializers.Serializer):
 
 
 class JobArraySubmitSerializer(serializers.Serializer):
-    """The body of POST /api/v1/jobs/array/: ``{"jobs": [job, ...]}``, each job as for POST /api/v1/jobs/.
+    """The body of POST /api/v1/jobs/array/: ``{"jobs": [job, ...]}``, each job as for POST /api/v1/jobs/,
+    or ``{"array": "0-9:2", "jobs": [job]}``: one task per index, task i named ``<name>_i`` with ``%a`` in
+    its command replaced by i (``scheduler.core.arrays``).
 
-    Errors name the job's position and field: ``{"errors": {"jobs[3].num_gpus": [...]}}``.
+    Errors name the job's position and field: ``{"errors": {"jobs[3].num_gpus": [...]}}``, or ``array``.
     """
 
     jobs = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_ARRAY_JOBS,
@@ -316,7 +321,7 @@ class JobArraySubmitSerializer(serializers.Serializer):
     def to_internal_value(self, data):  # noqa: ANN001, ANN201
         """Check the envelope, then every job with ``JobSubmitSerializer``, reporting all errors at once."""
         if isinstance(data, dict):
-            unknown = sorted(set(data) - {"jobs"})
+            unknown = sorted(set(data) - {"jobs", "array"})
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
         if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
@@ -338,7 +343,22 @@ class JobArraySubmitSerializer(serializers.Serializer):
                     errors[f"jobs[{i}].{name}"] = [str(m) for m in messages]
         if errors:
             raise serializers.ValidationError(errors)
-        return {"jobs": requests}
+        if "array" not in data:
+            return {"jobs": requests}
+        return _expanded(data["array"], requests)
+
+
+def _expanded(spec: object, requests: list[JobRequest]) -> dict:
+    """One task per index of ``spec`` from the one job given; errors under ``array``."""
+    try:
+        indices = parse_array(spec if isinstance(spec, str) else "", MAX_ARRAY_JOBS)
+    except ArrayError as exc:
+        raise serializers.ValidationError({"array": [str(exc)]}) from None
+    if len(requests) != 1:
+        raise serializers.ValidationError({"array": ["With array, give exactly one job (the template)."]})
+    (req,) = requests
+    return {"indices": list(indices), "jobs": [
+        replace(req, name=f"{req.name}_{i}", command=req.command.replace("%a", str(i))) for i in indices]}
 
 
 class JobArraySerializer(serializers.Serializer):

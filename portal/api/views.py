@@ -27,7 +27,7 @@ from portal.api.serializers import (
     QuotaExceededSerializer,
     QuotaReportSerializer,
 )
-from scheduler import selectors, services, usage
+from scheduler import arrays, selectors, services, usage
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 _LIST_PARAMS = [
@@ -56,7 +56,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """Jobs of the caller (staff: of everyone). Another user's job id answers 404."""
 
     serializer_class = JobSerializer
-    lookup_value_regex = r"[0-9]+"
+    lookup_value_regex = r"[0-9]+(?:_[0-9]+)?"  # a job id, or an array task ID_INDEX
 
     def get_queryset(self):  # noqa: ANN201
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
@@ -64,10 +64,9 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return selectors.visible_jobs(self.request.user).prefetch_related("attempts", "events")
 
     def _visible_job(self, pk: str):  # noqa: ANN202
-        try:
-            job_id = int(pk)
-        except (TypeError, ValueError):
-            raise Http404 from None
+        job_id = arrays.visible_task_id(self.request.user, pk or "")  # 12, or 12_3 for a task of array 12
+        if job_id is None:
+            raise Http404
         job = selectors.job_with_history(self.request.user, job_id)
         if job is None:
             raise Http404
@@ -136,7 +135,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         serializer = JobArraySubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            jobs = services.submit_jobs(request.user, serializer.validated_data["jobs"])
+            jobs = services.submit_jobs(request.user, serializer.validated_data["jobs"],
+                                        serializer.validated_data.get("indices"))
         except services.JobArrayInvalid as exc:
             return validation_error({f"jobs[{i}].{name}": messages
                                      for i, errors in exc.errors.items() for name, messages in errors.items()})
@@ -151,8 +151,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self._visible_job(pk)
         try:
-            job = services.cancel_job(job, request.user)
-            audit.record_staff_cancel(request, job)
+            for cancelled in arrays.cancel_array(job, request.user):  # an array's id cancels every task
+                audit.record_staff_cancel(request, cancelled)
         except services.JobNotCancellable as exc:
             return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
         return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,

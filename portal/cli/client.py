@@ -52,9 +52,13 @@ class ApiClient:
         """POST /jobs/; ``payload`` uses the API's field names."""
         return self._request("POST", "/jobs/", json=dict(payload))
 
-    def submit_array(self, payloads: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """POST /jobs/array/: all the jobs or none; returns the jobs in the order given."""
-        return self._request("POST", "/jobs/array/", json={"jobs": [dict(p) for p in payloads]})["jobs"]
+    def submit_array(self, payloads: list[Mapping[str, Any]], array: str | None = None) -> list[dict[str, Any]]:
+        """POST /jobs/array/: all the jobs or none (with ``array``, a spec such as ``0-9:2``, ``payloads``
+        is the one template); returns the jobs in the order given."""
+        body: dict[str, Any] = {"jobs": [dict(p) for p in payloads]}
+        if array is not None:
+            body["array"] = array
+        return self._request("POST", "/jobs/array/", json=body)["jobs"]
 
     def list_jobs(self, *, page: int = 1, **filters: str | None) -> dict[str, Any]:
         """GET /jobs/ one page: ``{count, next, previous, results}``."""

@@ -155,24 +155,16 @@ def cmd_submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def array_submissions(payload: dict[str, Any], count: int) -> list[dict[str, Any]]:
-    """``count`` copies of one submission body: job i named ``<name>_i``, ``%a`` in its command replaced by i."""
-    if count < 1:
-        raise ValueError("--array must be at least 1")
-    return [{**payload, "name": f"{payload['name']}_{i}", "command": payload["command"].replace("%a", str(i))}
-            for i in range(count)]
-
-
 def _submit_array(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    jobs = client.submit_array(array_submissions(build_submission(args), args.array))
+    jobs = client.submit_array([build_submission(args)], array=args.array)
     if args.json:
         dump_json(jobs, out)
     elif args.quiet:
         out.write("".join(f"{job.get('id')}\n" for job in jobs))
     else:
-        ids = [job.get("id") for job in jobs]
-        out.write(f"Submitted job array of {len(jobs)} jobs: {ids[0]}..{ids[-1]} ({jobs[0].get('name')} ...): "
-                  f"{jobs[0].get('state')}\n")
+        out.write(f"Submitted job array {jobs[0].get('array_id')} of {len(jobs)} tasks "
+                  f"({jobs[0].get('array_id')}_{jobs[0].get('array_index')}..{jobs[-1].get('array_id')}_"
+                  f"{jobs[-1].get('array_index')}): {jobs[0].get('state')}\n")
     return 0
 
 

@@ -36,6 +36,14 @@ examples:
 """
 
 
+def _job_ref(text: str) -> str:
+    """A job id (``12``) or an array task (``12_3``), as the portal addresses them."""
+    head, sep, tail = text.partition("_")
+    if not (head.isascii() and head.isdigit() and int(head) > 0) or (sep and not (tail.isascii() and tail.isdigit())):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (12) or an array task (12_3)")
+    return text
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -142,9 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="never run below the requested plan's throughput")
     submit.add_argument("--command", dest="command_text", metavar="STR",
                         help="the command as one shell string (instead of -- COMMAND...)")
-    submit.add_argument("--array", type=int, metavar="N",
-                        help="submit N jobs at once, all or none (like sbatch --array=0-N-1): job i is named "
-                             "NAME_i and %%a in the command becomes i")
+    submit.add_argument("--array", metavar="SPEC",
+                        help="a job array, all tasks or none, as sbatch: 0-9, 0-9:2 or 1,3,5; task i is named "
+                             "NAME_i, %%a in the command becomes i, and it is addressed as ID_i")
     submit.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
 
     listing = sub.add_parser("list", parents=[common], help="list your jobs (staff: all jobs)")
@@ -159,10 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("show", "show one job with its attempts and events"),
                        ("cancel", "cancel a job")):
         p = sub.add_parser(name, parents=[common], help=text)
-        p.add_argument("job_id", type=_positive_int, metavar="ID")
+        p.add_argument("job_id", type=_job_ref, metavar="ID", help="a job (12) or an array task (12_3); cancel 12 "
+                       "cancels every task of array 12")
 
     logs = sub.add_parser("logs", parents=[common], help="print a job's log")
-    logs.add_argument("job_id", type=_positive_int, metavar="ID")
+    logs.add_argument("job_id", type=_job_ref, metavar="ID")
     logs.add_argument("--attempt", type=_positive_int, metavar="N",
                       help="attempt number (default: the latest)")
     logs.add_argument("-f", "--follow", action="store_true",
@@ -206,8 +215,6 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         parser.error("submit needs a command: gpusched submit [options] -- COMMAND [ARG ...]")
     if args.command_text is not None and not args.command_text.strip():
         parser.error("--command must not be empty")
-    if args.array is not None and args.array < 1:
-        parser.error("--array must be at least 1")
     return args
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler import services
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db
@@ -59,3 +60,47 @@ def test_the_form_and_the_job_page_carry_the_dependency(roles, browser_as):
                                          "dependency": "afterok:nope"})
     assert refused.status_code == 400 and "is not a job id" in refused.content.decode()
     assert not Job.objects.filter(name="c").exists()
+
+
+ARRAY_URL = "/api/v1/jobs/array/"
+
+
+def test_an_array_spec_expands_one_template_and_tasks_are_addressed_as_id_index(roles, api_as):
+    client = api_as(roles.owner)
+    response = client.post(ARRAY_URL, {"array": "0-6:3", "jobs": [{**BODY, "command": "run %a"}]}, format="json")
+    assert response.status_code == 201, response.content
+    jobs = response.json()["jobs"]
+    array = jobs[0]["id"]
+    assert [(j["array_id"], j["array_index"], j["command"]) for j in jobs] == [
+        (array, i, f"run {i}") for i in (0, 3, 6)]
+    assert client.get(f"{URL}{array}_6/").json()["id"] == jobs[2]["id"]
+    assert api_as(roles.other).get(f"{URL}{array}_6/").status_code == 404
+    assert api_as(roles.other).post(f"{URL}{array}/cancel/").status_code == 404
+    assert api_as(roles.staff).get(f"{URL}{array}_6/").status_code == 200
+    assert client.post(f"{URL}{array}/cancel/").status_code == 202
+    assert set(Job.objects.values_list("state", flat=True)) == {"CANCELLED"}
+
+
+@pytest.mark.parametrize("array", ["9-0", "0-100000", "0-9%2", 7, None, ["0-1"], "<b>", "0-9:0"])
+def test_bad_array_specs_are_refused_naming_array(roles, api_as, array):
+    response = api_as(roles.owner).post(ARRAY_URL, {"array": array, "jobs": [BODY]}, format="json")
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["array"]
+    assert not Job.objects.exists()
+
+
+def test_an_array_spec_needs_exactly_one_template(roles, api_as):
+    response = api_as(roles.owner).post(ARRAY_URL, {"array": "0-1", "jobs": [BODY, BODY]}, format="json")
+    assert response.status_code == 400 and list(response.json()["errors"]) == ["array"]
+
+
+def test_the_array_task_page_redirects_for_who_may_see_it(roles, browser_as, client):
+    jobs = services.submit_jobs(roles.owner, [services.JobRequest(name=f"t{i}", command="true") for i in (2, 4)], [2, 4])
+    url = f"/jobs/{jobs[0].pk}_4/"
+    assert client.get(url).status_code == 302 and "/login" in client.get(url)["Location"]  # anonymous: log in first
+    assert browser_as(roles.other).get(url).status_code == 404
+    for role in ("owner", "staff"):
+        response = browser_as(getattr(roles, role)).get(url)
+        assert response.status_code == 302 and response["Location"] == f"/jobs/{jobs[1].pk}/"
+    page = browser_as(roles.owner).get(f"/jobs/{jobs[1].pk}/").content.decode()
+    assert f">{jobs[0].pk}</a>_4</dd>" in page

@@ -196,26 +196,56 @@ def test_module_entry_point_in_a_subprocess(live_server, roles, token_for, tmp_p
 def test_submit_array_stores_every_job_with_its_index(roles, as_user) -> None:
     from scheduler.models import Job
 
-    code, out, err = as_user(roles.owner)("submit", "--array", "3", "--name", "sweep", "--gpus", "1", "--",
+    code, out, err = as_user(roles.owner)("submit", "--array", "0-4:2", "--name", "sweep", "--gpus", "1", "--",
                                           "python", "train.py", "--seed", "%a")
     assert (code, err) == (0, "")
     jobs = list(Job.objects.order_by("pk"))
-    assert [(j.name, j.command) for j in jobs] == [(f"sweep_{i}", f"python train.py --seed {i}") for i in range(3)]
-    assert out == f"Submitted job array of 3 jobs: {jobs[0].pk}..{jobs[2].pk} (sweep_0 ...): PENDING\n"
+    assert [(j.name, j.command, j.array_index) for j in jobs] == [
+        (f"sweep_{i}", f"python train.py --seed {i}", i) for i in (0, 2, 4)]
+    array = jobs[0].pk
+    assert {j.array_id for j in jobs} == {array}
+    assert out == f"Submitted job array {array} of 3 tasks ({array}_0..{array}_4): PENDING\n"
+    code, out, _ = as_user(roles.owner)("show", f"{array}_2")
+    assert code == 0 and "sweep_2" in out
+    code, out, _ = as_user(roles.owner)("cancel", f"{array}_2")
+    assert code == 0 and Job.objects.get(pk=jobs[1].pk).state == "CANCELLED"
+    assert Job.objects.get(pk=jobs[2].pk).state == "PENDING"
+    code, out, _ = as_user(roles.owner)("cancel", str(array))
+    assert code == 0 and set(Job.objects.values_list("state", flat=True)) == {"CANCELLED"}
 
 
 def test_submit_array_is_all_or_nothing_and_names_the_job(roles, as_user) -> None:
     from scheduler.models import Job, Quota
 
     Quota.objects.create(user=roles.owner, max_pending_jobs=2)
-    code, out, err = as_user(roles.owner)("submit", "--array", "3", "--", "true")
+    code, out, err = as_user(roles.owner)("submit", "--array", "0-2", "--", "true")
     assert code != 0 and "max_pending_jobs" in err
     assert not Job.objects.exists()
 
 
-def test_submit_array_needs_a_positive_count(roles, as_user) -> None:
-    code, _, err = as_user(roles.owner)("submit", "--array", "0", "--", "true")
-    assert code == 2 and "--array must be at least 1" in err
+@pytest.mark.parametrize("spec, says", [("9-0", "ends before it starts"), ("0-9999", "at most 500 tasks"),
+                                        ("x;ls", "is not an index")])
+def test_a_bad_array_is_refused_naming_the_field(roles, as_user, spec, says) -> None:
+    from scheduler.models import Job
+
+    code, _, err = as_user(roles.owner)("submit", "--array", spec, "--", "true")
+    assert code == 1 and "array: " in err and says in err
+    assert not Job.objects.exists()
+
+
+def test_another_users_array_task_is_not_found(roles, as_user) -> None:
+    from scheduler.models import Job
+
+    assert as_user(roles.owner)("submit", "--array", "1,3", "--", "true")[0] == 0
+    array = Job.objects.order_by("pk").first().pk
+    for command in ("show", "cancel"):
+        code, _, err = as_user(roles.other)(command, f"{array}_3")
+        assert code == 1 and "404" in err
+    code, _, err = as_user(roles.other)("cancel", str(array))
+    assert code == 1 and "404" in err
+    assert set(Job.objects.values_list("state", flat=True)) == {"PENDING"}
+    code, _, err = as_user(roles.owner)("show", "12_x")
+    assert code == 2 and "is not a job id (12) or an array task (12_3)" in err
 
 
 def test_show_prints_progress_of_own_job_and_json_carries_it(roles, as_user, make_job) -> None:
