@@ -66,7 +66,6 @@ def job_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@login_required
 def array_task(request: HttpRequest, array_id: int, index: int) -> HttpResponse:
     """``/jobs/12_3/``: the page of task 3 of array 12 (a redirect), 404 for a task the user may not see."""
     job_id = arrays.visible_task_id(request.user, f"{array_id}_{index}")
@@ -75,6 +74,7 @@ def array_task(request: HttpRequest, array_id: int, index: int) -> HttpResponse:
     return redirect("job-detail", job_id=job_id)
 
 
+@login_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_with_history(request.user, job_id)
     if job is None:

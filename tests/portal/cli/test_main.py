@@ -74,7 +74,7 @@ def test_list_options() -> None:
 
 def test_logs_options() -> None:
     args = parse("logs", "7", "--attempt", "2", "-f", "--interval", "0.5")
-    assert (args.job_id, args.attempt, args.follow, args.interval) == (7, 2, True, 0.5)
+    assert (args.job_id, args.attempt, args.follow, args.interval) == ("7", 2, True, 0.5)  # a job id or an array task (7_1), as text
 
 
 @pytest.mark.parametrize(
@@ -92,8 +92,8 @@ def test_logs_options() -> None:
         (["submit", "--mem", "lots", "--", "x"], "invalid memory size 'lots'"),
         (["submit", "--time-limit", "soon", "--", "x"], "invalid duration 'soon'"),
         (["show"], "the following arguments are required: ID"),
-        (["show", "0"], "'0' must be at least 1"),
-        (["cancel", "abc"], "'abc' is not an integer"),
+        (["show", "0"], "'0' is not a job id (12) or an array task (12_3)"),
+        (["cancel", "abc"], "'abc' is not a job id (12) or an array task (12_3)"),
         (["list", "--", "x"], "'--' is only used by submit"),
         (["list", "--timeout", "0"], "'0' must be positive"),
         (["logs", "1", "--interval", "-1"], "must be positive"),
