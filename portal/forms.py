@@ -118,6 +118,8 @@ class JobFilterForm(forms.Form):
     state = forms.ChoiceField(choices=[("", "any state"), *JobState.choices], required=False)
     job_class = forms.ChoiceField(choices=[("", "any class"), *JobClassChoice.choices], required=False, label="Class")
     owner = forms.CharField(required=False, max_length=150, help_text="Staff: a username.")
+    arrays = forms.ChoiceField(choices=[("", "arrays expanded"), ("collapsed", "arrays collapsed")], required=False,
+                               label="Arrays")
 
 
 class TokenForm(forms.Form):

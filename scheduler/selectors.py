@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, F, FilteredRelation, Max, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, F, FilteredRelation, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from cluster.models import Node
@@ -35,9 +35,15 @@ def visible_jobs(user) -> QuerySet[Job]:  # noqa: ANN001 - a user model instance
 
 
 def filter_jobs(
-    jobs: QuerySet[Job], *, state: str | None = None, job_class: str | None = None, owner: str | None = None
+    jobs: QuerySet[Job], *, state: str | None = None, job_class: str | None = None, owner: str | None = None,
+    arrays: str | None = None,
 ) -> QuerySet[Job]:
-    """Narrow a job queryset; callers validate the values first (see ``JOB_FILTERS``)."""
+    """Narrow a job queryset; callers validate the values first (see ``JOB_FILTERS``). ``arrays="collapsed"``:
+    an array is one row, its first task's, annotated with ``array_tasks`` (how many tasks it has)."""
+    if arrays == "collapsed":
+        tasks = Job.objects.filter(array_id=OuterRef("pk")).order_by().values("array_id").annotate(n=Count("pk"))
+        jobs = jobs.filter(Q(array_id__isnull=True) | Q(array_id=F("pk"))).annotate(
+            array_tasks=Subquery(tasks.values("n")))
     if state:
         jobs = jobs.filter(state=state)
     if job_class:

@@ -104,3 +104,16 @@ def test_the_array_task_page_redirects_for_who_may_see_it(roles, browser_as, cli
         assert response.status_code == 302 and response["Location"] == f"/jobs/{jobs[1].pk}/"
     page = browser_as(roles.owner).get(f"/jobs/{jobs[1].pk}/").content.decode()
     assert f">{jobs[0].pk}</a>_4</dd>" in page
+
+
+def test_the_job_list_shows_an_array_expanded_or_as_one_row(roles, browser_as):
+    jobs = services.submit_jobs(roles.owner, [services.JobRequest(name=f"t{i}", command="true") for i in (0, 1, 2)])
+    single = services.submit_job(roles.owner, services.JobRequest(name="single", command="true"))
+    client = browser_as(roles.owner)
+    expanded = client.get("/jobs/").content.decode()
+    assert all(f">{jobs[0].pk}_{i}</a>" in expanded for i in (0, 1, 2)) and f">{single.pk}</a>" in expanded
+    collapsed = client.get("/jobs/?arrays=collapsed").content.decode()
+    assert f">{jobs[0].pk}_[3 tasks]</a>" in collapsed and f">{single.pk}</a>" in collapsed
+    assert f">{jobs[0].pk}_1</a>" not in collapsed
+    assert f"{jobs[0].pk}_[" not in browser_as(roles.other).get("/jobs/?arrays=collapsed").content.decode()
+    assert client.get("/jobs/?arrays=<script>").status_code == 200  # an unknown value is ignored, as other filters
