@@ -4,7 +4,7 @@
   names exists and belongs to the submitter or to the project the new job is
   charged to (another user's job is refused with the same words as a job that
   does not exist, so ids of others' jobs reveal nothing), and the stored text
-  is the canonical one. ``refuse_cycle`` then checks, inside the submission's
+  is the canonical one, an array's id replaced by the ids of all its tasks. ``refuse_cycle`` then checks, inside the submission's
   transaction, that the new job closes no cycle of waits.
 * Each cycle, ``evaluate`` tells the snapshot which pending jobs are held
   with the reason ``Dependency`` and which can never run; ``cancel_never_satisfied``
@@ -54,7 +54,20 @@ def resolve(owner, project, text: str) -> tuple[str, str]:  # noqa: ANN001 - a u
     missing = sorted(named - found, key=int)
     if missing:
         return "", f"no job {missing[0]} of yours or of this job's project"
-    return core.render(clauses), ""
+    text = core.render(_with_array_tasks(clauses))
+    if len(text) > Job._meta.get_field("dependency").max_length:
+        return "", "names too many jobs (an array counts as all its tasks); wait for fewer"
+    return text, ""
+
+
+def _with_array_tasks(clauses: tuple[core.Dependency, ...]) -> list[core.Dependency]:
+    """An array's id stands for every task of the array, as in Slurm (one query)."""
+    tasks: dict[str, list[str]] = {}
+    named = [int(i) for i in core.job_ids(clauses)]
+    for array_id, pk in Job.objects.filter(array_id__in=named).order_by("pk").values_list("array_id", "pk"):
+        tasks.setdefault(str(array_id), []).append(str(pk))
+    return [core.Dependency(c.kind, tuple(dict.fromkeys(t for i in c.job_ids for t in tasks.get(i, [i]))))
+            for c in clauses]
 
 
 def refuse_cycle(job: Job) -> str:

@@ -117,3 +117,16 @@ def test_evaluate_reads_every_state_in_one_query(alice, django_assert_num_querie
     with django_assert_num_queries(1):
         held, never = dependencies.evaluate(pairs)
     assert set(held) == {100, 101, 102} and never == {}
+
+
+def test_an_array_id_stands_for_every_task_of_the_array(alice) -> None:
+    tasks = services.submit_jobs(alice, [services.JobRequest(name=f"t{i}", command="true") for i in range(3)])
+    job = submit(alice, "after-array", dependency=f"afterok:{tasks[0].pk}")
+    assert job.dependency == "afterok:" + ":".join(str(t.pk) for t in tasks)
+
+
+def test_a_dependency_that_expands_past_the_stored_length_is_refused(alice) -> None:
+    tasks = services.submit_jobs(alice, [services.JobRequest(name=f"t{i}", command="true") for i in range(300)])
+    with pytest.raises(services.JobRequestInvalid) as refused:
+        submit(alice, "after-big-array", dependency=f"afterok:{tasks[0].pk}")
+    assert "names too many jobs" in refused.value.errors["dependency"][0]
