@@ -141,6 +141,7 @@ class Job(models.Model):
     project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
     array_id = models.BigIntegerField(null=True, blank=True, db_index=True, help_text="Its array's first task; null: none.")
+    array_max_running = models.PositiveIntegerField(null=True, blank=True, help_text="%N: most tasks running at once.")
     array_index = models.PositiveIntegerField(null=True, blank=True, help_text="Its index in the array (ID_INDEX).")
     dependency = models.CharField(max_length=1000, blank=True, default="", help_text="Jobs it waits for: afterok:ID,...")
     # An interactive session's kind (interactive app, docs/sessions.md); empty: a batch job.

@@ -217,9 +217,11 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
 MAX_ARRAY_JOBS = 500
 
 
-def submit_jobs(owner, reqs: list[JobRequest], indices: list[int] | None = None) -> list[Job]:  # noqa: ANN001
+def submit_jobs(owner, reqs: list[JobRequest], indices: list[int] | None = None,  # noqa: ANN001
+                max_running: int | None = None) -> list[Job]:
     """Submit a job array: every job of ``reqs`` becomes PENDING, or none does. The jobs share an
-    array id (the first job's id) and job i has the index ``indices[i]`` (default i): ``ID_INDEX``.
+    array id (the first job's id) and job i has the index ``indices[i]`` (default i): ``ID_INDEX``;
+    ``max_running``: at most that many of them run at once (``%N``).
 
     The same rules as ``submit_job`` for each job, checked against the
     owner's quotas as if the jobs were submitted one after the other (each
@@ -268,7 +270,7 @@ def submit_jobs(owner, reqs: list[JobRequest], indices: list[int] | None = None)
             if req.job_class == JobClassChoice.TE and req.time_limit is None:
                 req = replace(req, time_limit=quotas.effective_te_runtime(scopes))
             job = Job(owner=owner, run_as=run_as, image=usable.get(req.image), project=charged[req.project][0],
-                      array_index=indices[i] if indices else i, **_fields(req))
+                      array_index=indices[i] if indices else i, array_max_running=max_running, **_fields(req))
             violation = quotas.check_submission(job, scopes)
             if violation:
                 raise QuotaExceeded(violation, index=i)

@@ -36,6 +36,7 @@ from django.db.models import Count, F
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
 from scheduler import coordination, dependencies, elastic, fair_usage, idleness, images, quotas
 from scheduler.accounting import attempt_work_seconds
+from scheduler.core.arrays import throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.model import NodeCapacity
@@ -100,7 +101,7 @@ JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
     "priority", "time_limit", "command", "submitted_at", "first_started_at", "progress_seconds",
     "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus", "excluded_nodes",
-    "project__name", "dependency",
+    "project__name", "dependency", "array_id", "array_max_running",
 )
 #: Columns of a job's current attempt.
 ATTEMPT_COLUMNS = tuple(dict.fromkeys(
@@ -263,16 +264,18 @@ def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: floa
 
 
 def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
-             never: dict[int, str]) -> list[PendingJob]:
+             never: dict[int, str], active: list[tuple[Row, Row]]) -> list[PendingJob]:
     """PENDING jobs in submission order, each with the quota that holds it, if any (their
     ``JobRow`` go into ``jobs``); a job whose image was unavailable on every UP node is held
     with ImageUnavailable instead (its stored message says where and why), and a job whose
     dependency is not satisfied yet with Dependency (one whose dependency never can be goes
-    into ``never``, held until the loop cancels it)."""
+    into ``never``, held until the loop cancels it); an array task past its array's ``%N`` with
+    JobArrayTaskLimit."""
     rows = _with_reconfig_fields(list(
         Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values(*JOB_COLUMNS)))
     waiting, unsatisfiable = dependencies.evaluate((job["id"], job["dependency"]) for job in rows if job["dependency"])
     never.update(unsatisfiable)
+    limited = _throttled(rows, active)
     pending = []
     for job in rows:
         row = jobs[str(job["id"])] = _row(job)
@@ -281,6 +284,9 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
             hold = (Reason.IMAGE_UNAVAILABLE.value, images.held_message(job["excluded_nodes"]))
         if job["id"] in waiting or job["id"] in never:
             hold = (Reason.DEPENDENCY.value, waiting.get(job["id"]) or never[job["id"]])
+        elif job["id"] in limited:
+            hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, f"array {job['array_id']} runs {job['array_max_running']} "
+                    "tasks at once")
         pending.append(PendingJob(
             spec=_spec(job),
             progress=job["progress_seconds"],
@@ -290,6 +296,18 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
             hold_message=hold[1] if hold else "",
         ))
     return pending
+
+
+def _throttled(rows: list[Row], active: list[tuple[Row, Row]]) -> set[int]:
+    """Pending array tasks that must wait for their array's ``%N`` (``scheduler.core.arrays.throttled``)."""
+    limited = [(job["id"], job["array_id"], job["array_max_running"]) for job in rows if job["array_max_running"]]
+    if not limited:
+        return set()
+    running: dict[int, int] = defaultdict(int)
+    for job, _ in active:
+        if job["array_max_running"]:
+            running[job["array_id"]] += 1
+    return throttled(limited, running)
 
 
 def build(now: datetime) -> CycleInput:
@@ -313,7 +331,7 @@ def build(now: datetime) -> CycleInput:
             running.append(entry)
     usage = quota_usage(now=now)
     never: dict[int, str] = {}
-    pending = _pending(usage, jobs, up, never)
+    pending = _pending(usage, jobs, up, never, active)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
                         tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None,

@@ -30,7 +30,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler import fair_usage, forecast_store
-from scheduler.core.arrays import ArrayError, parse_array
+from scheduler.core.arrays import ArrayError, parse_array, split_limit
 from scheduler.core.priority_factors import priority_factors
 from scheduler.services import MAX_ARRAY_JOBS, JobRequest
 
@@ -351,13 +351,14 @@ class JobArraySubmitSerializer(serializers.Serializer):
 def _expanded(spec: object, requests: list[JobRequest]) -> dict:
     """One task per index of ``spec`` from the one job given; errors under ``array``."""
     try:
-        indices = parse_array(spec if isinstance(spec, str) else "", MAX_ARRAY_JOBS)
+        spec, max_running = split_limit(spec if isinstance(spec, str) else "")
+        indices = parse_array(spec, MAX_ARRAY_JOBS)
     except ArrayError as exc:
         raise serializers.ValidationError({"array": [str(exc)]}) from None
     if len(requests) != 1:
         raise serializers.ValidationError({"array": ["With array, give exactly one job (the template)."]})
     (req,) = requests
-    return {"indices": list(indices), "jobs": [
+    return {"indices": list(indices), "max_running": max_running, "jobs": [
         replace(req, name=f"{req.name}_{i}", command=req.command.replace("%a", str(i))) for i in indices]}
 
 

@@ -136,7 +136,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         serializer.is_valid(raise_exception=True)
         try:
             jobs = services.submit_jobs(request.user, serializer.validated_data["jobs"],
-                                        serializer.validated_data.get("indices"))
+                                        serializer.validated_data.get("indices"),
+                                        serializer.validated_data.get("max_running"))
         except services.JobArrayInvalid as exc:
             return validation_error({f"jobs[{i}].{name}": messages
                                      for i, errors in exc.errors.items() for name, messages in errors.items()})

@@ -3,8 +3,8 @@
 A specification is a comma-joined list of items, each an index (``5``) or a
 range with an optional step (``0-9``, ``0-9:2``): ``0-9``, ``0-9:2``,
 ``1,3,5``. Indices are kept in the order given, each once. Slurm's ``%N``
-suffix (at most N tasks running at once) is refused with a clear message:
-this scheduler does not throttle an array's tasks. A task is named
+suffix (``0-9%2``: at most N tasks running at once) is split off by
+``split_limit``; ``throttled`` then says which pending tasks wait for it. A task is named
 ``ARRAYID_INDEX``, where the array id is the id of its first task.
 
 Pure: no Django.
@@ -26,7 +26,7 @@ def parse_array(text: str, max_tasks: int) -> tuple[int, ...]:
     if not text:
         raise ArrayError("give indices: 0-9, 0-9:2 or 1,3,5")
     if "%" in text:
-        raise ArrayError("%N (tasks running at once) is not supported")
+        raise ArrayError("%N (tasks running at once) comes once, last: 0-9%2")
     indices: dict[int, None] = {}
     for item in text.split(","):
         for index in _item(item.strip()):
@@ -57,6 +57,30 @@ def _number(text: str, item: str) -> int:
     if not (text.isascii() and text.isdigit()) or len(text) > 6 or int(text) > MAX_ARRAY_INDEX:
         raise ArrayError(f"{item[:40]!r} is not an index, a range or a stepped range (0 to {MAX_ARRAY_INDEX})")
     return int(text)
+
+
+def split_limit(text: str) -> tuple[str, int | None]:
+    """``"0-9%2"`` -> ``("0-9", 2)``; no ``%``: ``(text, None)``. Raises ``ArrayError`` for a bad N."""
+    spec, sep, limit = (text or "").partition("%")
+    if not sep:
+        return spec, None
+    limit = limit.strip()
+    if not (limit.isascii() and limit.isdigit()) or len(limit) > 6 or int(limit) < 1:
+        raise ArrayError(f"%{limit[:20]}: the tasks running at once must be a whole number of at least 1")
+    return spec, int(limit)
+
+
+def throttled(pending: list[tuple[str, int, int]], running: dict[int, int]) -> set[str]:
+    """Pending tasks ``(job id, array id, limit)``, in queue order, that must wait because their array
+    already runs ``running[array id]`` tasks: each array may start only ``limit - running`` more."""
+    room: dict[int, int] = {}
+    held = set()
+    for job_id, array_id, limit in pending:
+        left = room.setdefault(array_id, limit - running.get(array_id, 0))
+        if left <= 0:
+            held.add(job_id)
+        room[array_id] = left - 1
+    return held
 
 
 def task_name(array_id: int, index: int) -> str:

@@ -26,6 +26,7 @@ class Reason(str, Enum):
     RESERVED = "Reservation"
     RECONFIGURED = "Reconfigured"
     IMAGE_UNAVAILABLE = "ImageUnavailable"  # held: the job's image is unavailable on every node it may use
+    JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # held: its array already runs its %N tasks at once
     DEPENDENCY = "Dependency"  # held: jobs it depends on have not ended yet (scheduler.core.dependencies)
     # Why a running job is preempted or reconfigured (reconfiguration-aware policies).
     PREEMPTED_FOR_PRIORITY = "PreemptedForPriority"

@@ -47,3 +47,20 @@ def test_cancelling_the_array_id_cancels_every_unfinished_task_and_a_task_alone_
 def test_a_single_job_is_cancelled_as_before(roles) -> None:
     job = services.submit_job(roles.owner, services.JobRequest(name="one", command="true"))
     assert [j.state for j in arrays.cancel_array(job, roles.owner)] == [JobState.CANCELLED]
+
+
+def test_an_array_runs_at_most_its_limit_of_tasks_at_once(roles, nodes, sent, django_capture_on_commit_callbacks):
+    from scheduler import loop
+    from tests.scheduler.test_dependencies import end
+
+    nodes(("n1", 4))
+    reqs = [services.JobRequest(name=f"t{i}", command="true", grace_period=10) for i in range(3)]
+    jobs = services.submit_jobs(roles.owner, reqs, None, max_running=2)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert loop.run_cycle().applied.started == [jobs[0].pk, jobs[1].pk]
+    last = Job.objects.get(pk=jobs[2].pk)
+    assert (last.state, last.pending_reason) == (JobState.PENDING, "JobArrayTaskLimit")
+    assert last.pending_message == f"array {jobs[0].pk} runs 2 tasks at once"
+    end(Job.objects.get(pk=jobs[0].pk), JobState.COMPLETED)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert loop.run_cycle().applied.started == [jobs[2].pk]

@@ -81,7 +81,7 @@ def test_an_array_spec_expands_one_template_and_tasks_are_addressed_as_id_index(
     assert set(Job.objects.values_list("state", flat=True)) == {"CANCELLED"}
 
 
-@pytest.mark.parametrize("array", ["9-0", "0-100000", "0-9%2", 7, None, ["0-1"], "<b>", "0-9:0"])
+@pytest.mark.parametrize("array", ["9-0", "0-100000", "0-9%0", "0-9%x", 7, None, ["0-1"], "<b>", "0-9:0"])
 def test_bad_array_specs_are_refused_naming_array(roles, api_as, array):
     response = api_as(roles.owner).post(ARRAY_URL, {"array": array, "jobs": [BODY]}, format="json")
     assert response.status_code == 400
@@ -117,3 +117,9 @@ def test_the_job_list_shows_an_array_expanded_or_as_one_row(roles, browser_as):
     assert f">{jobs[0].pk}_1</a>" not in collapsed
     assert f"{jobs[0].pk}_[" not in browser_as(roles.other).get("/jobs/?arrays=collapsed").content.decode()
     assert client.get("/jobs/?arrays=<script>").status_code == 200  # an unknown value is ignored, as other filters
+
+
+def test_an_array_limit_is_stored_on_every_task(roles, api_as):
+    response = api_as(roles.owner).post(ARRAY_URL, {"array": "0-3%2", "jobs": [BODY]}, format="json")
+    assert response.status_code == 201, response.content
+    assert list(Job.objects.values_list("array_max_running", flat=True)) == [2, 2, 2, 2]
