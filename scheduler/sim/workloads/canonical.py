@@ -13,11 +13,12 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from scheduler.core.dependencies import DependencyError, parse
 from scheduler.core.model import JobClass, JobSpec
 from scheduler.sim.workloads.types import SimJob, Workload, sort_jobs
 
 REQUIRED_COLUMNS = ("job_id", "submit_time", "duration", "num_gpus", "job_class")
-OPTIONAL_COLUMNS = ("num_cpus", "mem_gb", "grace_period", "user", "tenant", "priority")
+OPTIONAL_COLUMNS = ("num_cpus", "mem_gb", "grace_period", "user", "tenant", "priority", "dependency")
 
 
 class TraceError(ValueError):
@@ -122,8 +123,17 @@ def _parse_row(row: list[str], columns: dict[str, int], where: _Where) -> SimJob
         priority=_optional_integer(cell("priority"), "priority", where),
         user=cell("user") or "",
         tenant=cell("tenant") or "",
+        dependencies=_dependencies(cell("dependency"), where),
     )
     return SimJob(spec=spec, duration=duration)
+
+
+def _dependencies(text: str | None, where: _Where) -> tuple:
+    """Slurm's afterok/afterany text naming other rows' job ids (``scheduler.sim.dependencies`` checks them)."""
+    try:
+        return parse(text or "")
+    except DependencyError as exc:
+        raise where.error("dependency", str(exc)) from None
 
 
 def _number(text: str | None, column: str, where: _Where, minimum: float | None = None) -> float:

@@ -103,3 +103,11 @@ def test_trace_error_survives_pickling():
     err = TraceError("f.csv", 7, "duration", "bad number 'x'")
     back = pickle.loads(pickle.dumps(err))
     assert (back.source, back.line, back.column, str(back)) == ("f.csv", 7, "duration", str(err))
+
+
+def test_a_dependency_column_is_parsed_and_a_bad_one_named_with_its_line():
+    w = parse(HEADER + ',dependency\na,0,10,1,BE,\nb,0,10,1,BE,"afterok:a,afterany:a"\n')
+    b = next(j for j in w.jobs if j.spec.id == "b")
+    assert [(c.kind.value, c.job_ids) for c in b.spec.dependencies] == [("afterok", ("a",)), ("afterany", ("a",))]
+    with pytest.raises(TraceError, match=r"t.csv:3: column 'dependency': unknown dependency type 'after'"):
+        parse(HEADER + ",dependency\na,0,10,1,BE,\nb,0,10,1,BE,after:a\n")
