@@ -11,16 +11,25 @@ n}``; ``AT_KEY`` holds the epoch seconds the forecasts were computed at. A job
 missing from the hash has no forecast (not pending when last computed, or
 never computed yet). ``start`` null: not started within the forecast's
 horizon (``scheduler.sim.forecast``).
+
+A forecast is advice: while Redis cannot be reached, reads answer "no
+forecast" (and log it) instead of failing the page or the submission that
+shows them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+import redis
+
 from scheduler import coordination
+
+log = logging.getLogger(__name__)
 
 HASH_KEY = "gpusched:forecasts"
 AT_KEY = "gpusched:forecasts:computed-at"
@@ -69,15 +78,18 @@ def write(entries: Mapping[int, tuple[float | None, int]], computed_at: float) -
 
 
 def read(job_ids: Iterable[int]) -> dict[int, StoredForecast]:
-    """The stored forecasts of these jobs (absent ids: none stored)."""
+    """The stored forecasts of these jobs (absent ids: none stored; Redis unreachable: none at all)."""
     ids = [int(i) for i in job_ids]
     if not ids:
         return {}
-    client = coordination.redis_client()
-    pipe = client.pipeline(transaction=True)
+    pipe = coordination.redis_client().pipeline(transaction=True)
     pipe.get(AT_KEY)
     pipe.hmget(HASH_KEY, [str(i) for i in ids])
-    at, values = pipe.execute()
+    try:
+        at, values = pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("forecasts unavailable, shown as none: %s", exc)
+        return {}
     if at is None:
         return {}
     computed_at = float(at)

@@ -4,7 +4,7 @@ from rest_framework.pagination import PageNumberPagination
 
 class JobPagination(PageNumberPagination):
     """``?page=N`` (and ``?page_size=M``, at most 100: larger values give 100); body ``{count, next,
-    previous, results}``. A ``page_size`` that is not a positive integer is a 400 naming it, like
+    previous, results}``. A ``page_size`` that is not a positive integer (an empty one included) is a 400 naming it, like
     every other bad query parameter, instead of being silently replaced by the default; a ``page``
     that is not a positive integer (empty, ``last``, text) is a 404, as a page past the end is."""
 
@@ -14,7 +14,7 @@ class JobPagination(PageNumberPagination):
 
     def get_page_size(self, request):  # noqa: ANN001, ANN201 - DRF's signature
         raw = request.query_params.get(self.page_size_query_param)
-        if raw not in (None, "") and (not raw.isdigit() or int(raw) < 1):
+        if raw is not None and (not raw.isdigit() or int(raw) < 1):
             raise ValidationError({self.page_size_query_param: [f"Must be an integer between 1 and {self.max_page_size}."]})
         return super().get_page_size(request)
 

@@ -35,3 +35,11 @@ def test_write_replaces_everything_and_reports_what_changed(client) -> None:  # 
     assert forecast_store.read_one(2) is None and forecast_store.read_one(1).computed_at == 60.0
     assert forecast_store.write({}, 70.0) == {1, 3}
     assert client.exists(forecast_store.HASH_KEY) == 0
+
+
+def test_unreachable_redis_reads_as_no_forecast(client, settings) -> None:  # noqa: ANN001
+    """A submission or a page that shows forecasts must not fail while Redis is down."""
+    forecast_store.write({1: (100.0, 1)}, 50.0)
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    assert forecast_store.read([1]) == {}
+    assert forecast_store.read_one(1) is None

@@ -214,3 +214,10 @@ def test_list_query_count_does_not_grow_with_the_page(roles, api_as, make_job, d
     with django_assert_max_num_queries(7):
         body = client.get("/api/v1/jobs/").json()
     assert len(body["results"]) == 25 and all(len(j["attempts"]) == 1 for j in body["results"])
+
+
+@pytest.mark.parametrize("value", ["", "0", "-3", "ten", "2.5"])
+def test_page_size_that_is_not_a_positive_integer_is_a_400_naming_it(roles, api_as, value) -> None:
+    response = api_as(roles.owner).get(f"/api/v1/jobs/?page_size={value}")
+    assert response.status_code == 400
+    assert "page_size" in str(response.json())
