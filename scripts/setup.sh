@@ -42,3 +42,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] ||
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
     echo "$want" >"$stamp"
 fi
+
+# jsonschema imports rfc3987-syntax when it is installed (a dependency of its format-nongpl extra,
+# which jupyter-events asks for), and that module compiles an Earley grammar on import: 1.3 s of
+# JupyterLab's 2.3 s start-up on a 2-core machine, paid by every notebook session. Nothing here
+# validates the "iri" format it checks (jsonschema skips that check without it), so it is left out.
+if "$VENV/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("rfc3987_syntax") is None)'; then
+    say "Removing rfc3987-syntax from $VENV (it adds 1.3 s to every JupyterLab start; docs/sessions.md)"
+    "$VENV/bin/python" -m pip uninstall --quiet --yes rfc3987-syntax
+fi
