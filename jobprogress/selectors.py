@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from jobprogress.eta import eta_seconds, step_rate
@@ -38,6 +40,27 @@ def job_progress(job_id: int) -> dict[str, Any] | None:
         "eta_seconds": eta_seconds(row.step, row.total_steps, rate),
         "history": _columns(row.history),
     }
+
+
+def running_remaining_seconds(job_ids: Iterable[int], now: datetime) -> dict[int, float]:
+    """Seconds of work left for those of ``job_ids`` whose running attempt reports steps and total
+    steps with a measurable rate: the ETA of its latest report less the time since that report
+    (at least 0). Jobs without such reports are left out; a pending job is always left out (what a
+    resumed attempt redoes after its checkpoint is unknown). For start-time forecasts."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    rows = (AttemptProgress.objects
+            .filter(job_id__in=ids, attempt__state="RUNNING", step__isnull=False, total_steps__isnull=False)
+            .values_list("job_id", "step", "total_steps", "history", "reported_at", "updated_at"))
+    out: dict[int, float] = {}
+    for job_id, step, total, history, reported_at, updated_at in rows:
+        eta = eta_seconds(step, total, step_rate(history))
+        if eta is None:
+            continue
+        since = (now - (reported_at or updated_at)).total_seconds()
+        out[job_id] = max(0.0, eta - max(0.0, since))
+    return out
 
 
 def _columns(points: list) -> dict[str, Any]:

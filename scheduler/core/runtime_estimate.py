@@ -22,6 +22,10 @@ run lasted that long, the remaining time is the time limit's rest if any,
 else a quarter of the work done so far (at least ``minimum``): a job that has
 outlived its history is taken to be near its end, but not at it.
 
+A running job that reports its own progress (steps done, total steps) says
+better than any history how long it has left: :class:`WithReported` takes
+those measured remainders and asks the history only for the other jobs.
+
 Pure: no clock, no randomness, no I/O; the caller feeds finished runs in the
 order they finished.
 """
@@ -129,3 +133,22 @@ class RuntimeEstimator:
 def spread(job_id: str) -> float:
     """A fixed number in [0, 1) per job id, evenly spread over many ids (CRC-32)."""
     return zlib.crc32(job_id.encode()) / 2**32
+
+
+class WithReported:
+    """``fallback``'s estimates, except for the jobs in ``reported``: their seconds left as their
+    own progress reports measured them (steps left at the measured step rate), capped by the
+    time limit like any estimate. Keys are job ids as in ``JobSpec.id``."""
+
+    def __init__(self, fallback: RuntimeEstimate, reported: Mapping[str, float]) -> None:
+        self.fallback = fallback
+        self.reported = dict(reported)
+
+    def remaining(self, spec: JobSpec, progress: float) -> float:
+        """The measured remainder of ``spec`` if it has one, else the fallback's (> 0 either way)."""
+        left = self.reported.get(spec.id)
+        if left is None:
+            return self.fallback.remaining(spec, progress)
+        if spec.time_limit:
+            left = min(left, max(spec.time_limit - progress, 1.0))
+        return max(left, 1.0)

@@ -49,3 +49,35 @@ def test_a_report_from_another_node_or_for_an_unknown_attempt_is_dropped(job) ->
     assert not services.record_progress(job.pk, 1, {"step": 1}, now, node="n2")
     assert not services.record_progress(job.pk, 7, {"step": 1}, now, node="n1")
     assert job_progress(job.pk) is None
+
+
+def _at(seconds: float):  # noqa: ANN202
+    from datetime import datetime, timezone as tz
+
+    return datetime.fromtimestamp(seconds, tz=tz.utc)
+
+
+def test_a_running_attempt_that_reports_steps_has_its_remaining_time_measured(job) -> None:
+    from jobprogress.selectors import running_remaining_seconds
+
+    services.record_progress(job.pk, 1, {"t": 990.0, "step": 10, "total_steps": 110}, _at(990.0), node="n1")
+    services.record_progress(job.pk, 1, {"t": 1000.0, "step": 60}, _at(1000.0), node="n1")
+    # 5 steps/s and 50 steps left: 10 s at the report, 4 s six seconds later, never below 0.
+    assert running_remaining_seconds([job.pk], _at(1006.0)) == {job.pk: pytest.approx(4.0)}
+    assert running_remaining_seconds([job.pk], _at(1030.0)) == {job.pk: 0.0}
+    assert running_remaining_seconds([], _at(1006.0)) == {}
+    # Once the attempt has ended (a pending job's resumed attempt may redo steps), nothing is measured.
+    from scheduler.models import Attempt
+
+    Attempt.objects.filter(job=job).update(state="PREEMPTED")
+    assert running_remaining_seconds([job.pk], _at(1006.0)) == {}
+
+
+def test_steps_without_a_total_or_a_rate_measure_nothing(job) -> None:
+    from jobprogress.selectors import running_remaining_seconds
+
+    services.record_progress(job.pk, 1, {"t": 990.0, "step": 10}, _at(990.0), node="n1")
+    services.record_progress(job.pk, 1, {"t": 1000.0, "step": 60}, _at(1000.0), node="n1")
+    assert running_remaining_seconds([job.pk], _at(1001.0)) == {}  # no total
+    services.record_progress(job.pk, 1, {"total_steps": 100}, _at(1000.0), node="n1")
+    assert running_remaining_seconds([job.pk], _at(1001.0)) == {job.pk: pytest.approx(7.0)}

@@ -109,3 +109,32 @@ def test_unchanged_forecasts_announce_nothing(alice, nodes, store, heard) -> Non
     forecasts.recompute(now)
     forecasts.recompute(now)
     assert len(heard) == 1
+
+
+def test_a_running_job_that_reports_its_steps_is_forecast_to_end_when_they_say(
+        alice, nodes, sent, store, heard, django_capture_on_commit_callbacks) -> None:
+    """Its time limit says 600 s; its own progress (50 steps left at 0.5 step/s) says 100 s."""
+    from jobprogress import services as progress
+    from scheduler.models import Attempt
+
+    nodes(("n1", 1))
+    first = submit(alice, "first", time_limit=600)
+    with django_capture_on_commit_callbacks(execute=True):
+        loop.run_cycle()
+    Attempt.objects.filter(job=first).update(state="RUNNING")
+    second = submit(alice, "second", time_limit=300)
+    now = timezone.now()
+    t = now.timestamp()
+    progress.record_progress(first.pk, 1, {"t": t - 20, "step": 40, "total_steps": 100}, now)
+    progress.record_progress(first.pk, 1, {"t": t - 10, "step": 45}, now)
+    progress.record_progress(first.pk, 1, {"t": t, "step": 50}, now)
+    forecasts.recompute(now, limits=ForecastLimits(step=0.0))
+    assert forecast_store.read_one(second.pk).start == pytest.approx(t + 100, abs=1.0)
+
+
+def test_a_failing_remaining_time_source_leaves_the_history_estimate(monkeypatch) -> None:
+    def broken(job_ids, now):  # noqa: ANN001, ANN202
+        raise RuntimeError("source down")
+
+    monkeypatch.setattr(forecasts, "_remaining_sources", [broken, lambda ids, now: {7: 30}])
+    assert forecasts.measured_remaining([7], timezone.now()) == {"7": 30.0}

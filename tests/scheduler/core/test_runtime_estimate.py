@@ -88,3 +88,14 @@ def test_estimates_are_positive_and_within_the_limit(runs, progress, limit, jid)
     if limit is not None:
         assert rest <= max(limit - progress, 1.0)
     assert 0.0 <= spread(jid) < 1.0
+
+
+def test_a_measured_remainder_replaces_the_history_for_that_job_only():
+    from scheduler.core.runtime_estimate import WithReported
+
+    est = RuntimeEstimator()
+    measured = WithReported(est, {"j": 120.0, "done": 0.0})
+    assert measured.remaining(spec("j"), 50.0) == 120.0
+    assert measured.remaining(spec("j", limit=100.0), 50.0) == 50.0  # the time limit still caps it
+    assert measured.remaining(spec("done"), 10.0) == 1.0  # at its end: one second, as every estimate
+    assert measured.remaining(spec("other"), 0.0) == est.remaining(spec("other"), 0.0) == DEFAULT_RUNTIME[BE]
