@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db.models import Q
 
@@ -85,20 +86,32 @@ def refuse_cycle(job: Job) -> str:
     return f"dependency cycle: {' -> '.join(cycle)}" if cycle else ""
 
 
-def evaluate(pending: Iterable[tuple[int, str]]) -> tuple[dict[int, str], dict[int, str]]:
-    """For pending ``(job id, dependency text)`` pairs: the held jobs and the never-satisfiable ones,
-    each with its message (one query for the states of every job named)."""
+class Evaluated(NamedTuple):
+    """The pending jobs a dependency holds (with their messages), those it never will let run (with
+    why), and, for the held ones a forecast can release, the clauses still awaited
+    (``scheduler.core.dependencies.awaited``)."""
+
+    held: dict[int, str]
+    never: dict[int, str]
+    awaited: dict[int, tuple[core.Dependency, ...]]
+
+
+def evaluate(pending: Iterable[tuple[int, str]]) -> Evaluated:
+    """Evaluate pending ``(job id, dependency text)`` pairs (one query for the states of every job named)."""
     parsed = {pk: core.parse(text) for pk, text in pending if text}
     named = {int(i) for clauses in parsed.values() for i in core.job_ids(clauses)}
     outcomes = {str(pk): outcome(state) for pk, state in Job.objects.filter(pk__in=named).values_list("pk", "state")}
-    held, never = {}, {}
+    result = Evaluated({}, {}, {})
     for pk, clauses in parsed.items():
         found = core.status(clauses, outcomes)
         if found is core.Status.WAITING:
-            held[pk] = core.waiting_message(clauses, outcomes)
+            result.held[pk] = core.waiting_message(clauses, outcomes)
+            left = core.awaited(clauses, outcomes)
+            if left is not None:
+                result.awaited[pk] = left
         elif found is core.Status.NEVER:
-            never[pk] = core.never_message(clauses, outcomes)
-    return held, never
+            result.never[pk] = core.never_message(clauses, outcomes)
+    return result
 
 
 def cancel_never_satisfied(never: Mapping[int, str], at: datetime) -> list[int]:

@@ -273,7 +273,8 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
     JobArrayTaskLimit."""
     rows = _with_reconfig_fields(list(
         Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values(*JOB_COLUMNS)))
-    waiting, unsatisfiable = dependencies.evaluate((job["id"], job["dependency"]) for job in rows if job["dependency"])
+    waiting, unsatisfiable, awaited = dependencies.evaluate(
+        (job["id"], job["dependency"]) for job in rows if job["dependency"])
     never.update(unsatisfiable)
     limited = _throttled(rows, active)
     pending = []
@@ -287,8 +288,11 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
         elif job["id"] in limited:
             hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, f"array {job['array_id']} runs {job['array_max_running']} "
                     "tasks at once")
+        spec = _spec(job)
+        if job["id"] in awaited:  # what a start-time forecast releases the job on (policies read the hold)
+            spec = replace(spec, dependencies=awaited[job["id"]])
         pending.append(PendingJob(
-            spec=_spec(job),
+            spec=spec,
             progress=job["progress_seconds"],
             preemptions=job["preemption_count"],
             first_start=epoch(job["first_started_at"]),

@@ -138,6 +138,22 @@ def status(clauses: Iterable[Dependency], outcomes: Mapping[str, Outcome]) -> St
     return result
 
 
+def awaited(clauses: Iterable[Dependency], outcomes: Mapping[str, Outcome]) -> tuple[Dependency, ...] | None:
+    """What a WAITING dependency still waits for, assuming every awaited job succeeds: the clauses
+    cut to their jobs that have not ended (satisfied clauses dropped). None when that assumption
+    cannot lift it (an ``afternotok`` clause still waiting), as in a start-time forecast, where
+    every job runs to completion."""
+    left = []
+    for clause in clauses:
+        ids = tuple(i for i in clause.job_ids if outcomes.get(i) is Outcome.WAITING)
+        if not ids:
+            continue
+        if clause.kind is DependencyKind.AFTERNOTOK:
+            return None
+        left.append(Dependency(clause.kind, ids))
+    return tuple(left)
+
+
 def waiting_message(clauses: Iterable[Dependency], outcomes: Mapping[str, Outcome]) -> str:
     """A line a person reads on the job page: which jobs are still awaited."""
     awaited = sorted({i for c in clauses for i in c.job_ids if outcomes.get(i) is Outcome.WAITING}, key=_id_order)

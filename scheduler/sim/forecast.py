@@ -9,7 +9,9 @@ loop, calling ``policy.decide`` exactly as the simulator and the live loop do.
 Run times are unknown, so each job's remaining time comes from
 ``scheduler.core.runtime_estimate`` (its owner's history of similar jobs,
 capped by its time limit). A job preempting at ``now`` vacates at the end of
-its grace period and pends again.
+its grace period and pends again. A job held by a dependency is released when
+the jobs it awaits complete in the run (every job succeeds in a forecast, so
+only an ``afternotok`` wait keeps it held to the end).
 
 Bounded work: the run stops once every asked-for job has started, at
 ``now + horizon`` of virtual time, or after ``max_batches`` decide calls,
@@ -26,11 +28,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from scheduler.core.decisions import Reason
+from scheduler.core.dependencies import Outcome, awaited
 from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
 from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import RuntimeEstimate
+from scheduler.sim.dependencies import DependencyTracker
 from scheduler.sim.engine import Simulator
 from scheduler.sim.job_state import COMPLETE, PENDING, PREEMPTING, RUNNING, VACATE, LiveRunningJob, SimJobState
 from scheduler.sim.records import SimConfig, SimulationError
@@ -102,8 +107,24 @@ class ForecastRun(Simulator):
             self._load_running(r, now, estimator)
         for p in sorted(snapshot.pending, key=lambda p: (p.spec.submit_time, p.spec.id)):
             self._load_pending(p, estimator)
+        self._follow_dependencies()
         self.snapshot.tenants = snapshot.tenants
         self.snapshot.uniform_priority = len({p.spec.priority for p in self.snapshot.pending}) <= 1 or None
+
+    def _follow_dependencies(self) -> None:
+        """Release Dependency-held jobs as the jobs they await complete in the run
+        (``scheduler.sim.dependencies``). A job named but not in the run has ended, and in a
+        forecast every job succeeds; a job still awaiting an ``afternotok`` stays held."""
+        in_run = {jid: Outcome.WAITING for jid in self._by_id}
+        for job in self._jobs:
+            if not job.spec.dependencies:
+                continue
+            left = awaited(job.spec.dependencies, in_run) if job.state == PENDING else ()
+            job.spec = replace(job.spec, dependencies=left or ())
+            if left == () and job.pending is not None and job.pending.hold_reason == Reason.DEPENDENCY.value:
+                job.pending.hold_reason, job.pending.hold_message = None, ""
+        if any(j.spec.dependencies for j in self._jobs):
+            self._deps = DependencyTracker(self._jobs)
 
     def _register(self, job: SimJobState) -> None:
         if job.spec.id in self._by_id:
@@ -148,7 +169,7 @@ class ForecastRun(Simulator):
         self._register(job)
         job.progress, job.preemptions, job.first_start = p.progress, p.preemptions, p.first_start
         job.state = PENDING
-        job.pending = p
+        job.pending = replace(p)  # the run releases holds on its own copy, never on the caller's snapshot
         self._enqueue(job)
         self._waiting.add(p.spec.id)
 

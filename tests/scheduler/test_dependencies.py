@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler import dependencies, loop, services
+from scheduler.core.dependencies import render
 from scheduler.models import Job, JobEvent, JobState
 from scheduler.projects import Membership, Project
 from scheduler.transitions import move
@@ -115,8 +116,10 @@ def test_evaluate_reads_every_state_in_one_query(alice, django_assert_num_querie
     jobs = [submit(alice, f"j{i}") for i in range(3)]
     pairs = [(100 + i, f"afterok:{job.pk}") for i, job in enumerate(jobs)]
     with django_assert_num_queries(1):
-        held, never = dependencies.evaluate(pairs)
+        held, never, awaited = dependencies.evaluate(pairs)
     assert set(held) == {100, 101, 102} and never == {}
+    assert {pk: render(clauses) for pk, clauses in awaited.items()} == {
+        100 + i: f"afterok:{job.pk}" for i, job in enumerate(jobs)}
 
 
 def test_an_array_id_stands_for_every_task_of_the_array(alice) -> None:

@@ -138,3 +138,20 @@ def test_a_failing_remaining_time_source_leaves_the_history_estimate(monkeypatch
 
     monkeypatch.setattr(forecasts, "_remaining_sources", [broken, lambda ids, now: {7: 30}])
     assert forecasts.measured_remaining([7], timezone.now()) == {"7": 30.0}
+
+
+def test_a_job_that_depends_on_a_running_one_is_forecast_when_that_one_ends(
+        alice, nodes, sent, store, heard, django_capture_on_commit_callbacks) -> None:
+    nodes(("n1", 2))
+    first = submit(alice, "first", time_limit=600)
+    with django_capture_on_commit_callbacks(execute=True):
+        loop.run_cycle()
+    after = submit(alice, "after", time_limit=300, dependency=f"afterok:{first.pk}")
+    unless = submit(alice, "unless", time_limit=300, dependency=f"afternotok:{first.pk}")
+    with django_capture_on_commit_callbacks(execute=True):
+        loop.run_cycle()  # holds both with the reason Dependency, though a GPU is free
+    forecasts.recompute(timezone.now(), limits=ForecastLimits(step=0.0))
+    first.refresh_from_db()
+    got = forecast_store.read([after.pk, unless.pk])
+    assert got[after.pk].start == pytest.approx(first.started_at.timestamp() + 600, abs=1.0)
+    assert got[unless.pk].start is None  # a forecast assumes first succeeds

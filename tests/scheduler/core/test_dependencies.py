@@ -13,6 +13,7 @@ from scheduler.core.dependencies import (
     DependencyKind,
     Outcome,
     Status,
+    awaited,
     find_cycle,
     job_ids,
     never_message,
@@ -118,3 +119,13 @@ def test_only_edges_back_in_time_can_close_a_cycle(case):
         cycle = find_cycle(dag)
         assert cycle is not None and cycle[0] == cycle[-1]
         assert all(cycle[k + 1] in dag[cycle[k]] for k in range(len(cycle) - 1))
+
+
+def test_awaited_cuts_each_clause_to_the_jobs_that_have_not_ended():
+    clauses = parse("afterok:1:2,afterany:3")
+    assert awaited(clauses, {"1": OK, "2": WAIT, "3": WAIT}) == (
+        Dependency(DependencyKind.AFTEROK, ("2",)), Dependency(DependencyKind.AFTERANY, ("3",)))
+    assert awaited(clauses, {"1": OK, "2": WAIT, "3": NOT}) == (Dependency(DependencyKind.AFTEROK, ("2",)),)
+    # A forecast assumes success: an afternotok still waiting is never lifted there.
+    assert awaited(parse("afterok:1,afternotok:2"), {"1": WAIT, "2": WAIT}) is None
+    assert awaited(parse("afternotok:2"), {"2": NOT}) == ()

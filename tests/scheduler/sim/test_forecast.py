@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduler.core.dependencies import parse
 from scheduler.core.model import JobClass, JobSpec
 from scheduler.core.policy import make_policy, policy_names
 from scheduler.core.runtime_estimate import RuntimeEstimator
@@ -147,3 +148,23 @@ def test_with_exact_run_times_the_last_arrival_is_forecast_exactly(policy, scena
     assert mine
     for s in mine:
         assert s.forecast_start == pytest.approx(s.actual_start, abs=1e-6)
+
+
+def held_on(jid: str, text: str, gpus: int = 1, submit: float = 0.0):
+    return pend(jid, gpus, submit=submit, time_limit=100.0, dependencies=parse(text), hold_reason="Dependency",
+                hold_message="waiting")
+
+
+def test_a_dependent_job_is_forecast_after_the_jobs_it_awaits_complete():
+    s = snap(nodes(("n1", 2)), running=[run("r", {"n1": 1}, time_limit=500.0)],
+             pending=[pend("p", 1, submit=1.0, time_limit=200.0),
+                      held_on("after-r", "afterok:r", submit=2.0),
+                      held_on("after-both", "afterany:r:p", submit=3.0),
+                      held_on("after-gone", "afterok:99", submit=4.0),
+                      held_on("unless", "afternotok:r", submit=5.0)])
+    before = copy.deepcopy(s)
+    out = forecast_starts(make_policy("fifo"), s, 0.0, RuntimeEstimator(), limits=ForecastLimits(step=0.0))
+    # p runs at once (200 s) beside r (500 s); after-gone waits on a job no longer in the cluster: it starts
+    # when p ends; after-r and after-both when r ends; a job awaiting a failure never starts in a forecast.
+    assert out == {"p": 0.0, "after-gone": 200.0, "after-r": 500.0, "after-both": 500.0, "unless": None}
+    assert s == before
