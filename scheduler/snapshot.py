@@ -123,6 +123,8 @@ def _spec(job: Row) -> JobSpec:
         tenant=job["project__name"] or "",
         time_limit=float(job["time_limit"]) if job["time_limit"] is not None else None,
         excluded_nodes=frozenset(job["excluded_nodes"] or ()),  # its image was unavailable there (scheduler.images)
+        array_id=str(job["array_id"]) if job["array_max_running"] else "",  # for forecasts: the snapshot holds %N
+        array_limit=job["array_max_running"] or 0,
     )
     reconfig = _reconfig_spec(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
     return replace(spec, **reconfig) if reconfig else spec

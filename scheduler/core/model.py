@@ -94,6 +94,11 @@ class JobSpec:
     """Jobs this one waits for (``scheduler.core.dependencies``); whoever builds
     the snapshot holds the job with ``hold_reason = Dependency`` until they
     are satisfied, so policies need not read this. Empty: none."""
+    array_id: str = ""
+    """The job array this job is a task of (its first task's id); empty: none."""
+    array_limit: int = 0
+    """At most this many of the array's tasks hold GPUs at once (Slurm's ``%N``); whoever builds
+    the snapshot holds the tasks past it with ``hold_reason = JobArrayTaskLimit``. 0: no limit."""
 
     @property
     def reconfigurable(self) -> bool:

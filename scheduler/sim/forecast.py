@@ -11,7 +11,9 @@ Run times are unknown, so each job's remaining time comes from
 capped by its time limit). A job preempting at ``now`` vacates at the end of
 its grace period and pends again. A job held by a dependency is released when
 the jobs it awaits complete in the run (every job succeeds in a forecast, so
-only an ``afternotok`` wait keeps it held to the end).
+only an ``afternotok`` wait keeps it held to the end). An array task held by
+its array's ``%N`` is released when a task of the array ends or is preempted
+in the run, in queue order, so that at most N hold GPUs.
 
 Bounded work: the run stops once every asked-for job has started, at
 ``now + horizon`` of virtual time, or after ``max_batches`` decide calls,
@@ -30,6 +32,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from scheduler.core.arrays import throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.dependencies import Outcome, awaited
 from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
@@ -108,6 +111,7 @@ class ForecastRun(Simulator):
         for p in sorted(snapshot.pending, key=lambda p: (p.spec.submit_time, p.spec.id)):
             self._load_pending(p, estimator)
         self._follow_dependencies()
+        self._limited_arrays = {j.spec.array_id for j in self._jobs if j.spec.array_limit}
         self.snapshot.tenants = snapshot.tenants
         self.snapshot.uniform_priority = len({p.spec.priority for p in self.snapshot.pending}) <= 1 or None
 
@@ -125,6 +129,31 @@ class ForecastRun(Simulator):
                 job.pending.hold_reason, job.pending.hold_message = None, ""
         if any(j.spec.dependencies for j in self._jobs):
             self._deps = DependencyTracker(self._jobs)
+
+    def _complete(self, job: SimJobState, t: float) -> None:
+        super()._complete(job, t)
+        self._rethrottle(job)
+
+    def _vacate(self, job: SimJobState, t: float) -> None:
+        super()._vacate(job, t)
+        self._rethrottle(job)
+
+    def _rethrottle(self, job: SimJobState) -> None:
+        """A task of an array with ``%N`` freed its place: hold exactly the array's pending tasks past
+        the limit again (``scheduler.core.arrays.throttled``, in queue order), release the others."""
+        array = job.spec.array_id
+        if array not in self._limited_arrays:
+            return
+        tasks = [j for j in self._jobs if j.spec.array_id == array]
+        running = sum(1 for j in tasks if j.state in (RUNNING, PREEMPTING))
+        waiting = [j for j in tasks if j.state == PENDING and j.pending is not None
+                   and j.pending.hold_reason in (None, Reason.JOB_ARRAY_TASK_LIMIT.value)]
+        waiting.sort(key=lambda j: (j.spec.submit_time, len(j.spec.id), j.spec.id))  # ids of one length sort as numbers
+        held = throttled([(j.spec.id, 0, j.spec.array_limit) for j in waiting], {0: running})
+        for j in waiting:
+            limited = j.spec.id in held
+            j.pending.hold_reason = Reason.JOB_ARRAY_TASK_LIMIT.value if limited else None
+            j.pending.hold_message = f"array {array} runs {j.spec.array_limit} tasks at once" if limited else ""
 
     def _register(self, job: SimJobState) -> None:
         if job.spec.id in self._by_id:

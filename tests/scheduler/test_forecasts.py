@@ -155,3 +155,19 @@ def test_a_job_that_depends_on_a_running_one_is_forecast_when_that_one_ends(
     got = forecast_store.read([after.pk, unless.pk])
     assert got[after.pk].start == pytest.approx(first.started_at.timestamp() + 600, abs=1.0)
     assert got[unless.pk].start is None  # a forecast assumes first succeeds
+
+
+def test_an_array_task_held_by_its_limit_is_forecast_when_a_running_task_ends(
+        alice, nodes, sent, store, heard, django_capture_on_commit_callbacks) -> None:
+    from scheduler import services
+
+    nodes(("n1", 4))
+    reqs = [services.JobRequest(name=f"t{i}", command="true", time_limit=300) for i in range(3)]
+    tasks = services.submit_jobs(alice, reqs, None, max_running=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        loop.run_cycle()  # t0 starts; t1 and t2 wait for the limit though GPUs are free
+    forecasts.recompute(timezone.now(), limits=ForecastLimits(step=0.0))
+    started = Job.objects.get(pk=tasks[0].pk).started_at.timestamp()
+    got = forecast_store.read([t.pk for t in tasks[1:]])
+    assert got[tasks[1].pk].start == pytest.approx(started + 300, abs=1.0)
+    assert got[tasks[2].pk].start == pytest.approx(started + 600, abs=1.0)

@@ -168,3 +168,16 @@ def test_a_dependent_job_is_forecast_after_the_jobs_it_awaits_complete():
     # when p ends; after-r and after-both when r ends; a job awaiting a failure never starts in a forecast.
     assert out == {"p": 0.0, "after-gone": 200.0, "after-r": 500.0, "after-both": 500.0, "unless": None}
     assert s == before
+
+
+def test_an_array_with_a_limit_starts_its_held_tasks_as_its_running_ones_end():
+    def task(i: int, **kw):
+        return dict(array_id="a0", array_limit=2, time_limit=100.0 * (i + 1), **kw)
+
+    s = snap(nodes(("n1", 8)), running=[run("a0", {"n1": 1}, **task(0)), run("a1", {"n1": 1}, **task(1))],
+             pending=[pend(f"a{i}", 1, submit=float(i), hold_reason="JobArrayTaskLimit", **task(i)) for i in (2, 3, 4)])
+    before = copy.deepcopy(s)
+    out = forecast_starts(make_policy("fifo"), s, 0.0, RuntimeEstimator(), limits=ForecastLimits(step=0.0))
+    # Two at once on 8 free GPUs: a2 when a0 ends (100), a3 when a1 ends (200), a4 when a2 ends (100 + 300).
+    assert out == {"a2": 100.0, "a3": 200.0, "a4": 400.0}
+    assert s == before
