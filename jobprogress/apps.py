@@ -7,8 +7,9 @@ class JobProgressConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Start-time forecasts take a running job's remaining time from its own progress reports."""
-        from jobprogress.selectors import running_remaining_seconds
-        from scheduler import forecasts
+        """The scheduler takes steps and remaining time from jobs' own progress reports (``scheduler.measured``)."""
+        from jobprogress.selectors import reported_steps, running_remaining_seconds
+        from scheduler import measured
 
-        forecasts.add_remaining_source(running_remaining_seconds)
+        measured.add_remaining_source(running_remaining_seconds)
+        measured.add_steps_source(reported_steps)

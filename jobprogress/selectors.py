@@ -63,6 +63,30 @@ def running_remaining_seconds(job_ids: Iterable[int], now: datetime) -> dict[int
     return out
 
 
+def reported_steps(job_ids: Iterable[int]) -> dict[int, tuple[float, int]]:
+    """``(steps done, total steps)`` of those of ``job_ids`` whose newest attempt that reported a total
+    did: its latest step while that attempt runs; once it has ended, the step of its latest
+    checkpoint (where a resumed attempt starts again; 0 without one). For Rubick's remaining work."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    rows = (AttemptProgress.objects.filter(job_id__in=ids, total_steps__isnull=False)
+            .order_by("job_id", "-attempt__number")
+            .values_list("job_id", "attempt__state", "step", "total_steps", "checkpoint"))
+    out: dict[int, tuple[float, int]] = {}
+    for job_id, state, step, total, checkpoint in rows:
+        if job_id in out:
+            continue  # an older attempt
+        done = step if state == "RUNNING" else _checkpoint_step(checkpoint)
+        out[job_id] = (float(min(max(done or 0, 0), total)), int(total))
+    return out
+
+
+def _checkpoint_step(checkpoint: Any) -> int:
+    step = checkpoint.get("step") if isinstance(checkpoint, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else 0
+
+
 def _columns(points: list) -> dict[str, Any]:
     """History points as columns, ready for a chart: one list per metric, aligned with ``t``."""
     names = sorted({name for _, _, metrics in points for name in metrics})

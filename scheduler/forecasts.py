@@ -9,9 +9,7 @@ the forecasts and queue positions (``scheduler.forecast_store``) and announces
 the jobs whose forecast changed, so their pages refresh.
 
 A running job that reports its progress (steps and total steps, ``gpusched.job``)
-has its remaining time measured instead of estimated: the apps that know it
-register a source with ``add_remaining_source`` (``jobprogress`` does when it
-starts), so this layer reads it without importing the layer above it.
+has its remaining time measured instead of estimated (``scheduler.measured``).
 
 It runs as the Celery task ``scheduler.recompute_forecasts``, asked for after
 every scheduling cycle and debounced to at most two runs per
@@ -22,14 +20,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler import announce, forecast_store, loop, snapshot
+from scheduler import announce, forecast_store, loop, measured, snapshot
 from scheduler.core.model import JobClass
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimator, WithReported
 from scheduler.models import Job, JobState
@@ -41,30 +38,6 @@ log = logging.getLogger(__name__)
 HISTORY_JOBS = 5000
 #: States of a job that ran to an end the estimator can learn its run time from.
 FINISHED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT)
-
-
-#: Maps running job ids to their measured seconds of work left, as of ``now``.
-RemainingSource = Callable[[Iterable[int], datetime], Mapping[int, float]]
-_remaining_sources: list[RemainingSource] = []
-
-
-def add_remaining_source(source: RemainingSource) -> None:
-    """Have forecasts use ``source``'s measured remainders (once, however often it is added)."""
-    if source not in _remaining_sources:
-        _remaining_sources.append(source)
-
-
-def measured_remaining(job_ids: Iterable[int], now: datetime) -> dict[str, float]:
-    """Every registered source's remainders for ``job_ids``, keyed as ``JobSpec.id``; a failing
-    source is logged and skipped (the history estimates stand in for it)."""
-    ids = list(job_ids)
-    out: dict[str, float] = {}
-    for source in _remaining_sources:
-        try:
-            out.update({str(k): float(v) for k, v in source(ids, now).items()})
-        except Exception:  # noqa: BLE001 - a forecast is advice; one bad source must not stop it
-            log.exception("remaining-time source %r failed; history estimates used instead", source)
-    return out
 
 
 @dataclass(frozen=True)
@@ -94,8 +67,8 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     now = now or timezone.now()
     cycle = snapshot.build(now)
     at = now.timestamp()
-    measured = measured_remaining((int(r.spec.id) for r in cycle.snapshot.running), now)
-    estimator = WithReported(history_estimator(), measured)
+    reported = measured.remaining_seconds((int(r.spec.id) for r in cycle.snapshot.running), now)
+    estimator = WithReported(history_estimator(), reported)
     starts = forecast_starts(loop.current_policy(explain=False), cycle.snapshot, at, estimator,
                              limits=limits, resume_overhead=float(settings.SCHEDULER_RESUME_OVERHEAD))
     positions = queue_positions(cycle.snapshot)

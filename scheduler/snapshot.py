@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db.models import Count, F
 
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
-from scheduler import coordination, dependencies, elastic, fair_usage, idleness, images, quotas
+from scheduler import coordination, dependencies, elastic, fair_usage, idleness, images, measured, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.arrays import throttled
 from scheduler.core.decisions import Reason
@@ -316,10 +316,21 @@ def _throttled(rows: list[Row], active: list[tuple[Row, Row]]) -> set[int]:
     return throttled(limited, running)
 
 
+def _with_measured_steps(running: list[RunningJob], pending: list[PendingJob]) -> None:
+    """Reconfigurable jobs that report their steps and total (``scheduler.measured``) get them as
+    ``JobSpec.steps`` and ``steps_done``, so Rubick weighs their remaining work as measured."""
+    entries = [e for e in (*running, *pending) if e.spec.model]
+    found = measured.steps(int(e.spec.id) for e in entries) if entries else {}
+    for entry in entries:
+        if int(entry.spec.id) in found:
+            done, total = found[int(entry.spec.id)]
+            entry.spec, entry.steps_done = replace(entry.spec, steps=total), done
+
+
 def build(now: datetime) -> CycleInput:
     """Read the cluster as one cycle sees it at ``now`` (seven queries, the GPU policy's idle reclaim
-    settings one of them; one more per kind of row when jobs declare a model; two more with fair
-    share on, for the tenants' shares and usage)."""
+    settings one of them; one more per kind of row when jobs declare a model, and one for their
+    reported steps; two more with fair share on, for the tenants' shares and usage)."""
     overhead = settings.SCHEDULER_RESUME_OVERHEAD
     nodes = _nodes()
     up = {n.name for n in nodes}
@@ -338,6 +349,7 @@ def build(now: datetime) -> CycleInput:
     usage = quota_usage(now=now)
     never: dict[int, str] = {}
     pending = _pending(usage, jobs, up, never, active)
+    _with_measured_steps(running, pending)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
                         tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None,

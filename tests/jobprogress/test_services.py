@@ -81,3 +81,18 @@ def test_steps_without_a_total_or_a_rate_measure_nothing(job) -> None:
     assert running_remaining_seconds([job.pk], _at(1001.0)) == {}  # no total
     services.record_progress(job.pk, 1, {"total_steps": 100}, _at(1000.0), node="n1")
     assert running_remaining_seconds([job.pk], _at(1001.0)) == {job.pk: pytest.approx(7.0)}
+
+
+def test_reported_steps_come_from_the_running_attempt_or_else_the_latest_checkpoint(job) -> None:
+    from jobprogress.selectors import reported_steps
+    from scheduler.models import Attempt
+
+    services.record_progress(job.pk, 1, {"t": 1.0, "step": 40}, _at(1.0), node="n1")
+    assert reported_steps([job.pk]) == {}  # no total declared
+    services.record_progress(job.pk, 1, {"t": 2.0, "step": 60, "total_steps": 100}, _at(2.0), node="n1")
+    assert reported_steps([job.pk]) == {job.pk: (60.0, 100)}
+    Attempt.objects.filter(job=job).update(state="PREEMPTED")
+    assert reported_steps([job.pk]) == {job.pk: (0.0, 100)}  # no checkpoint: starts again from 0
+    services.record_progress(job.pk, 1, {"checkpoint": {"step": 50, "path": "ck"}}, _at(3.0), node="n1")
+    assert reported_steps([job.pk]) == {job.pk: (50.0, 100)}
+    assert reported_steps([]) == {}

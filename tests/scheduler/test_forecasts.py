@@ -132,14 +132,6 @@ def test_a_running_job_that_reports_its_steps_is_forecast_to_end_when_they_say(
     assert forecast_store.read_one(second.pk).start == pytest.approx(t + 100, abs=1.0)
 
 
-def test_a_failing_remaining_time_source_leaves_the_history_estimate(monkeypatch) -> None:
-    def broken(job_ids, now):  # noqa: ANN001, ANN202
-        raise RuntimeError("source down")
-
-    monkeypatch.setattr(forecasts, "_remaining_sources", [broken, lambda ids, now: {7: 30}])
-    assert forecasts.measured_remaining([7], timezone.now()) == {"7": 30.0}
-
-
 def test_a_job_that_depends_on_a_running_one_is_forecast_when_that_one_ends(
         alice, nodes, sent, store, heard, django_capture_on_commit_callbacks) -> None:
     nodes(("n1", 2))

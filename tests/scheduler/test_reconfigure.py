@@ -233,3 +233,27 @@ def test_fitgpp_shrink_makes_room_for_a_te_job_by_shrinking_instead_of_preemptin
     be.refresh_from_db()
     assert (be.preemption_count, be.reconfiguration_count) == (0, 1)
     assert allocation_problems() == []
+
+
+def test_reported_steps_reach_rubick_as_the_jobs_remaining_work(
+    perf_model_traces, alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
+) -> None:
+    """A reconfigurable job that reports step and total steps is seen with them (spec.steps,
+    steps_done); after a preemption, from its latest checkpoint's step."""
+    from jobprogress import services as progress
+
+    nodes(("n1", 2))
+    job = elastic_job(alice, allowed_plans=(), min_gpus=1, max_gpus=2)
+    cycle(django_capture_on_commit_callbacks, make_policy("rubick"))
+    job.refresh_from_db()
+    run(job, "n1")
+    now = timezone.now()
+    progress.record_progress(job.pk, 1, {"t": now.timestamp(), "step": 300, "total_steps": 1000,
+                                         "checkpoint": {"step": 250, "path": "ck"}}, now)
+    (entry,) = [r for r in snapshot.build(timezone.now()).snapshot.running if r.spec.id == str(job.pk)]
+    assert (entry.spec.steps, entry.steps_done) == (1000, 300.0)
+
+    Attempt.objects.filter(job=job).update(state=AttemptState.PREEMPTED)
+    Job.objects.filter(pk=job.pk).update(state=JobState.PENDING)
+    (waiting,) = [p for p in snapshot.build(timezone.now()).snapshot.pending if p.spec.id == str(job.pk)]
+    assert (waiting.spec.steps, waiting.steps_done) == (1000, 250.0)
