@@ -111,7 +111,10 @@ class ForecastRun(Simulator):
         for p in sorted(snapshot.pending, key=lambda p: (p.spec.submit_time, p.spec.id)):
             self._load_pending(p, estimator)
         self._follow_dependencies()
-        self._limited_arrays = {j.spec.array_id for j in self._jobs if j.spec.array_limit}
+        self._array_tasks: dict[str, list[SimJobState]] = {}
+        for j in self._jobs:
+            if j.spec.array_limit:
+                self._array_tasks.setdefault(j.spec.array_id, []).append(j)
         self.snapshot.tenants = snapshot.tenants
         self.snapshot.uniform_priority = len({p.spec.priority for p in self.snapshot.pending}) <= 1 or None
 
@@ -142,9 +145,9 @@ class ForecastRun(Simulator):
         """A task of an array with ``%N`` freed its place: hold exactly the array's pending tasks past
         the limit again (``scheduler.core.arrays.throttled``, in queue order), release the others."""
         array = job.spec.array_id
-        if array not in self._limited_arrays:
+        tasks = self._array_tasks.get(array) if array else None
+        if not tasks:
             return
-        tasks = [j for j in self._jobs if j.spec.array_id == array]
         running = sum(1 for j in tasks if j.state in (RUNNING, PREEMPTING))
         waiting = [j for j in tasks if j.state == PENDING and j.pending is not None
                    and j.pending.hold_reason in (None, Reason.JOB_ARRAY_TASK_LIMIT.value)]
