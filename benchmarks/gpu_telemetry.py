@@ -23,7 +23,10 @@ is timed. Then, in this one process:
 * with ``--idle-reclaim``, ingestion also keeps each attempt's idle mark (``scheduler.idleness``,
   one more Redis round trip per report), as it does on a site with idle reclaim on;
 * **/metrics**: the whole scrape through Django's test client (scheduler metrics and
-  8,000 GPUs' DCGM series), median and max of ``--scrapes``.
+  8,000 GPUs' DCGM series), median and max of ``--scrapes``;
+* with ``--worker``, the same reports through a real Celery worker (one pool process, the
+  deployment's worker command), published to the report queue as agents publish them: the
+  worker's CPU (parent and pool process, from /proc) per report and as a share of one core.
 
 Telemetry keys written (``gpusched:telemetry:*``) are deleted at the end.
 """
@@ -130,6 +133,66 @@ def time_ingestion(rounds: list[list[dict]], interval: float, conn) -> dict:  # 
     }
 
 
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its child processes (from /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat.parent.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def time_worker(rounds: list[list[dict]], interval: float, conn, database_url: str,  # noqa: ANN001
+                pool: str = "prefork") -> dict:
+    """The reports through a real Celery worker, as agents send them: published to the report queue,
+    consumed by ``scripts/serve.sh worker``'s command (one pool process); the worker's CPU (parent
+    and pool process) from the first message to the last report stored."""
+    import subprocess
+
+    from cluster import auth, protocol
+    from cluster.models import Node
+    from gputelemetry import store
+    from portal.celery import app
+
+    sentinel = "sentinel-node"
+    Node.objects.create(name=sentinel, gpus=1, cpus=1, mem_gb=1)
+    last = dict(rounds[-1][0], node=sentinel, token=auth.node_token("bench-secret", sentinel), jobs=[],
+                gpus=rounds[-1][0]["gpus"][:1])
+    env = {**os.environ, "DATABASE_URL": database_url, "CELERY_LOG_LEVEL": "WARNING"}
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", "WARNING",
+                               "--queues", protocol.REPORT_QUEUE, "--concurrency", "1", "--pool", pool,
+                               "--hostname", "bench@%h"],
+                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not app.control.ping(destination=[f"bench@{platform.node()}"], timeout=1.0):
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise SystemExit("the benchmark's Celery worker did not start")
+        time.sleep(2.0)  # let it settle (its start-up work is not the reports')
+        reports = [r for batch in rounds for r in batch]
+        cpu_before, wall_before = _tree_cpu_seconds(worker.pid), time.perf_counter()
+        for kwargs in [*reports, last]:
+            app.send_task(protocol.REPORT_TELEMETRY, kwargs=kwargs, queue=protocol.REPORT_QUEUE)
+        while not conn.exists(store.latest_key(sentinel)):
+            if worker.poll() is not None:
+                raise SystemExit("the benchmark's Celery worker died")
+            time.sleep(0.01)
+        wall, cpu = time.perf_counter() - wall_before, _tree_cpu_seconds(worker.pid) - cpu_before
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    per_report = cpu / (len(reports) + 1)
+    nodes = len(rounds[0])
+    return {"reports": len(reports) + 1, "worker_cpu_ms_per_report": round(1000 * per_report, 3),
+            "worker_core_share_at_interval": round(per_report * nodes / interval, 4),
+            "wall_s": round(wall, 2)}
+
+
 def measure_memory(conn, gpus: int) -> dict:  # noqa: ANN001
     from cluster.telemetry_schema import check_report
     from gputelemetry import services, store
@@ -170,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scrapes", type=int, default=5)
     parser.add_argument("--idle-reclaim", action="store_true",
                         help="with idle reclaim on (GpuPolicy.idle_after_s = 600): ingestion also keeps the idle marks")
+    parser.add_argument("--worker", action="store_true",
+                        help="also send the reports through a real Celery worker, as agents do, and take its CPU")
+    parser.add_argument("--worker-pool", default="prefork", choices=("prefork", "solo", "threads"),
+                        help="the worker's pool for --worker (the deployment's is prefork)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
     url = bench_url()
@@ -198,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             "memory": measure_memory(conn, args.gpus),
             "metrics": time_metrics(args.scrapes),
         }
+        if args.worker:
+            result["worker"] = {"pool": args.worker_pool,
+                                **time_worker(rounds, args.interval, conn, url, args.worker_pool)}
     finally:
         try:
             from gputelemetry import services, store
