@@ -19,6 +19,7 @@ every chooser:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
 from scheduler.core.model import PendingJob
@@ -29,6 +30,12 @@ from scheduler.core.victims import Candidate, Need, HostView, PreemptionPlan, Ru
 
 _NO_CANDS: list[Candidate] = []  # shared, never modified
 
+
+@lru_cache(maxsize=None)
+def _is_bounded(chooser_type: type) -> bool:
+    """Whether a chooser class implements ``BoundedChooser``; cached, since a protocol check walks
+    the protocol's members on every call and a planner is made per cycle (per decide call)."""
+    return issubclass(chooser_type, BoundedChooser)
 
 class Planner:
     """Finds a plan for each TE job that does not fit, within one cycle.
@@ -53,7 +60,7 @@ class Planner:
                 target.setdefault(name, []).append(w)
         self._views: dict[str, HostView] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
-        bounded = chooser if isinstance(chooser, BoundedChooser) else None
+        bounded = chooser if _is_bounded(type(chooser)) else None
         self._ranked = RankedNodes(bounded, cap, self._shared_view, self._views, self.memo) if bounded is not None else None
         cap.touched.clear()
 
