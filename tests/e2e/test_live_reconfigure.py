@@ -23,8 +23,10 @@ def test_rubick_grows_a_training_job_through_the_checkpoint_path(perf_model_trac
     blocker = submit(alice, "blocker", command=train_command(TRAIN_STEPS=100000, TRAIN_SLEEP=0.05), grace_period=2)
     wait_state(blocker, JobState.RUNNING)
 
-    total = 120
-    job = submit(alice, "bert", command=train_command(TRAIN_STEPS=total, TRAIN_SLEEP=0.1), num_gpus=2,
+    # The job reports its steps, so Rubick grows it only if the work left pays for a restart (60 s):
+    # bert's 0.37 s per step on 2 GPUs against about twice that on one needs more than ~185 steps left.
+    total = 400
+    job = submit(alice, "bert", command=train_command(TRAIN_STEPS=total, TRAIN_SLEEP=0.03), num_gpus=2,
                  model="bert", plan="ga", min_gpus=1, max_gpus=2, grace_period=10)
     wait_state(job, JobState.RUNNING)
     first_lines = wait_line(job, 1, "step 5/")
