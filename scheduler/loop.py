@@ -104,8 +104,11 @@ def gc_paused() -> Iterator[None]:
 def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> CycleReport:
     """One scheduling cycle, without the lock (safe anyway: every write is conditional)."""
     started = time.perf_counter()
-    now = now or timezone.now()
     policy = policy or current_policy()
+    # The cycle's instant is taken after the policy is built (the first cycle of a fresh worker builds
+    # it, which takes a while), right before the snapshot: a GPU freed in between would otherwise be
+    # given a start recorded before the end of the job that freed it.
+    now = now or timezone.now()
     with gc_paused():
         cycle = snapshot.build(now)
         decisions = policy.decide(cycle.snapshot, now.timestamp())
