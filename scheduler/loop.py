@@ -105,9 +105,9 @@ def run_cycle(policy: Policy | None = None, now: datetime | None = None) -> Cycl
     """One scheduling cycle, without the lock (safe anyway: every write is conditional)."""
     started = time.perf_counter()
     policy = policy or current_policy()
-    # The cycle's instant is taken after the policy is built (a fresh worker's first cycle builds
-    # it), right before the snapshot: a GPU freed in between would otherwise be
-    # given a start recorded before the end of the job that freed it.
+    # The cycle's instant is taken after the policy is built (a fresh worker's first cycle builds it),
+    # right before the snapshot: a GPU freed in between would otherwise be given a start recorded
+    # before the end of the job that freed it.
     now = now or timezone.now()
     with gc_paused():
         cycle = snapshot.build(now)

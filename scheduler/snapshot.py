@@ -36,7 +36,7 @@ from django.db.models import Count, F
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
 from scheduler import coordination, dependencies, elastic, fair_usage, idleness, images, measured, quotas
 from scheduler.accounting import attempt_work_seconds
-from scheduler.core.arrays import throttled
+from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.model import NodeCapacity
@@ -288,8 +288,7 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
         if job["id"] in waiting or job["id"] in never:
             hold = (Reason.DEPENDENCY.value, waiting.get(job["id"]) or never[job["id"]])
         elif job["id"] in limited:
-            hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, f"array {job['array_id']} runs {job['array_max_running']} "
-                    "tasks at once")
+            hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, limit_message(job["array_id"], job["array_max_running"]))
         spec = _spec(job)
         if job["id"] in awaited:  # what a start-time forecast releases the job on (policies read the hold)
             spec = replace(spec, dependencies=awaited[job["id"]])

@@ -83,6 +83,11 @@ def throttled(pending: list[tuple[str, int, int]], running: dict[int, int]) -> s
     return held
 
 
+def limit_message(array_id: int | str, limit: int) -> str:
+    """The pending message of a task held by its array's ``%N`` (the loop's and the forecasts')."""
+    return f"array {array_id} runs {limit} tasks at once"
+
+
 def task_name(array_id: int, index: int) -> str:
     """How a task is addressed: ``12_3``."""
     return f"{array_id}_{index}"

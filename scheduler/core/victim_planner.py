@@ -37,6 +37,7 @@ def _is_bounded(chooser_type: type) -> bool:
     the protocol's members on every call and a planner is made per cycle (per decide call)."""
     return issubclass(chooser_type, BoundedChooser)
 
+
 class Planner:
     """Finds a plan for each TE job that does not fit, within one cycle.
 

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from scheduler.core.arrays import throttled
+from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.dependencies import Outcome, awaited
 from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
@@ -156,7 +156,7 @@ class ForecastRun(Simulator):
         for j in waiting:
             limited = j.spec.id in held
             j.pending.hold_reason = Reason.JOB_ARRAY_TASK_LIMIT.value if limited else None
-            j.pending.hold_message = f"array {array} runs {j.spec.array_limit} tasks at once" if limited else ""
+            j.pending.hold_message = limit_message(array, j.spec.array_limit) if limited else ""
 
     def _register(self, job: SimJobState) -> None:
         if job.spec.id in self._by_id:
