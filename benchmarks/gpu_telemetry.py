@@ -14,7 +14,9 @@ is timed. Then, in this one process:
 * **ingestion**: every report goes through the report task as a worker runs it
   (``gputelemetry.tasks.telemetry.apply``: per-node token check, version check, schema check,
   one Redis pipeline); the process CPU time (user + system) it took, per report and as the
-  share of one core that 1 report per node per ``--interval`` seconds costs. The handler alone
+  share of one core that 1 report per node per ``--interval`` seconds costs. Then the same
+  reports through the telemetry stream, drained in this process (``gputelemetry.drain``,
+  batches of 500). The handler alone
   (schema check and Redis pipeline, without Celery's task machinery) is timed too. Redis's own
   CPU is the server's ``used_cpu_user + used_cpu_sys`` over the same span (a shared Redis
   includes other clients' work in it);
@@ -25,8 +27,11 @@ is timed. Then, in this one process:
 * **/metrics**: the whole scrape through Django's test client (scheduler metrics and
   8,000 GPUs' DCGM series), median and max of ``--scrapes``;
 * with ``--worker``, the same reports through a real Celery worker (one pool process, the
-  deployment's worker command), published to the report queue as agents publish them: the
-  worker's CPU (parent and pool process, from /proc) per report and as a share of one core.
+  deployment's worker command), sent as agents send them and at their pace (``--interval``
+  spread over the nodes): appended to the telemetry stream and drained once a second, as
+  beat has it drained, and (``--worker-path``) as one report task each, as agents without a
+  Redis broker send them: the worker's CPU (parent and pool process, from /proc) per report
+  and as a share of one core, and Redis's over the same span (appending included).
 
 Telemetry keys written (``gpusched:telemetry:*``) are deleted at the end.
 """
@@ -120,6 +125,7 @@ def time_ingestion(rounds: list[list[dict]], interval: float, conn) -> dict:  # 
     for kwargs in reports:
         services.ingest(kwargs["node"], telemetry_schema.check_report(kwargs["sampled_at"], kwargs["gpus"], kwargs["jobs"]))
     handler_cpu = time.process_time() - cpu_before
+    drain_cpu = time_drain(reports)
     per_report = task_cpu / len(reports)
     return {
         "reports": len(reports),
@@ -128,9 +134,32 @@ def time_ingestion(rounds: list[list[dict]], interval: float, conn) -> dict:  # 
         "wall_ms_per_report": round(1000 * wall / len(reports), 3),
         "core_share_at_interval": round(per_report * nodes / interval, 4),
         "handler_core_share_at_interval": round(handler_cpu / len(reports) * nodes / interval, 4),
+        "drain_cpu_ms_per_report": round(1000 * drain_cpu / len(reports), 3),
+        "drain_core_share_at_interval": round(drain_cpu / len(reports) * nodes / interval, 4),
         "redis_cpu_s": round(redis_used, 3),
         "redis_core_share_at_interval": round(redis_used / len(reports) * nodes / interval, 4),
     }
+
+
+def time_drain(reports: list[dict]) -> float:
+    """Process CPU seconds of draining ``reports`` from the telemetry stream in this process
+    (``gputelemetry.drain``: the beat task's work without Celery's), the appending not counted."""
+    from cluster import telemetry_stream
+    from gputelemetry import drain
+
+    stream = redis_client_of_broker()
+    stream.delete(telemetry_stream.STREAM_KEY)
+    drain._group_ready.clear()
+    pipe = stream.pipeline(transaction=False)
+    for kwargs in reports:
+        pipe.xadd(telemetry_stream.STREAM_KEY, telemetry_stream.encode(kwargs))
+    pipe.execute()
+    cpu_before = time.process_time()
+    while drain.drain(stream, "bench", budget_s=60).read:
+        pass
+    cpu = time.process_time() - cpu_before
+    stream.delete(telemetry_stream.STREAM_KEY)
+    return cpu
 
 
 def _tree_cpu_seconds(pid: int) -> float:
@@ -148,19 +177,24 @@ def _tree_cpu_seconds(pid: int) -> float:
 
 
 def time_worker(rounds: list[list[dict]], interval: float, conn, database_url: str,  # noqa: ANN001
-                pool: str = "prefork") -> dict:
-    """The reports through a real Celery worker, as agents send them: published to the report queue,
-    consumed by ``scripts/serve.sh worker``'s command (one pool process); the worker's CPU (parent
-    and pool process) from the first message to the last report stored."""
+                pool: str = "prefork", path: str = "stream", drain_every: float = 1.0) -> dict:
+    """The reports through a real Celery worker, as agents send them, at the agents' pace (one report per
+    node per ``interval``, spread evenly): appended to the telemetry stream and drained by the beat task
+    every ``drain_every`` seconds (``path="stream"``, agents with a Redis broker), or published to the
+    report queue as one task each (``path="task"``, agents of other brokers and older ones); consumed by
+    ``scripts/serve.sh worker``'s command with one pool process. The worker's CPU (parent and pool
+    process, from /proc) from the first report to the last one stored, per report and over that span."""
     import subprocess
 
-    from cluster import auth, protocol
+    from cluster import auth, protocol, telemetry_stream
     from cluster.models import Node
-    from gputelemetry import store
+    from gputelemetry import drain, store, tasks
     from portal.celery import app
 
     sentinel = "sentinel-node"
-    Node.objects.create(name=sentinel, gpus=1, cpus=1, mem_gb=1)
+    Node.objects.get_or_create(name=sentinel, defaults={"gpus": 1, "cpus": 1, "mem_gb": 1})
+    conn.delete(store.latest_key(sentinel), telemetry_stream.STREAM_KEY)
+    drain._group_ready.clear()
     last = dict(rounds[-1][0], node=sentinel, token=auth.node_token("bench-secret", sentinel), jobs=[],
                 gpus=rounds[-1][0]["gpus"][:1])
     env = {**os.environ, "DATABASE_URL": database_url, "CELERY_LOG_LEVEL": "WARNING"}
@@ -168,29 +202,62 @@ def time_worker(rounds: list[list[dict]], interval: float, conn, database_url: s
                                "--queues", protocol.REPORT_QUEUE, "--concurrency", "1", "--pool", pool,
                                "--hostname", "bench@%h"],
                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stream = redis_client_of_broker()
+
+    def send(kwargs: dict) -> None:
+        if path == "stream":
+            telemetry_stream.publish(stream, kwargs)
+        else:
+            app.send_task(protocol.REPORT_TELEMETRY, kwargs=kwargs, queue=protocol.REPORT_QUEUE)
+
     try:
         deadline = time.monotonic() + 120
         while not app.control.ping(destination=[f"bench@{platform.node()}"], timeout=1.0):
             if time.monotonic() > deadline or worker.poll() is not None:
                 raise SystemExit("the benchmark's Celery worker did not start")
         time.sleep(2.0)  # let it settle (its start-up work is not the reports')
-        reports = [r for batch in rounds for r in batch]
+        reports = [*[r for batch in rounds for r in batch], last]
+        gap = interval / len(rounds[0])
+        redis_before = redis_cpu(conn)
         cpu_before, wall_before = _tree_cpu_seconds(worker.pid), time.perf_counter()
-        for kwargs in [*reports, last]:
-            app.send_task(protocol.REPORT_TELEMETRY, kwargs=kwargs, queue=protocol.REPORT_QUEUE)
+        next_drain = wall_before + drain_every
+        for k, kwargs in enumerate(reports):
+            now = time.perf_counter()
+            if path == "stream" and now >= next_drain:  # what beat does every drain_every seconds
+                app.send_task(tasks.DRAIN_TASK, queue=protocol.REPORT_QUEUE)
+                next_drain += drain_every
+            pause = wall_before + k * gap - now
+            if pause > 0:
+                time.sleep(pause)
+            send(kwargs)
         while not conn.exists(store.latest_key(sentinel)):
             if worker.poll() is not None:
                 raise SystemExit("the benchmark's Celery worker died")
+            if path == "stream" and time.perf_counter() >= next_drain:
+                app.send_task(tasks.DRAIN_TASK, queue=protocol.REPORT_QUEUE)
+                next_drain += drain_every
             time.sleep(0.01)
         wall, cpu = time.perf_counter() - wall_before, _tree_cpu_seconds(worker.pid) - cpu_before
+        redis_used = redis_cpu(conn) - redis_before
     finally:
         worker.terminate()
         worker.wait(timeout=60)
-    per_report = cpu / (len(reports) + 1)
+        stream.delete(telemetry_stream.STREAM_KEY)
+    per_report = cpu / len(reports)
     nodes = len(rounds[0])
-    return {"reports": len(reports) + 1, "worker_cpu_ms_per_report": round(1000 * per_report, 3),
+    return {"path": path, "reports": len(reports), "worker_cpu_ms_per_report": round(1000 * per_report, 3),
             "worker_core_share_at_interval": round(per_report * nodes / interval, 4),
-            "wall_s": round(wall, 2)}
+            "worker_core_share_over_run": round(cpu / wall, 4), "wall_s": round(wall, 2),
+            "redis_core_share_over_run": round(redis_used / wall, 4)}
+
+
+def redis_client_of_broker():  # noqa: ANN201
+    import redis
+    from django.conf import settings
+
+    from cluster import telemetry_stream
+
+    return redis.Redis.from_url(telemetry_stream.redis_url(settings.CELERY_BROKER_URL))
 
 
 def measure_memory(conn, gpus: int) -> dict:  # noqa: ANN001
@@ -237,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also send the reports through a real Celery worker, as agents do, and take its CPU")
     parser.add_argument("--worker-pool", default="prefork", choices=("prefork", "solo", "threads"),
                         help="the worker's pool for --worker (the deployment's is prefork)")
+    parser.add_argument("--worker-path", nargs="+", default=["stream", "task"], choices=("stream", "task"),
+                        help="for --worker: through the telemetry stream (agents with a Redis broker), as one "
+                             "Celery task per report (other agents), or both, one after the other")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
     url = bench_url()
@@ -266,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
             "metrics": time_metrics(args.scrapes),
         }
         if args.worker:
-            result["worker"] = {"pool": args.worker_pool,
-                                **time_worker(rounds, args.interval, conn, url, args.worker_pool)}
+            result["worker"] = [{"pool": args.worker_pool,
+                                 **time_worker(rounds, args.interval, conn, url, args.worker_pool, path)}
+                                for path in args.worker_path]
     finally:
         try:
             from gputelemetry import services, store

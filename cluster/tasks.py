@@ -128,10 +128,7 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 log.info("%s from node %r already stored; delivered again, ignored", name, node)
                 return None
             try:
-                node = parse_node(node)
-                auth.check_token(node, kwargs.get("token", ""))
-                protocol_versions.check_version(protocol_versions.message_version(kwargs), commands.server_protocol_version(),
-                                       f"the agent of node {node}")
+                node = check_sender(kwargs)
                 result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
             except protocol_versions.UnsupportedVersion as exc:
                 log.error("%s from node %r refused: %s", name, node, exc)
@@ -141,7 +138,7 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 log.error("%s from node %r dropped: %s", name, node, exc)
             except auth.AgentAuthError as exc:
                 log.error("%s dropped: %s", name, exc)
-                _audit_refusal(name, node, str(exc))
+                audit_refusal(name, node, str(exc))
             except (db.OperationalError, db.InterfaceError) as exc:
                 log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
                 raise self.retry(countdown=DB_RETRY_DELAY_S, max_retries=DB_RETRIES) from None
@@ -165,12 +162,27 @@ REFUSAL_AUDIT_INTERVAL_S = 60.0
 _last_refusal_audit: dict[str, float] = {}
 
 
-def _audit_refusal(task: str, node: Any, why: str) -> None:
+def audit_refusal(task: str, node: Any, why: str) -> None:
+    """Record a refused report in the audit log: at most once per ``REFUSAL_AUDIT_INTERVAL_S`` per
+    report kind and node (a misconfigured agent sends many), every refused registration."""
     key, now = f"{task} {node}", time.monotonic()
     if task != protocol.REPORT_REGISTER and now - _last_refusal_audit.get(key, -math.inf) < REFUSAL_AUDIT_INTERVAL_S:
         return
     _last_refusal_audit[key] = now
     audit.record(Action.AGENT_REFUSED, target=f"node {node}", actor_name=f"node {node}", detail=f"{task}: {why}")
+
+
+def check_sender(kwargs: dict[str, Any]) -> str:
+    """The node a report comes from, once its name, token and protocol version are checked.
+
+    Raises ProtocolError (malformed name or version), auth.AgentAuthError (wrong token) or
+    protocol_versions.UnsupportedVersion.
+    """
+    node = parse_node(kwargs.get("node"))
+    auth.check_token(node, kwargs.get("token", ""))
+    protocol_versions.check_version(protocol_versions.message_version(kwargs), commands.server_protocol_version(),
+                                    f"the agent of node {node}")
+    return node
 
 
 # --- parsing ------------------------------------------------------------------

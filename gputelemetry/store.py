@@ -132,11 +132,13 @@ def _write_script(conn: redis.Redis):  # noqa: ANN202 - a redis Script, register
 
 
 def write_report(conn: redis.Redis, node: str, t: float, gpus: Iterable[GpuSample],
-                 proc_mem: dict[int, int], jobs: list[tuple[int, int, bytes]]) -> int:
+                 proc_mem: dict[int, int], jobs: list[tuple[int, int, bytes]],
+                 pipe: redis.client.Pipeline | None = None) -> int:
     """Write one node report: every GPU's ring and latest reading, the last Xids, each job's ring.
 
     ``proc_mem``: MiB of job processes per GPU index; ``jobs``: (job id, attempt, record).
-    Returns the number of rings written.
+    With ``pipe`` (a pipeline of ``conn``), the write is queued on it rather than sent. Returns the
+    number of rings written.
     """
     gpus = list(gpus)
     keys = [gpu_key(node, g.index) for g in gpus] + [job_key(j, a) for j, a, _ in jobs]
@@ -145,8 +147,9 @@ def write_report(conn: redis.Redis, node: str, t: float, gpus: Iterable[GpuSampl
     latest = [x for g in gpus for x in (g.index, latest_value(g, t))]
     xids = [x for g in gpus if g.xids for x in (g.index, g.xids[-1])]
     renew = 1 if int(t) % RENEW_EVERY_S < TIERS[0][0] else 0
-    return _write_script(conn)(keys=[*keys, latest_key(node), xid_key(node)],
-                               args=[int(t), renew, TTL_S, len(gpus), *records, *latest, *xids])
+    _write_script(conn)(keys=[*keys, latest_key(node), xid_key(node)],
+                        args=[int(t), renew, TTL_S, len(gpus), *records, *latest, *xids], client=pipe or conn)
+    return len(keys)
 
 
 def unpack(blob: bytes | None, now: float, tier: int) -> list[Point]:

@@ -294,12 +294,19 @@ GPUSCHED_SESSION_TIME_LIMIT = env_int("GPUSCHED_SESSION_TIME_LIMIT", 4 * 3600, m
 GPUSCHED_SESSION_CONNECT_TIMEOUT = env_float("GPUSCHED_SESSION_CONNECT_TIMEOUT", 5.0, positive=True)
 GPUSCHED_SESSION_READ_TIMEOUT = env_float("GPUSCHED_SESSION_READ_TIMEOUT", 60.0, positive=True)
 GPUSCHED_SESSION_MAX_BODY = env_int("GPUSCHED_SESSION_MAX_BODY", 64 * 2**20, minimum=1)
+# How often the telemetry agents append to their stream is read and stored (gputelemetry.drain).
+GPUSCHED_TELEMETRY_DRAIN_SECONDS = env_float("GPUSCHED_TELEMETRY_DRAIN_SECONDS", 1.0, positive=True)
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",
         "schedule": SCHEDULER_TICK_SECONDS,
         # A tick nobody ran in time is superseded by the next one.
         "options": {"expires": SCHEDULER_TICK_SECONDS},
+    },
+    "telemetry-drain": {
+        "task": "gputelemetry.drain",
+        "schedule": GPUSCHED_TELEMETRY_DRAIN_SECONDS,
+        "options": {"expires": GPUSCHED_TELEMETRY_DRAIN_SECONDS},
     },
 }
 

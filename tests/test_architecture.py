@@ -181,14 +181,16 @@ def test_core_and_simulator_stay_pure(house: House) -> None:
 def test_the_node_agent_needs_no_server(house: House) -> None:
     """The agent runs on GPU nodes without Django or the server's code: only the protocol is shared
     (it reads and sends Celery messages as a client, so Celery itself is allowed), with the progress
-    report's contract (cluster.progress_schema, pure: what a job may report, checked on both sides) and the
-    interactive sessions' contract (cluster.session_contract, stdlib only)."""
+    report's contract (cluster.progress_schema, pure: what a job may report, checked on both sides), the
+    interactive sessions' contract (cluster.session_contract, stdlib only) and the telemetry stream's
+    (cluster.telemetry_stream, stdlib only: its key and entry format)."""
     wrong = sorted((m, x) for m in house.paths if _in(m, "cluster.agent")
                    for x in house.outside[m] if x in (WEB_FRAMEWORKS - {"celery"}) | {"portal", "scheduler"})
     wrong += sorted((m, t) for m in house.paths if _in(m, "cluster.agent")
                     for t in house.imports[m]
                     if not _in(t, "cluster.agent", "cluster.protocol", "cluster.progress_schema",
-                               "cluster.protocol_versions", "cluster.session_contract") and t != "cluster")
+                               "cluster.protocol_versions", "cluster.session_contract", "cluster.telemetry_stream")
+                    and t != "cluster")
     assert wrong == []
 
 

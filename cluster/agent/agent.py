@@ -156,7 +156,7 @@ class Agent:
         kwargs = {"node": self.config.name, **report, "token": self.config.token,
                   protocol_versions.PROTOCOL_FIELD: self.protocol_version}
         try:
-            self.broker.publish(protocol.REPORT_TELEMETRY, kwargs)
+            self.broker.publish_telemetry(kwargs)
         except BrokerDown as exc:
             log.warning("telemetry not sent: %s", exc)
             self._broker_lost()

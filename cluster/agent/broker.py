@@ -4,7 +4,9 @@ Commands are consumed with a plain kombu consumer rather than a Celery
 worker (reasons in docs/agent.md): the agent's main loop calls ``poll()``
 between its own periodic work, so there is one thread and no pool. Reports are
 published with a client-only Celery app's ``send_task`` so they are ordinary
-Celery task messages for the portal's workers.
+Celery task messages for the portal's workers; GPU telemetry, the one report
+every node sends every few seconds, is appended to a Redis stream that the
+server reads in batches (``cluster.telemetry_stream``).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+import redis
 from celery import Celery
 from kombu import Consumer, Exchange, Queue
 from kombu.exceptions import EncodeError
 
-from cluster.protocol import REPORT_QUEUE, node_queue
+from cluster import telemetry_stream
+from cluster.protocol import REPORT_QUEUE, REPORT_TELEMETRY, node_queue
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,8 @@ class BrokerLink:
         self.on_message = on_message
         self._conn = None
         self._consumer = None
+        self._stream_url = telemetry_stream.redis_url(url)
+        self._stream: redis.Redis | None = None
 
     @property
     def connected(self) -> bool:
@@ -112,7 +118,27 @@ class BrokerLink:
             raise BrokerDown(f"cannot publish {task}: {exc}") from exc
         return True
 
+    def publish_telemetry(self, kwargs: dict[str, Any]) -> None:
+        """Send one telemetry report: appended to the telemetry stream when the broker is Redis
+        (``cluster.telemetry_stream``), else sent as the report task. Raises BrokerDown when the
+        broker is unreachable; an unencodable report is dropped with a log line."""
+        if self._stream_url is None:
+            self.publish(REPORT_TELEMETRY, kwargs)
+            return
+        try:
+            if self._stream is None:
+                self._stream = redis.Redis.from_url(self._stream_url, socket_timeout=SOCKET_TIMEOUT,
+                                                    socket_connect_timeout=CONNECT_TIMEOUT)
+            telemetry_stream.publish(self._stream, kwargs)
+        except (TypeError, ValueError):
+            log.exception("dropping unencodable telemetry report")
+        except redis.RedisError as exc:
+            raise BrokerDown(f"cannot append telemetry to {telemetry_stream.STREAM_KEY}: {exc}") from exc
+
     def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
         if self._conn is not None:
             try:
                 self._conn.release()

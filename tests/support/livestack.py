@@ -247,7 +247,8 @@ def _clear_queue(url: str) -> None:
     import redis
 
     client = redis.Redis.from_url(url)
-    client.delete("celery", "gpusched:scheduler:cycle-lock", "gpusched:scheduler:cycle-requested")
+    client.delete("celery", "gpusched:scheduler:cycle-lock", "gpusched:scheduler:cycle-requested",
+                  "gpusched:telemetry-stream")
     client.close()
 
 

@@ -84,3 +84,37 @@ def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_re
     # Commands flow again (the agent re-declared its queue on the new server).
     n.launch("after", 1, "echo back")
     n.reports.wait(protocol.REPORT_EXITED, job_id="after", exit_code=0)
+
+
+def test_telemetry_is_appended_to_the_stream_with_the_nodes_token(make_node, agent_broker_url):
+    import redis
+
+    from cluster import telemetry_stream
+
+    conn = redis.Redis.from_url(agent_broker_url)
+    conn.delete(telemetry_stream.STREAM_KEY)
+    try:
+        n = make_node("--telemetry-interval", "0.2")
+        n.start()
+        n.reports.wait(protocol.REPORT_REGISTER)
+
+        def sent() -> list[dict]:
+            entries = conn.xrange(telemetry_stream.STREAM_KEY)
+            return [r for r in (json.loads(f[b"report"]) for _, f in entries) if r["node"] == n.name]
+
+        wait_until(lambda: len(sent()) >= 2, what="two telemetry reports in the stream")
+        first = sent()[0]
+        assert [g["i"] for g in first["gpus"]] == [0, 1] and first["token"] == n.token
+        assert first["protocol_version"] == protocol.PROTOCOL_VERSION
+    finally:
+        conn.delete(telemetry_stream.STREAM_KEY)
+
+
+def test_without_a_redis_broker_telemetry_is_sent_as_the_report_task():
+    from cluster.agent.broker import BrokerLink
+
+    link = BrokerLink("memory://", "n1", lambda *_: None)
+    sent = []
+    link.publish = lambda task, kwargs: sent.append((task, kwargs))
+    link.publish_telemetry({"node": "n1"})
+    assert sent == [(protocol.REPORT_TELEMETRY, {"node": "n1"})]
