@@ -8,7 +8,10 @@ once the web server is gone). ``scripts/up.sh`` removes them when it stops.
 
 Kept on purpose: the Celery/kombu queues (``celery``, ``node.<name>``,
 ``unacked``...), which hold the agents' reports and the commands not yet
-delivered, so nothing is lost across a restart; the delivery marks of
+delivered, so nothing is lost across a restart, and for the same reason the
+telemetry stream (``gpusched:telemetry-stream``, capped, its consumer group
+remembering what was stored); the telemetry rings (``gpusched:telemetry:*``,
+history that expires on its own); the delivery marks of
 reports (``gpusched:report:*``, they expire after a day and stop a report
 redelivered after the restart from being stored twice); and the login
 throttle's counters (``gpusched:login-failures:*``, they expire on their own
