@@ -19,11 +19,16 @@ well under a second.
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
+
+import redis
 
 from cluster.models import Gpu
 from gputelemetry import store
 from gputelemetry.services import client
+
+log = logging.getLogger(__name__)
 
 #: (metric name, help, position in the latest reading (store.LATEST_FIELDS) or a derived value's name).
 GAUGES = (
@@ -54,7 +59,11 @@ def dcgm_text() -> str:
     for node, index, model, healthy in Gpu.objects.order_by("node__name", "index").values_list(
             "node__name", "index", "model_name", "healthy"):
         gpus[node].append((index, model, healthy))
-    found = store.read_latest(client(), sorted(gpus))
+    try:
+        found = store.read_latest(client(), sorted(gpus))
+    except redis.RedisError as exc:  # the scrape still carries the scheduler's metrics and GPU health
+        log.warning("GPU readings left out of /metrics: %s", exc)
+        found = {}
     families = {name: [] for name, _, _ in (*GAUGES, *COUNTERS)}
     families["DCGM_FI_DEV_XID_ERRORS"] = []
     health = []

@@ -25,7 +25,13 @@
   function draw(box, data) {
     var empty = box.querySelector(".telemetry-empty");
     var any = data.gpus ? data.gpus.some(function (g) { return g.series.t.length; }) : !!data.series;
-    if (empty) { empty.hidden = any; }
+    if (empty) {
+      if (empty.dataset.text === undefined) { empty.dataset.text = empty.textContent; }
+      empty.textContent = data.unavailable
+        ? "GPU telemetry cannot be read right now (its store does not answer); it comes back by itself."
+        : empty.dataset.text;
+      empty.hidden = any;
+    }
     SERIES.forEach(function (pair) {
       var id = box.id + "-" + pair[0];
       var el = document.getElementById(id);
@@ -61,7 +67,7 @@
     var initial = box.dataset.initial && document.getElementById(box.dataset.initial);
     function show(data) {
       var any = data.gpus ? data.gpus.some(function (g) { return g.series.t.length; }) : !!data.series;
-      box.hidden = !any && box.dataset.hideEmpty === "1";
+      box.hidden = !any && !data.unavailable && box.dataset.hideEmpty === "1";
       if (any) { withPlotly(box.dataset.plotlyUrl, function () { draw(box, data); }); } else { draw(box, data); }
     }
     if (initial) { show(JSON.parse(initial.textContent)); }

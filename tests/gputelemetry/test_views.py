@@ -53,3 +53,34 @@ def test_the_job_page_has_a_telemetry_section(setup, browser_as) -> None:  # noq
     roles, job = setup
     page = browser_as(roles.owner).get(f"/jobs/{job.pk}/")
     assert f"/jobs/{job.pk}/telemetry.json".encode() in page.content
+
+
+@pytest.fixture
+def redis_down(monkeypatch):  # noqa: ANN001, ANN201
+    """The telemetry store's client pointed at a port where nothing listens."""
+    import redis
+
+    monkeypatch.setattr(services, "_client", redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5))
+
+
+def test_pages_and_metrics_stay_up_while_the_store_is_unreachable(setup, browser_as, redis_down,  # noqa: ANN001
+                                                                  settings, client, caplog) -> None:  # noqa: ANN001
+    roles, job = setup
+    owner = browser_as(roles.owner)
+    page = owner.get("/cluster/nodes/n1/")
+    assert page.status_code == 200 and b"cannot be read right now" in page.content
+    node = owner.get("/cluster/nodes/n1/telemetry.json").json()
+    assert node["unavailable"] is True and [g["latest"] for g in node["gpus"]] == [None, None]
+    assert owner.get(f"/jobs/{job.pk}/telemetry.json").json() == {"attempt": None, "window": 900, "series": None,
+                                                                   "unavailable": True}
+    settings.METRICS_TOKEN = "scrape"
+    metrics = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape")
+    assert metrics.status_code == 200
+    assert b"gpusched_gpu_healthy{" in metrics.content and b"DCGM_FI_DEV_GPU_UTIL{" not in metrics.content
+    assert "not read" in caplog.text and "left out of /metrics" in caplog.text
+
+
+def test_readings_are_there_when_the_store_answers(setup, browser_as) -> None:  # noqa: ANN001
+    roles, job = setup
+    node = browser_as(roles.owner).get("/cluster/nodes/n1/telemetry.json").json()
+    assert node["unavailable"] is False and node["gpus"][0]["latest"]["uuid"] == "GPU-a"
