@@ -19,7 +19,12 @@ reports:
 * ``cpu_ms_per_job``: CPU time of the portal processes and of the Celery
   worker (with their children) over the burst, per accepted job: what one
   submission costs the server whatever else loads the machine;
+* ``db_sessions_opened``: PostgreSQL connections opened on the benchmark's
+  database during the burst (``pg_stat_database.sessions``);
 * ``loadavg_1min`` before and after the burst.
+
+The portal takes its PostgreSQL connections from a pool, as ``scripts/serve.sh
+web`` runs it (``DATABASE_POOL``); ``--no-db-pool`` runs it without, as before.
 
 ``--server gunicorn`` serves the WSGI app with gunicorn (``--portals`` gthread
 workers of ``--threads`` threads) instead of daphne, for comparison (HTTP only;
@@ -90,12 +95,14 @@ def _setup_cluster(users: int) -> list[str]:
     return tokens
 
 
-def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4) -> None:
+def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4, db_pool: bool = True) -> None:
     """``count`` portal processes accepting on one socket (the kernel spreads the connections).
 
     ``server``: ``daphne`` (the ASGI app, as ``scripts/serve.sh web``) or ``gunicorn`` (the WSGI app,
-    ``count`` gthread workers of ``threads`` threads each; HTTP only, no WebSockets).
+    ``count`` gthread workers of ``threads`` threads each; HTTP only, no WebSockets). ``db_pool``: daphne
+    takes its PostgreSQL connections from a pool (``DATABASE_POOL``, as scripts/serve.sh web has it).
     """
+    pool = "true" if db_pool else "false"
     if server == "gunicorn":
         stack.portal_port = stack.portal_port or free_port()
         proc = Proc("portal", [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{stack.portal_port}", "--workers",
@@ -107,7 +114,7 @@ def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4)
         wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
         return
     if count == 1:
-        stack.portal()
+        stack.portal(DATABASE_POOL=pool)
         return
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -117,7 +124,7 @@ def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4)
     stack.portal_port = sock.getsockname()[1]
     for i in range(count):
         proc = Proc(f"portal{i}", [str(BIN / "daphne"), "--fd", str(sock.fileno()), "portal.asgi:application"],
-                    stack.tmp / f"portal{i}.log", stack.env())
+                    stack.tmp / f"portal{i}.log", stack.env(DATABASE_POOL=pool))
         stack.procs[proc.name] = proc
         import subprocess
 
@@ -162,6 +169,16 @@ def _cpu_groups(stack: Stack) -> dict[str, float]:
     return {name: _tree_cpu_seconds(pids) for name, pids in groups.items()}
 
 
+def _db_sessions() -> int:
+    """Sessions PostgreSQL has counted on this database so far (``pg_stat_database.sessions``)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -175,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--portals", type=int, default=1, help="portal processes (daphne) or workers (gunicorn)")
     parser.add_argument("--server", choices=["daphne", "gunicorn"], default="daphne",
                         help="HTTP server of the portal: daphne (ASGI, as deployed) or gunicorn (WSGI, gthread)")
+    parser.add_argument("--no-db-pool", action="store_true",
+                        help="daphne opens its own PostgreSQL connections (DATABASE_POOL=false), as before the pool")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--array", type=int, default=0, metavar="K",
                         help="submit K jobs per request through /api/v1/jobs/array/ (0: one job per request)")
@@ -196,11 +215,12 @@ def main(argv: list[str] | None = None) -> int:
             stack.migrate()
             _django(database_url, redis.url)
             tokens = _setup_cluster(args.users)
-            _portals(stack, args.portals, args.server, args.threads)
+            _portals(stack, args.portals, args.server, args.threads, not args.no_db_pool)
             stack.worker(concurrency=2)
             for size in args.sizes:
                 rows.append(_one_burst(stack, tokens, size, args.clients, args.portals, args.array))
                 rows[-1]["server"] = args.server
+                rows[-1]["db_pool"] = args.server == "daphne" and not args.no_db_pool
                 if set(rows[-1]["statuses"]) - {"201"}:  # show why, from the portal's log, before it is removed
                     for name, proc in stack.procs.items():
                         if name.startswith("portal") and "Traceback" in proc.output():
@@ -219,6 +239,7 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
     from scheduler.models import Job, JobState
 
     cpu_before = _cpu_groups(stack)
+    sessions_before = _db_sessions()
     load_before = os.getloadavg()
     result = load.burst(stack.base_url, tokens, size, clients, per_request=array)
     burst_end = time.monotonic()
@@ -234,6 +255,8 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
 
     wait_for(lambda: undecided() == 0, "every job to get a decision", timeout=1800, interval=0.5)
     decided_after = time.monotonic() - burst_end
+    time.sleep(1.0)  # PostgreSQL's statistics trail by up to a second
+    sessions = _db_sessions() - sessions_before
     lat = result.latencies
     return {
         "submissions": size, "clients": clients, "portals": portals, "accepted": len(result.accepted),
@@ -244,6 +267,8 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
                        "mean": round(1000 * statistics.fmean(lat), 1) if lat else None},
         "errors": result.errors[:5], "stored": len(stored), "problems": problems[:10], "decided_after_s": round(decided_after, 1),
         "jobs_per_request": array or 1,
+        # PostgreSQL sessions (connections) opened on the benchmark's database during the burst, by anyone.
+        "db_sessions_opened": sessions,
         # CPU milliseconds per accepted job over the burst: the portal processes, the Celery worker.
         "cpu_ms_per_job": {name: round(1000 * seconds / max(1, len(result.accepted)), 2)
                            for name, seconds in cpu.items()},

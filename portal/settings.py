@@ -163,6 +163,19 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # processes write at once, and a transaction that upgrades from read to write
     # fails at once with "database is locked" instead of waiting.
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+# The web server takes its PostgreSQL connections from a pool (scripts/serve.sh web sets DATABASE_POOL):
+# under ASGI every request runs in a thread of its own, so a persistent connection (CONN_MAX_AGE) is
+# never reused there and each request opened a new one (a PostgreSQL backend started and torn down per
+# request). Workers and commands keep one persistent connection per process; a pool's threads would not
+# survive Celery's fork. A pooled connection is checked as it is handed out, so after a PostgreSQL
+# restart a request gets a new connection instead of a dead one.
+DATABASE_POOL = env_bool("DATABASE_POOL", default=False)
+if DATABASE_POOL and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on each hand-out
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=1), "timeout": 10,
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -31,7 +31,9 @@ case "$component" in
         exec "$VENV/bin/python" manage.py demo_users \
             --url "${GPUSCHED_PUBLIC_URL:-http://${HOST:-127.0.0.1}:${PORT:-8000}}" "$@" ;;
     web)
-        exec "$VENV/bin/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" portal.asgi:application ;;
+        # A pool of PostgreSQL connections for the web server only (portal/settings.py says why).
+        DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
+            portal.asgi:application ;;
     worker)
         exec "$VENV/bin/celery" -A portal worker --loglevel "${CELERY_LOG_LEVEL:-info}" \
             --queues "${WORKER_QUEUES:-celery}" --concurrency "${WORKER_CONCURRENCY:-2}" \

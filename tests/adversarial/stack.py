@@ -292,11 +292,12 @@ class Stack:
         subprocess.run([PY, "manage.py", "migrate", "--noinput"], cwd=REPO, env=self.env(), check=True,
                        capture_output=True, timeout=600)
 
-    def portal(self, name: str = "portal") -> Proc:
-        """daphne on a free port, as scripts/serve.sh web runs it; returns once it answers."""
+    def portal(self, name: str = "portal", **env: str) -> Proc:
+        """daphne on a free port, as scripts/serve.sh web runs it (``env`` added to its environment);
+        returns once it answers."""
         self.portal_port = self.portal_port or free_port()
         proc = self._proc(name, [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.portal_port),
-                                 "portal.asgi:application"])
+                                 "portal.asgi:application"], **{"DATABASE_POOL": "true", **env})
         wait_for(lambda: self._answers("/accounts/login/") or not proc.alive(), "the portal to answer")
         if not proc.alive():
             raise RuntimeError(f"the portal exited:\n{proc.output()[-3000:]}")

@@ -100,7 +100,7 @@ def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]
            if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(WORKER_ENV)
     env.update({"DATABASE_URL": _database_url(), "REDIS_URL": e2e_redis_url,
-                "SECRET_KEY": "browser-test-only-secret-key", "DEBUG": "0"})
+                "SECRET_KEY": "browser-test-only-secret-key", "DEBUG": "0", "DATABASE_POOL": "true"})
     port = _free_port()
     server = WebServer(f"http://127.0.0.1:{port}", port, env, tmp_path_factory.mktemp("web") / "daphne.log")
     server.start()

@@ -198,7 +198,7 @@ class NetnsCluster:
 
     def start_portal(self) -> Proc:
         proc = self._spawn("portal", "app", [str(BIN / "daphne"), "-b", self.net.address("app"), "-p",
-                                             str(PORTAL_PORT), "portal.asgi:application"])
+                                             str(PORTAL_PORT), "portal.asgi:application"], DATABASE_POOL="true")
         wait_for(lambda: self.portal_answers() or not proc.alive(), "the portal to answer")
         if not proc.alive():
             raise RuntimeError(f"the portal exited:\n{proc.output()[-3000:]}")
