@@ -170,7 +170,10 @@ def _starts_and_preemptions(todo: _Sorted, at: datetime, out: Applied) -> None:
     preempts = [(d, row) for d, row in todo.preempts if starts_and_preemptions.may_preempt(row, current.get(row.pk), out)]
     starts = [(d, row) for d, row in todo.starts if starts_and_preemptions.may_start(row, current.get(row.pk), out)]
     starts_and_preemptions.write_preemptions(preempts, at, out)
-    starts_and_preemptions.write_starts(starts_and_preemptions.claim_gpus(starts, out), at, out)
+    claims = starts_and_preemptions.claim_gpus(starts, out)
+    # Starts are stamped once their GPUs are locked: a GPU freed by an exit committed after ``at`` may be
+    # among them, and a start stamped ``at`` would then seem to begin before that job's end.
+    starts_and_preemptions.write_starts(claims, max(at, timezone.now()), out)
 
 
 def _lock_jobs(ids: list[int]) -> dict[int, tuple[str, int]]:

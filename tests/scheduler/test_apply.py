@@ -224,3 +224,28 @@ def _someone_waits_for_a_row_lock() -> bool:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
         return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.django_db
+def test_a_start_on_a_gpu_freed_after_the_cycles_instant_is_stamped_after_that_gpus_last_job_ended(
+        sent, django_capture_on_commit_callbacks) -> None:
+    from cluster import reports
+
+    make_node("n1", 2)
+    alice = make_user("alice")
+    first = submit(alice, "first")
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        apply.apply_decisions([_start(first, {"n1": 1})], snapshot.build(timezone.now()))
+    second = submit(alice, "second")
+    at = timezone.now()  # the cycle's instant; the snapshot shows GPU 1 free, GPU 0 held by the first job
+    cycle = snapshot.build(at)
+    time.sleep(0.01)
+    ended = timezone.now()  # the first job ends while the policy decides, freeing GPU 0
+    reports.attempt_exited("n1", first.pk, 1, exit_code=0, signal=None, ended_at=ended, notice_at=None,
+                           checkpointed=False, reason=None, now=ended)
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        assert apply.apply_decisions([_start(second, {"n1": 1})], cycle, at=at).started == [second.pk]
+
+    attempt = Attempt.objects.get(job=second)
+    assert attempt.gpu_allocation == {"n1": [0]}  # the lowest free index: the GPU just freed
+    assert attempt.started_at >= Attempt.objects.get(job=first).ended_at == ended
