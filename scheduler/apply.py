@@ -85,6 +85,8 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
     Rows are stamped with ``at`` (default: now, when writing). It is taken after
     the snapshot was read, so a job's start is never stamped before its
     submission even when the job was committed while the snapshot was read.
+    Starts are stamped later still, once their GPUs are locked, so a start is
+    never stamped before the end of the job that last held its GPU.
     """
     if not connection.in_atomic_block:
         raise RuntimeError("apply_decisions must run inside transaction.atomic(): commands are sent on commit")
