@@ -55,9 +55,9 @@ import ipaddress
 import re
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.database import default_database
 from portal.env import (
     env_bool,
     env_float,
@@ -147,35 +147,8 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------
-_DEFAULT_SQLITE = BASE_DIR / "var" / "db.sqlite3"
-_database_url = env_str("DATABASE_URL")
-if _database_url is None:
-    _DEFAULT_SQLITE.parent.mkdir(exist_ok=True)
-    _database_url = f"sqlite:///{_DEFAULT_SQLITE}"
-try:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
-except Exception as exc:  # dj-database-url raises several types for bad URLs
-    raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not usable: {exc}") from None
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # Wait for a concurrent writer instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
-    # Take the write lock when a transaction begins: the web server and the Celery
-    # processes write at once, and a transaction that upgrades from read to write
-    # fails at once with "database is locked" instead of waiting.
-    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
-# The web server takes its PostgreSQL connections from a pool (scripts/serve.sh web sets DATABASE_POOL):
-# under ASGI every request runs in a thread of its own, so a persistent connection (CONN_MAX_AGE) is
-# never reused there and each request opened a new one (a PostgreSQL backend started and torn down per
-# request). Workers and commands keep one persistent connection per process; a pool's threads would not
-# survive Celery's fork. A pooled connection is checked as it is handed out, so after a PostgreSQL
-# restart a request gets a new connection instead of a dead one.
-DATABASE_POOL = env_bool("DATABASE_POOL", default=False)
-if DATABASE_POOL and DATABASES["default"]["ENGINE"].endswith("postgresql"):
-    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on each hand-out
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=1), "timeout": 10,
-    }
+# DATABASE_URL (SQLite at var/db.sqlite3 when unset); the web server's pool: portal/database.py.
+DATABASES = {"default": default_database(BASE_DIR / "var" / "db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -31,7 +31,7 @@ case "$component" in
         exec "$VENV/bin/python" manage.py demo_users \
             --url "${GPUSCHED_PUBLIC_URL:-http://${HOST:-127.0.0.1}:${PORT:-8000}}" "$@" ;;
     web)
-        # A pool of PostgreSQL connections for the web server only (portal/settings.py says why).
+        # A pool of PostgreSQL connections for the web server only (portal/database.py says why).
         DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
             portal.asgi:application ;;
     worker)

@@ -258,7 +258,6 @@ TESTED_ELSEWHERE = {
     "portal/api/errors.py": "error bodies: tests/portal/api/test_views.py",
     "portal/api/pagination.py": "paging: tests/portal/api/test_views_listing.py",
     "portal/api/parsers.py": "request bodies: tests/portal/api/test_views.py, tests/adversarial/test_adv_fuzz.py",
-    "portal/api/serializers.py": "field-named refusals: tests/portal/api/test_views.py",
     "portal/cli/progress.py": "gpusched show's Progress section: tests/portal/cli/test_commands.py",
     "portal/context_processors.py": "template context: tests/portal/test_views.py",
     "portal/dashboard/forms.py": "tests/portal/dashboard/test_simulation.py",

@@ -1,5 +1,6 @@
-"""The web server's PostgreSQL connection pool (``DATABASE_POOL``): what the settings make of it, and
-that a real daphne, as scripts/serve.sh web runs it, no longer opens a connection per request."""
+"""The default database's settings (portal/database.py): persistent connections, SQLite's waits, the
+web server's PostgreSQL pool (``DATABASE_POOL``), and that a real daphne with the pool, as
+scripts/serve.sh web runs it, no longer opens a connection per request."""
 
 from __future__ import annotations
 
@@ -43,8 +44,21 @@ def test_a_bad_pool_setting_stops_start_up_naming_it() -> None:
     assert "DATABASE_POOL_MAX_SIZE" in database_settings(DATABASE_POOL="true", DATABASE_POOL_MAX_SIZE="0")
 
 
-def test_sqlite_has_no_pool() -> None:
-    assert database_settings(DATABASE_POOL="true", DATABASE_URL="sqlite:///x.sqlite3") == "60 False None"
+def test_sqlite_has_no_pool_and_waits_for_writers(tmp_path: Path) -> None:
+    from portal.database import default_database
+
+    db = default_database(tmp_path / "db.sqlite3", {"DATABASE_POOL": "true", "DATABASE_URL": "sqlite:///x.sqlite3"})
+    assert (db["CONN_MAX_AGE"], db["OPTIONS"]) == (60, {"timeout": 20, "transaction_mode": "IMMEDIATE"})
+    assert default_database(tmp_path / "var" / "db.sqlite3", {})["NAME"] == str(tmp_path / "var" / "db.sqlite3")
+
+
+def test_an_unusable_url_names_the_variable(tmp_path: Path) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from portal.database import default_database
+
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL='nosuchdb://x'"):
+        default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "nosuchdb://x"})
 
 
 def test_serve_web_turns_the_pool_on() -> None:

@@ -1,0 +1,50 @@
+"""The default database's settings, from the environment (``portal.settings`` calls ``default_database``).
+
+``DATABASE_URL`` names the database (SQLite at ``var/db.sqlite3`` when unset). Processes keep one
+persistent connection each (``CONN_MAX_AGE`` 60 s), except the web server, which takes its
+PostgreSQL connections from a pool (``DATABASE_POOL``, which ``scripts/serve.sh web`` sets; at most
+``DATABASE_POOL_MAX_SIZE`` connections): under ASGI every request runs in a thread of its own, so a
+persistent connection is never reused there and each request opened a new one (a PostgreSQL backend
+started and torn down per request). Workers keep persistent connections because a pool's threads
+would not survive Celery's fork. A pooled connection is checked as it is handed out, so after a
+PostgreSQL restart a request gets a new connection instead of a dead one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_int, env_str
+
+PERSISTENT_S = 60
+
+
+def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """``DATABASES["default"]``; ImproperlyConfigured naming the variable when one is unusable."""
+    url = env_str("DATABASE_URL", environ=environ)
+    if url is None:
+        default_sqlite.parent.mkdir(exist_ok=True)
+        url = f"sqlite:///{default_sqlite}"
+    try:
+        db = dj_database_url.parse(url, conn_max_age=PERSISTENT_S)
+    except Exception as exc:  # dj-database-url raises several types for bad URLs
+        raise ImproperlyConfigured(f"DATABASE_URL={url!r} is not usable: {exc}") from None
+    if db["ENGINE"].endswith("sqlite3"):
+        # Wait for a concurrent writer instead of failing at once, and take the write lock when a
+        # transaction begins: the web server and the Celery processes write at once, and a transaction
+        # that upgrades from read to write fails at once with "database is locked" instead of waiting.
+        db.setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
+    if env_bool("DATABASE_POOL", default=False, environ=environ) and db["ENGINE"].endswith("postgresql"):
+        db["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
+        db["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on each hand-out
+        db.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, environ=environ, minimum=1),
+            "timeout": 10,
+        }
+    return db
