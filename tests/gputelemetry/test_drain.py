@@ -4,6 +4,7 @@ entries of a dead consumer taken over, a poisonous one dropped, a lost stream re
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import redis
@@ -158,3 +159,15 @@ def test_the_drain_runs_on_beats_schedule(settings) -> None:  # noqa: ANN001
     entry = settings.CELERY_BEAT_SCHEDULE["telemetry-drain"]
     assert entry["task"] == tasks.DRAIN_TASK
     assert entry["schedule"] == settings.GPUSCHED_TELEMETRY_DRAIN_SECONDS
+
+
+def test_consumers_long_gone_with_nothing_pending_are_forgotten(stream, monkeypatch) -> None:  # noqa: ANN001
+    drain.ensure_group(stream)
+    telemetry_stream.publish(stream, report("n1"))
+    stream.xreadgroup(GROUP, "still-holding", {STREAM_KEY: ">"}, count=10)  # pending: kept for the take-over
+    stream.xreadgroup(GROUP, "gone", {STREAM_KEY: ">"}, count=10)  # nothing left to read: nothing pending
+    time.sleep(0.01)
+    monkeypatch.setattr(drain, "FORGET_CONSUMER_MS", 5)
+    drain.drain(stream, "c1")
+    names = {c["name"] for c in stream.xinfo_consumers(STREAM_KEY, GROUP)}
+    assert b"gone" not in names and b"still-holding" in names
