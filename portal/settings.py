@@ -280,8 +280,10 @@ GPUSCHED_SESSION_TIME_LIMIT = env_int("GPUSCHED_SESSION_TIME_LIMIT", 4 * 3600, m
 GPUSCHED_SESSION_CONNECT_TIMEOUT = env_float("GPUSCHED_SESSION_CONNECT_TIMEOUT", 5.0, positive=True)
 GPUSCHED_SESSION_READ_TIMEOUT = env_float("GPUSCHED_SESSION_READ_TIMEOUT", 60.0, positive=True)
 GPUSCHED_SESSION_MAX_BODY = env_int("GPUSCHED_SESSION_MAX_BODY", 64 * 2**20, minimum=1)
-# How often the telemetry agents append to their stream is read and stored (gputelemetry.drain).
+# How often the telemetry agents append to their stream is read and stored (gputelemetry.drain), and on
+# which Celery queue (a site with thousands of nodes may give the drains a worker of their own).
 GPUSCHED_TELEMETRY_DRAIN_SECONDS = env_float("GPUSCHED_TELEMETRY_DRAIN_SECONDS", 1.0, positive=True)
+TELEMETRY_QUEUE = env_str("TELEMETRY_QUEUE", "celery") or "celery"
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",
@@ -292,7 +294,7 @@ CELERY_BEAT_SCHEDULE = {
     "telemetry-drain": {
         "task": "gputelemetry.drain",
         "schedule": GPUSCHED_TELEMETRY_DRAIN_SECONDS,
-        "options": {"expires": GPUSCHED_TELEMETRY_DRAIN_SECONDS},
+        "options": {"expires": GPUSCHED_TELEMETRY_DRAIN_SECONDS, "queue": TELEMETRY_QUEUE},
     },
 }
 
