@@ -159,6 +159,7 @@ def test_the_drain_runs_on_beats_schedule(settings) -> None:  # noqa: ANN001
     entry = settings.CELERY_BEAT_SCHEDULE["telemetry-drain"]
     assert entry["task"] == tasks.DRAIN_TASK
     assert entry["schedule"] == settings.GPUSCHED_TELEMETRY_DRAIN_SECONDS
+    assert entry["options"]["queue"] == settings.TELEMETRY_QUEUE == "celery"
 
 
 def test_consumers_long_gone_with_nothing_pending_are_forgotten(stream, monkeypatch) -> None:  # noqa: ANN001
