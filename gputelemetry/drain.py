@@ -5,6 +5,10 @@ consumer group, checks each as the Celery report task would (node name, token,
 protocol version, schema; a report failing a check is logged and dropped),
 stores the good ones with ``services.ingest_many`` and acknowledges the batch.
 
+One drain runs at a time (``drain_alone``, a Redis lock), so a node's reports
+are stored in the order they were sent; a drain that finds another running
+leaves it the stream.
+
 Delivery is at least once, as for Celery reports: a batch is acknowledged only
 once stored, so the reports of a worker that died while storing them stay
 pending in the group and the next drain takes them over once they have been
@@ -42,6 +46,10 @@ RECLAIM_IDLE_MS = 60_000
 MAX_DELIVERIES = MAX_REDELIVERIES
 #: Consumers (worker processes) gone this long with nothing pending are removed from the group.
 FORGET_CONSUMER_MS = 24 * 3600 * 1000
+
+#: The lock of ``drain_alone``; it lapses after ``LOCK_TIMEOUT_S`` if its holder dies.
+LOCK_KEY = "gpusched:telemetry-stream:draining"
+LOCK_TIMEOUT_S = 30.0
 
 _FIELD = FIELD.encode()
 _group_ready: set[int] = set()
@@ -86,6 +94,20 @@ def drain(conn: redis.Redis, consumer: str, store: redis.Redis | None = None, bu
         _group_ready.discard(id(conn))
         ensure_group(conn)
         return done
+
+
+def drain_alone(conn: redis.Redis, consumer: str, **options: Any) -> Drained | None:
+    """``drain`` unless another drain holds the lock (then None: it is reading the stream)."""
+    lock = conn.lock(LOCK_KEY, timeout=LOCK_TIMEOUT_S, blocking=False)
+    if not lock.acquire(blocking=False):
+        return None
+    try:
+        return drain(conn, consumer, **options)
+    finally:
+        try:
+            lock.release()
+        except redis.exceptions.LockError:  # held past its timeout; another drain may have started
+            log.warning("the telemetry drain outlived its lock (%.0f s)", LOCK_TIMEOUT_S)
 
 
 def ensure_group(conn: redis.Redis) -> None:

@@ -30,12 +30,14 @@ def telemetry(node: str, sampled_at: Any = None, gpus: Any = (), jobs: Any = (),
 
 @shared_task(name=DRAIN_TASK, ignore_result=True)
 def drain() -> int:
-    """Store the telemetry waiting in the stream; returns the entries read. Several drains may run at
-    once (each reads other entries); one that fails leaves its batch for a later one."""
+    """Store the telemetry waiting in the stream; returns the entries read (0 when another drain is
+    running). One that fails leaves its batch for a later one."""
     stream = services.stream_client()
     if stream is None:  # the broker is not Redis: agents send Celery report tasks
         return 0
-    done = stream_drain.drain(stream, stream_drain.consumer_name())
+    done = stream_drain.drain_alone(stream, stream_drain.consumer_name())
+    if done is None:
+        return 0
     if done.dropped or done.reclaimed:
         log.info("telemetry drain: %d read, %d stored, %d dropped, %d taken over from dead consumers",
                  done.read, done.stored, done.dropped, done.reclaimed)

@@ -155,6 +155,18 @@ def test_the_beat_task_drains_the_brokers_redis(stream, settings, redis_url) -> 
     assert stored_nodes(stream) == {"via-task"}
 
 
+def test_one_drain_at_a_time(stream) -> None:  # noqa: ANN001
+    telemetry_stream.publish(stream, report("n1"))
+    held = stream.lock(drain.LOCK_KEY, timeout=5)
+    assert held.acquire(blocking=False)
+    try:
+        assert drain.drain_alone(stream, "c2") is None  # another drain is reading the stream
+    finally:
+        held.release()
+    assert drain.drain_alone(stream, "c2").stored == 1
+    assert not stream.exists(drain.LOCK_KEY)
+
+
 def test_the_drain_runs_on_beats_schedule(settings) -> None:  # noqa: ANN001
     entry = settings.CELERY_BEAT_SCHEDULE["telemetry-drain"]
     assert entry["task"] == tasks.DRAIN_TASK
