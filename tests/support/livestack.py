@@ -218,6 +218,37 @@ def e2e_worker(e2e_worker_slot, request) -> Worker:  # noqa: ANN001
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "worker_env(**env): extra environment of the e2e Celery worker")
+    _flush_retrying_deadlocks()
+
+
+#: Tries of the flush that empties the test database after a live test.
+FLUSH_TRIES = 5
+
+
+def _flush_retrying_deadlocks() -> None:
+    """After a live test the test database is emptied (``flush``: one TRUNCATE of every table) while the
+    shared worker may be in a transaction of its own (a tick or a late report that began after
+    ``wait_idle``); PostgreSQL then ends one of the two as a deadlock's victim. When that is the flush,
+    it is run again instead of failing the test: the worker's transaction is a legitimate one."""
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+
+    original = flush.Command.handle
+    if getattr(original, "retries_deadlocks", False):
+        return
+
+    def handle(self, **options: Any) -> Any:  # noqa: ANN001
+        for attempt in range(FLUSH_TRIES):
+            try:
+                return original(self, **options)
+            except CommandError as exc:
+                if "deadlock detected" not in str(exc.__cause__) or attempt == FLUSH_TRIES - 1:
+                    raise
+                time.sleep(0.5)
+        return None
+
+    handle.retries_deadlocks = True  # type: ignore[attr-defined]
+    flush.Command.handle = handle
 
 
 @pytest.hookimpl(hookwrapper=True)

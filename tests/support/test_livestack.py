@@ -73,3 +73,28 @@ def test_without_a_slot_nothing_is_stopped():
 def test_the_plugin_runs_the_processes_from_the_repository_root():
     assert livestack.REPO == REPO
     assert livestack.TRAIN.is_file()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flush_after_a_live_test_is_run_again_when_it_loses_a_deadlock(monkeypatch) -> None:  # noqa: ANN001
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+    from django.db import OperationalError, connection
+
+    real = connection.ops.execute_sql_flush
+    failures = iter([OperationalError("deadlock detected"), OperationalError("deadlock detected")])
+
+    def flaky(sql_list: list[str]) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        real(sql_list)
+
+    monkeypatch.setattr(connection.ops, "execute_sql_flush", flaky)
+    call_command("flush", interactive=False, verbosity=0)  # two deadlocks, then flushed
+    assert next(failures, None) is None
+
+    monkeypatch.setattr(connection.ops, "execute_sql_flush", lambda sql_list: (_ for _ in ()).throw(
+        OperationalError("relation does not exist")))
+    with pytest.raises(CommandError):  # any other failure fails at once
+        call_command("flush", interactive=False, verbosity=0)
