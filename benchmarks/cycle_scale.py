@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         from portal import realtime
 
         realtime.publish_job_changed = lambda job: None
+        realtime.publish_jobs_changed = lambda job_ids: None
 
     rows = []
     for n in args.nodes:

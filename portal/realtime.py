@@ -51,6 +51,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -107,8 +108,12 @@ def publish_job_changed(job: Any) -> None:
     ``job`` is a ``scheduler.models.Job`` or its id. Also refreshes the cluster
     page (queue, GPU grid) and the latency page, which a job change affects.
     """
-    job_id = int(getattr(job, "pk", job))
-    _changed_job_ids().add(job_id)
+    publish_jobs_changed([int(getattr(job, "pk", job))])
+
+
+def publish_jobs_changed(job_ids: Iterable[int]) -> None:
+    """Announce that these jobs changed (as :func:`publish_job_changed` for each, in one call)."""
+    _changed_job_ids().update(int(j) for j in job_ids)
     _queue(CLUSTER_GROUP, {"type": CLUSTER_CHANGED})
     _queue(LATENCY_GROUP, {"type": LATENCY_CHANGED})
 
@@ -266,6 +271,14 @@ def _send(items: list[tuple[str, dict]]) -> int:
     return len(items)
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _run_async(fn: Any, *args: Any) -> None:
     """Run coroutine function ``fn`` to completion from sync code.
 
@@ -276,9 +289,10 @@ def _run_async(fn: Any, *args: Any) -> None:
     """
     from asgiref.sync import async_to_sync
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not _loop_running():
+        # Not from inside the ``except`` of the check: async_to_sync re-raises the exception being
+        # handled in its own frames, and that exception's traceback then held every caller's frame in
+        # a reference cycle (a scheduling cycle's whole snapshot, until the collector walked it).
         async_to_sync(fn)(*args)
         return
     outcome: dict[str, BaseException] = {}

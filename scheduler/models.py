@@ -85,7 +85,7 @@ class PendingReason(models.TextChoices):
 class Job(models.Model):
     """A user's request to run a command on GPUs, and where it stands."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     name = models.CharField(max_length=MAX_NAME_LENGTH)
     command = models.TextField()
     job_class = models.CharField(max_length=2, choices=JobClassChoice.choices, default=JobClassChoice.BE)
@@ -135,12 +135,12 @@ class Job(models.Model):
     # owner's identity (scheduler.identity; empty in single-user mode).
     run_as = models.CharField(max_length=32, blank=True, default="", help_text="POSIX user the job runs as.")
     image = models.ForeignKey("scheduler.Image", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
-                              help_text="Root filesystem the job runs in (scheduler.images); empty: the node's.")
+                              db_index=False, help_text="Root filesystem the job runs in (scheduler.images); empty: the node's.")
     excluded_nodes = models.JSONField(
         default=list, blank=True, help_text="Nodes the job is not placed on: its image was unavailable there.")
-    project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT,
-                                related_name="jobs", help_text="What the job is charged to (scheduler.projects).")
-    array_id = models.BigIntegerField(null=True, blank=True, db_index=True, help_text="Its array's first task; null: none.")
+    project = models.ForeignKey("scheduler.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs",
+                                db_index=False, help_text="What the job is charged to (scheduler.projects).")
+    array_id = models.BigIntegerField(null=True, blank=True, help_text="Its array's first task; null: none.")
     array_max_running = models.PositiveIntegerField(null=True, blank=True, help_text="%N: most tasks running at once.")
     array_index = models.PositiveIntegerField(null=True, blank=True, help_text="Its index in the array (ID_INDEX).")
     dependency = models.CharField(max_length=1000, blank=True, default="", help_text="Jobs it waits for: afterok:ID,...")
@@ -151,12 +151,12 @@ class Job(models.Model):
         ordering = ["-submitted_at", "-id"]
         indexes = [
             models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
-            models.Index(fields=["owner", "state"], name="job_owner_state"),
+            models.Index(fields=["owner", "state"], name="job_owner_state"),  # also every lookup by owner
+            *(models.Index(fields=[f], name=f"job_{f.removesuffix('_id')}", condition=Q(**{f"{f}__isnull": False}))
+              for f in ("image", "project", "array_id")),  # partial, and no others (migration 0014)
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(num_gpus__gte=1, num_gpus__lte=MAX_GPUS_PER_JOB), name="job_num_gpus_range"
-            ),
+            models.CheckConstraint(condition=Q(num_gpus__gte=1, num_gpus__lte=MAX_GPUS_PER_JOB), name="job_num_gpus_range"),
             models.CheckConstraint(condition=Q(num_cpus__gte=0), name="job_num_cpus_nonneg"),
             models.CheckConstraint(condition=Q(mem_gb__gte=0), name="job_mem_gb_nonneg"),
             models.CheckConstraint(

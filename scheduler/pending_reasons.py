@@ -44,7 +44,6 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
         if changed:
             # No JobEvent is written for a new reason. A job of the batch that left PENDING
             # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
-            for pk in batch:
-                announce.job_changed(pk)
+            announce.jobs_changed(batch)
         written += changed
     return written

@@ -20,7 +20,7 @@ from cluster import commands
 from cluster.models import Gpu, NodeState
 from scheduler import confinement, reconfigure, transitions
 from scheduler.applied import Applied
-from scheduler.bulkwrite import update_each
+from scheduler.bulkwrite import insert_objects, update_each
 from scheduler.core.decisions import Preempt, Start
 from scheduler.models import Attempt, AttemptState, JobState
 from scheduler.snapshot import JobRow
@@ -103,11 +103,11 @@ def write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
                         where={"allocated_to": None})
     if moved != len(ids) or taken != len(holder):  # impossible under the locks; never half-apply
         raise Conflict(f"locked rows changed: {moved} of {len(ids)} jobs, {taken} of {len(holder)} GPUs written")
-    Attempt.objects.bulk_create(
+    insert_objects([
         Attempt(job_id=c.row.pk, number=c.row.attempt_count + 1, gpu_allocation=c.allocation,
                 state=AttemptState.STARTING, started_at=at)
         for c in claims
-    )
+    ])
     launches = {c.row.pk: _plan_fields(c) for c in claims}  # after the attempts exist (reconfigure.record_start)
     confined = confinement.launch_fields(launches)  # run_as, limits, image: one query
     transitions.record_events([

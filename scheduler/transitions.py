@@ -32,6 +32,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from scheduler import announce
+from scheduler.bulkwrite import insert_objects
 from scheduler.models import MESSAGE_LENGTH, Job, JobEvent, JobState
 
 _ENDINGS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED})
@@ -142,11 +143,12 @@ events_recorded = Signal()
 
 
 def record_events(events: list[JobEvent]) -> None:
-    """Store transitions in one ``bulk_create``; it sends no signals, so the jobs are announced here."""
-    JobEvent.objects.bulk_create(events, batch_size=5000)
+    """Store transitions with one statement per 5,000 (``scheduler.bulkwrite.insert_objects``),
+    giving each its primary key; no ``post_save`` is sent, so the jobs are announced here and
+    listeners hear :data:`events_recorded`."""
+    insert_objects(events)
     events_recorded.send(sender=JobEvent, events=events)
-    for e in events:
-        announce.job_changed(e.job_id)
+    announce.jobs_changed(e.job_id for e in events)
 
 
 def record_event(job_id: int, *, at: datetime, from_state: str, to: str, reason: str, message: str) -> JobEvent:

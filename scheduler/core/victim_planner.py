@@ -19,6 +19,7 @@ every chooser:
 
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
@@ -62,7 +63,12 @@ class Planner:
         self._views: dict[str, HostView] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
         bounded = chooser if _is_bounded(type(chooser)) else None
-        self._ranked = RankedNodes(bounded, cap, self._shared_view, self._views, self.memo) if bounded is not None else None
+        # The heap reaches back for views through a weak reference: a planner and its heap holding
+        # each other were a reference cycle that kept the cycle's views and candidates alive after
+        # ``decide`` returned, until the garbage collector walked them.
+        view_of = weakref.WeakMethod(self._shared_view)
+        self._ranked = (RankedNodes(bounded, cap, lambda name, now: view_of()(name, now), self._views, self.memo)  # type: ignore[misc]
+                        if bounded is not None else None)
         cap.touched.clear()
 
     def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> PreemptionPlan | None:

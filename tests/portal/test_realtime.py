@@ -51,6 +51,21 @@ def test_job_change_reaches_job_cluster_and_latency_groups_on_commit(memory_laye
     assert drain(memory_layer, latency_ch) == [{"type": "latency.changed"}]
 
 
+def test_many_jobs_changed_at_once_reach_their_groups_and_each_page_once(memory_layer,
+                                                                      django_capture_on_commit_callbacks):
+    job_ch = listen(memory_layer, realtime.job_group(11))
+    other_ch = listen(memory_layer, realtime.job_group(12))
+    cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
+    latency_ch = listen(memory_layer, realtime.LATENCY_GROUP)
+    with django_capture_on_commit_callbacks(execute=True):
+        realtime.publish_jobs_changed([11, 12])
+        realtime.publish_jobs_changed(iter([12]))
+    assert [m["type"] for m in drain(memory_layer, job_ch)] == ["jobs.changed"]
+    assert 12 in drain(memory_layer, other_ch)[0]["job_ids"]
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
+    assert drain(memory_layer, latency_ch) == [{"type": "latency.changed"}]
+
+
 def test_hints_of_one_transaction_are_coalesced(memory_layer, django_capture_on_commit_callbacks):
     cluster_ch = listen(memory_layer, realtime.CLUSTER_GROUP)
     job_ch = listen(memory_layer, realtime.job_group(3))
@@ -218,3 +233,34 @@ def test_new_forecasts_refresh_their_job_pages_and_the_cluster_queue(memory_laye
     assert drain(memory_layer, job_ch) == [{"type": "jobs.changed", "job_ids": [5, 5 + realtime.JOB_SHARDS]}]
     assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
     assert drain(memory_layer, latency_ch) == []  # no job changed state
+
+
+def test_sending_leaves_no_exception_holding_the_callers_frames(memory_layer):
+    """A send from code without an event loop used to run inside the ``except`` of the loop check:
+    the exception it re-raised kept every caller's frame (a scheduling cycle's whole snapshot) in a
+    reference cycle until the garbage collector ran."""
+    import gc
+    import types
+
+    class Held:
+        pass
+
+    def caller() -> int:
+        held = Held()  # noqa: F841 (what the caller's frame keeps alive)
+        realtime.publish_cluster_changed()
+        return realtime.flush()
+
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        sent = caller()
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage
+                       if isinstance(o, Held | types.FrameType | types.TracebackType | BaseException)})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert sent == 1
+    assert left == []

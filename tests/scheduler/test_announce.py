@@ -14,6 +14,9 @@ class Recorder:
     def publish_job_changed(self, job: object) -> None:
         self.calls.append(("job", job))
 
+    def publish_jobs_changed(self, job_ids: list[int]) -> None:
+        self.calls.append(("jobs", tuple(job_ids)))
+
     def publish_job_submitted(self, job: object) -> None:
         self.calls.append(("submitted", job))
 
@@ -48,12 +51,14 @@ def test_every_subscribed_publisher_hears_each_announcement_once(publishers) -> 
     announce.subscribe(second)
     announce.subscribe(first)  # subscribing twice changes nothing
     announce.job_changed(7)
+    announce.jobs_changed(iter([1, 2]))
+    announce.jobs_changed([])  # nothing changed: nobody is told
     announce.job_submitted(8)
     announce.cluster_changed()
     announce.job_progress(9)
     announce.forecasts_changed([4, 5])
-    assert first.calls == second.calls == [("job", 7), ("submitted", 8), ("cluster",), ("progress", 9),
-                                           ("forecasts", (4, 5))]
+    assert first.calls == second.calls == [("job", 7), ("jobs", (1, 2)), ("submitted", 8), ("cluster",),
+                                           ("progress", 9), ("forecasts", (4, 5))]
 
 
 def test_a_publisher_method_replaced_after_subscribing_is_the_one_called(publishers) -> None:  # noqa: ANN001

@@ -1,4 +1,4 @@
-"""scheduler.bulkwrite.update_each: one UPDATE for many rows, each its own values, where a condition holds."""
+"""scheduler.bulkwrite: one UPDATE or INSERT for many rows, each its own values (an UPDATE where a condition holds)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,69 @@ def test_update_each_refuses_rows_with_the_wrong_number_of_values() -> None:
     with pytest.raises(ValueError, match="row 7: 1 values for 2 fields"):
         bulkwrite.update_each(Job, ["pending_reason", "pending_message"], {7: ("Resources",)})
     assert bulkwrite.update_each(Job, ["pending_reason"], {}) == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("set_based", [True, False])
+def test_update_each_writes_aware_times_and_text_that_json_must_escape(set_based: bool) -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from scheduler.models import Attempt
+
+    job = submit(make_user("alice"), "a")
+    attempt = Attempt.objects.create(job=job, number=1)
+    at = datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=timezone(timedelta(hours=9)))
+    assert bulkwrite.update_each(Attempt, ["notice_at", "message"],
+                                 {attempt.pk: (at, 'quote " backslash \\ newline \n é')}, set_based=set_based) == 1
+    attempt.refresh_from_db()
+    assert attempt.notice_at == at.astimezone(UTC)
+    assert attempt.message == 'quote " backslash \\ newline \n é'
+
+
+@pytest.mark.django_db
+def test_update_each_refuses_a_naive_time_and_writes_nothing() -> None:
+    from datetime import datetime
+
+    from scheduler.models import Attempt
+
+    attempt = Attempt.objects.create(job=submit(make_user("alice"), "a"), number=1)
+    with pytest.raises(ValueError, match="naive datetime"):
+        bulkwrite.update_each(Attempt, ["notice_at"], {attempt.pk: (datetime(2026, 3, 1),)}, set_based=True)
+    attempt.refresh_from_db()
+    assert attempt.notice_at is None
+
+
+@pytest.mark.django_db
+def test_insert_objects_stores_every_column_and_gives_keys_in_order() -> None:
+    from datetime import UTC, datetime
+
+    from scheduler.models import Attempt, JobEvent
+
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(3)]
+    at = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+    events = [JobEvent(job=j, at=at, from_state="PENDING", to_state="STARTING", reason="Scheduled",
+                       message=f"on node {i}") for i, j in enumerate(reversed(jobs))]
+    bulkwrite.insert_objects(events)
+    assert all(e.pk is not None and not e._state.adding for e in events)
+    stored = {e.pk: (e.job_id, e.message) for e in JobEvent.objects.filter(reason="Scheduled")}
+    assert [stored[e.pk] for e in events] == [(j.pk, f"on node {i}") for i, j in enumerate(reversed(jobs))]
+
+    attempts = [Attempt(job=j, number=1, gpu_allocation={"n1": [i, i + 1]}, started_at=at) for i, j in enumerate(jobs)]
+    bulkwrite.insert_objects(attempts)
+    for made in attempts:
+        row = Attempt.objects.get(pk=made.pk)
+        assert (row.job_id, row.gpu_allocation, row.started_at, row.state, row.grad_accum_steps, row.checkpointed) == (
+            made.job_id, made.gpu_allocation, at, "STARTING", 1, None)
+
+
+@pytest.mark.django_db
+def test_insert_rows_refuses_a_short_row_and_inserts_nothing() -> None:
+    from scheduler.models import JobEvent
+
+    job = submit(make_user("alice"), "a")
+    before = JobEvent.objects.count()
+    with pytest.raises(ValueError, match="row 1: 1 values for 2 fields"):
+        bulkwrite.insert_rows(JobEvent, ["job", "to_state"], [(job.pk, "PENDING"), (job.pk,)])
+    assert JobEvent.objects.count() == before
+    assert bulkwrite.insert_rows(JobEvent, ["job"], []) == []

@@ -270,6 +270,7 @@ class FitGppChooser:
                 chosen.pop()
 
         rec(0, view.g, view.c, view.m, view.vac_end - need.now, 0, 0.0)
+        del rec  # it refers to itself: a reference cycle (with its candidates) left for the collector otherwise
         if best_set is None:
             return None
         best_set.sort(key=lambda v: v.id)
