@@ -22,6 +22,7 @@ field's name (``allocated_to``).
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
@@ -154,9 +155,22 @@ def _json_insert(model: type[models.Model], fields: Sequence[str], rows: Sequenc
 
 
 def _json_rows(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """The rows as one JSON array of objects keyed by ``names`` (datetimes in ISO 8601)."""
-    return json.dumps([dict(zip(names, values, strict=True)) for values in rows], default=_json_value,
-                      separators=(",", ":"))
+    """The rows as one JSON array of objects keyed by ``names`` (datetimes in ISO 8601; an infinite
+    or NaN float as the text PostgreSQL reads it, since JSON has no such number)."""
+    objects = [dict(zip(names, values, strict=True)) for values in rows]
+    try:
+        return json.dumps(objects, default=_json_value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        if all(math.isfinite(v) for row in objects for v in row.values() if isinstance(v, float)):
+            raise  # not a float's doing (a naive datetime): the error names it
+        objects = [{k: _finite(v) for k, v in row.items()} for row in objects]
+        return json.dumps(objects, default=_json_value, separators=(",", ":"), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
 
 
 def _json_value(value: Any) -> Any:

@@ -111,3 +111,26 @@ def test_insert_rows_refuses_a_short_row_and_inserts_nothing() -> None:
         bulkwrite.insert_rows(JobEvent, ["job", "to_state"], [(job.pk, "PENDING"), (job.pk,)])
     assert JobEvent.objects.count() == before
     assert bulkwrite.insert_rows(JobEvent, ["job"], []) == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), 2.5])
+def test_update_each_writes_floats_json_has_no_number_for(value: float) -> None:
+    from scheduler.models import Attempt
+
+    attempt = Attempt.objects.create(job=submit(make_user("alice"), "a"), number=1)
+    assert bulkwrite.update_each(Attempt, ["lost_gpu_seconds"], {attempt.pk: (value,)}, set_based=True) == 1
+    attempt.refresh_from_db()
+    assert attempt.lost_gpu_seconds == value
+
+
+@pytest.mark.django_db
+def test_update_each_writes_nan() -> None:
+    import math
+
+    from scheduler.models import Attempt
+
+    attempt = Attempt.objects.create(job=submit(make_user("alice"), "a"), number=1)
+    assert bulkwrite.update_each(Attempt, ["lost_gpu_seconds"], {attempt.pk: (math.nan,)}, set_based=True) == 1
+    attempt.refresh_from_db()
+    assert math.isnan(attempt.lost_gpu_seconds)
