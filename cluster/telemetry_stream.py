@@ -12,7 +12,11 @@ report, one pipeline of writes per batch.
 
 The stream is capped (``MAX_ENTRIES``, trimmed approximately by every ``XADD``):
 with no server reading it (a stopped worker) it keeps the newest reports and
-never grows beyond that, as a time series that no one reads should. An agent
+never grows beyond that, as a time series that no one reads should. A report
+that carries health events (``carries_events``: new uncorrectable ECC errors,
+Xid events) is not appended: each such event is sent once, and trimming would
+lose it, so the agent sends that report as the task, whose queue is never
+trimmed (such reports are rare; their cost does not matter). An agent
 whose broker is not Redis sends the Celery task, which the server still
 handles, as it does for agents from before the stream.
 
@@ -52,3 +56,12 @@ def encode(kwargs: dict[str, Any]) -> dict[str, str]:
 def publish(client: Any, kwargs: dict[str, Any]) -> None:
     """Append one report to the stream (``client``: a redis-py client), trimming the oldest past ``MAX_ENTRIES``."""
     client.xadd(STREAM_KEY, encode(kwargs), maxlen=MAX_ENTRIES, approximate=True)
+
+
+def carries_events(kwargs: dict[str, Any]) -> bool:
+    """Whether a report carries health events that are sent only once: a GPU with new
+    uncorrectable ECC errors (``ecc_dbe_new``) or Xid events (``xid``)."""
+    gpus = kwargs.get("gpus")
+    if not isinstance(gpus, list):
+        return False
+    return any(isinstance(g, dict) and (g.get("xid") or g.get("ecc_dbe_new")) for g in gpus)

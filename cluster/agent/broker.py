@@ -120,9 +120,11 @@ class BrokerLink:
 
     def publish_telemetry(self, kwargs: dict[str, Any]) -> None:
         """Send one telemetry report: appended to the telemetry stream when the broker is Redis
-        (``cluster.telemetry_stream``), else sent as the report task. Raises BrokerDown when the
-        broker is unreachable; an unencodable report is dropped with a log line."""
-        if self._stream_url is None:
+        (``cluster.telemetry_stream``), else sent as the report task; a report with health events
+        (``telemetry_stream.carries_events``) always as the task, which no trimming can lose.
+        Raises BrokerDown when the broker is unreachable; an unencodable report is dropped with a
+        log line."""
+        if self._stream_url is None or telemetry_stream.carries_events(kwargs):
             self.publish(REPORT_TELEMETRY, kwargs)
             return
         try:

@@ -118,3 +118,28 @@ def test_without_a_redis_broker_telemetry_is_sent_as_the_report_task():
     link.publish = lambda task, kwargs: sent.append((task, kwargs))
     link.publish_telemetry({"node": "n1"})
     assert sent == [(protocol.REPORT_TELEMETRY, {"node": "n1"})]
+
+
+def test_reports_with_health_events_go_as_the_report_task_which_no_trimming_loses(monkeypatch):
+    from cluster import telemetry_stream
+    from cluster.agent.broker import BrokerLink
+
+    link = BrokerLink("redis://127.0.0.1:6379/0", "n1", lambda *_: None)
+    tasks, appended = [], []
+    link.publish = lambda task, kwargs: tasks.append((task, kwargs))
+    monkeypatch.setattr(telemetry_stream, "publish", lambda client, kwargs: appended.append(kwargs))
+    quiet = {"node": "n1", "gpus": [{"i": 0, "xid": [], "ecc_dbe_new": 0}]}
+    xid = {"node": "n1", "gpus": [{"i": 0, "xid": [], "ecc_dbe_new": 0}, {"i": 1, "xid": [79], "ecc_dbe_new": 0}]}
+    ecc = {"node": "n1", "gpus": [{"i": 0, "xid": [], "ecc_dbe_new": 2}]}
+    for report in (quiet, xid, ecc):
+        link.publish_telemetry(report)
+    link.close()
+    assert appended == [quiet]
+    assert tasks == [(protocol.REPORT_TELEMETRY, xid), (protocol.REPORT_TELEMETRY, ecc)]
+
+
+@pytest.mark.parametrize("report", [{}, {"gpus": None}, {"gpus": "x"}, {"gpus": [1, None, {"xid": []}]}])
+def test_a_report_without_health_events_carries_none(report):
+    from cluster import telemetry_stream
+
+    assert telemetry_stream.carries_events(report) is False
