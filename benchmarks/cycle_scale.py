@@ -24,7 +24,8 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
   running (the loop pauses it during a cycle, ``scheduler.loop.gc_paused``);
 * ``cycle_s``: all of it, once, as the loop runs it (first cycle after the
   fill: it starts jobs on the free GPUs, preempts for TE jobs, writes pending
-  reasons), and ``next_cycle_s``: the cycle after it (nothing new: the steady
+  reasons), with ``first_command_s``: from the cycle's start to its first agent
+  command (sent once the starts and preemptions commit), and ``next_cycle_s``: the cycle after it (nothing new: the steady
   state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
   ``next_apply_s``, ``next_commit_s``: that cycle's phases.
 
@@ -210,12 +211,15 @@ def _forecast(repeat: int) -> dict:
             "forecast_unstarted": sum(1 for v in starts.values() if v is None)}
 
 
-def _whole_cycle() -> float:
+def _whole_cycle(sent: dict) -> tuple[float, float | None]:
+    """The cycle's seconds, and the seconds to its first agent command (None: it sent none)."""
     from scheduler import loop
 
+    sent["first_at"] = None
     t = time.perf_counter()
     loop.run_cycle()
-    return time.perf_counter() - t
+    first = sent["first_at"]
+    return time.perf_counter() - t, (first - t if first is not None else None)
 
 
 def _one_run(n: int, args: argparse.Namespace, sent: dict) -> dict:
@@ -227,11 +231,12 @@ def _one_run(n: int, args: argparse.Namespace, sent: dict) -> dict:
     fill_again = _fill(n, n * args.pending_per_node, args.seed)
     assert fill_again == fill
     sent["count"] = 0
-    cycle_s = _whole_cycle()  # the same first cycle, as the loop runs it
+    cycle_s, first_command_s = _whole_cycle(sent)  # the same first cycle, as the loop runs it
     commands_sent = sent["count"]
-    next_cycle_s = _whole_cycle()
+    next_cycle_s, _ = _whole_cycle(sent)
     return {**fill, **phases, **{f"next_{k}": v for k, v in steady.items() if k.endswith("_s")},
-            "cycle_s": cycle_s, "next_cycle_s": next_cycle_s, "commands": commands_sent, **forecast}
+            "cycle_s": cycle_s, "first_command_s": first_command_s, "next_cycle_s": next_cycle_s,
+            "commands": commands_sent, **forecast}
 
 
 def _medians(runs: list[dict]) -> dict:
@@ -239,7 +244,8 @@ def _medians(runs: list[dict]) -> dict:
     out = {}
     for key, value in runs[0].items():
         if key.endswith("_s"):
-            out[key] = round(statistics.median(r[key] for r in runs), 4)
+            values = [r[key] for r in runs]
+            out[key] = None if None in values else round(statistics.median(values), 4)
         else:
             out[key] = value
     return out
@@ -270,8 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from cluster import commands
 
-    sent = {"count": 0}
-    commands.send = lambda node, task, kwargs: sent.__setitem__("count", sent["count"] + 1) or True
+    sent: dict = {"count": 0, "first_at": None}
+
+    def count(node: str, task: str, kwargs: dict) -> bool:
+        sent["count"] += 1
+        if sent["first_at"] is None:
+            sent["first_at"] = time.perf_counter()
+        return True
+
+    commands.send = count
     if args.without_hints:
         from portal import realtime
 
