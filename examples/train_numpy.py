@@ -27,6 +27,12 @@ takes the same steps on the same samples as one that was never
 reconfigured (its weights agree up to floating-point rounding), and resumes
 at the step after its checkpoint.
 
+Adaptive jobs (submitted with a profile, docs/jobs.md): the scheduler also
+chooses the global batch for each allocation and sets GPUSCHED_BATCH_SIZE; the
+job then trains with that batch instead of TRAIN_BATCH, and resumes a
+checkpoint made with another batch. With TRAIN_STEPS_PER_EPOCH it reports its
+epoch (steps / steps per epoch), which the scheduler's batch choice follows.
+
 Checkpoints are written atomically (temp file, fsync, rename) and then the
 marker file ``.checkpoint-complete`` is written the same way, which tells the
 node agent that a complete checkpoint exists.
@@ -39,10 +45,12 @@ Settings (environment variable, or the command-line flag of the same meaning):
   TRAIN_LR (--lr, 0.2)                 learning rate
   TRAIN_HIDDEN (--hidden, 64)          hidden units
   TRAIN_EVAL_EVERY (--eval-every, 50)  steps between validation lines (0: only at the end)
+  TRAIN_STEPS_PER_EPOCH (--steps-per-epoch, 0)  steps per reported epoch (0: no epoch reported)
   CHECKPOINT_EVERY (--checkpoint-every, 0)  also checkpoint every N steps (0: only on SIGTERM and at the end)
   CHECKPOINT_DIR (--checkpoint-dir, ./checkpoint)
   RESUME                               "1": resume from CHECKPOINT_DIR if a checkpoint is there
   GPUSCHED_PLAN, GPUSCHED_NUM_GPUS (1), GPUSCHED_GRAD_ACCUM_STEPS (1)  the allocation, set by the node agent
+  GPUSCHED_BATCH_SIZE                  an adaptive job's global batch, chosen by the scheduler
 
 Run it by hand: ``TRAIN_STEPS=300 python examples/train_numpy.py``; press
 Ctrl-C, then ``RESUME=1 TRAIN_STEPS=300 python examples/train_numpy.py``.
@@ -89,6 +97,8 @@ class Settings:
     plan: str = ""
     gpus: int = 1
     accum: int = 1
+    adaptive: bool = False
+    steps_per_epoch: int = 0
 
     @property
     def shards(self) -> int:
@@ -97,7 +107,9 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What a checkpoint must match to be resumed (the total step count may grow)."""
-        return json.dumps({"seed": self.seed, "batch": self.batch, "lr": self.lr, "hidden": self.hidden})
+        # An adaptive job's batch is the scheduler's to change between attempts.
+        batch = None if self.adaptive else self.batch
+        return json.dumps({"seed": self.seed, "batch": batch, "lr": self.lr, "hidden": self.hidden})
 
 
 def parse_settings(argv: list[str] | None = None, env: dict[str, str] | None = None) -> Settings:
@@ -115,24 +127,27 @@ def parse_settings(argv: list[str] | None = None, env: dict[str, str] | None = N
     p.add_argument("--hidden", type=int, default=int(default("TRAIN_HIDDEN", "64")))
     p.add_argument("--eval-every", type=int, default=int(default("TRAIN_EVAL_EVERY", "50")))
     p.add_argument("--checkpoint-every", type=int, default=int(default("CHECKPOINT_EVERY", "0")))
+    p.add_argument("--steps-per-epoch", type=int, default=int(default("TRAIN_STEPS_PER_EPOCH", "0")))
     p.add_argument("--checkpoint-dir", type=Path, default=Path(default("CHECKPOINT_DIR", "checkpoint")))
     a = p.parse_args(argv)
     for name in ("steps", "batch", "hidden"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be >= 1")
-    for name in ("sleep", "lr", "eval_every", "checkpoint_every"):
+    for name in ("sleep", "lr", "eval_every", "checkpoint_every", "steps_per_epoch"):
         if getattr(a, name) < 0:
             p.error(f"--{name.replace('_', '-')} must be >= 0")
     counts = {}
-    for name in ("GPUSCHED_NUM_GPUS", "GPUSCHED_GRAD_ACCUM_STEPS"):
+    for name in ("GPUSCHED_NUM_GPUS", "GPUSCHED_GRAD_ACCUM_STEPS", "GPUSCHED_BATCH_SIZE"):
         try:
             counts[name] = int(env.get(name) or "1")
         except ValueError:
             p.error(f"{name}={env.get(name)!r} is not an integer")
         if counts[name] < 1:
             p.error(f"{name} must be >= 1")
+    adaptive = bool(env.get("GPUSCHED_BATCH_SIZE"))
     return Settings(
-        steps=a.steps, sleep=a.sleep, seed=a.seed, batch=a.batch, lr=a.lr, hidden=a.hidden,
+        steps=a.steps, sleep=a.sleep, seed=a.seed, batch=counts["GPUSCHED_BATCH_SIZE"] if adaptive else a.batch,
+        lr=a.lr, hidden=a.hidden, adaptive=adaptive, steps_per_epoch=a.steps_per_epoch,
         eval_every=a.eval_every, checkpoint_every=a.checkpoint_every,
         checkpoint_dir=a.checkpoint_dir, resume=env.get("RESUME") == "1",
         plan=env.get("GPUSCHED_PLAN", ""), gpus=counts["GPUSCHED_NUM_GPUS"],
@@ -305,7 +320,8 @@ def train(s: Settings) -> int:
         stop.sleep(s.sleep)
         step += 1
         print(f"step {step}/{s.steps} loss={loss:.4f} batch_acc={acc:.3f}", flush=True)
-        job.progress(step=step, total_steps=s.steps, metrics={"loss": loss, "batch_acc": acc})
+        epoch = step / s.steps_per_epoch if s.steps_per_epoch else None
+        job.progress(step=step, total_steps=s.steps, epoch=epoch, metrics={"loss": loss, "batch_acc": acc})
         if s.eval_every and step % s.eval_every == 0:
             val_acc = accuracy(params, x_val, y_val)
             print(f"eval step {step} val_acc={val_acc:.3f}", flush=True)

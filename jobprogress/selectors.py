@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -79,6 +80,23 @@ def reported_steps(job_ids: Iterable[int]) -> dict[int, tuple[float, int]]:
             continue  # an older attempt
         done = step if state == "RUNNING" else _checkpoint_step(checkpoint)
         out[job_id] = (float(min(max(done or 0, 0), total)), int(total))
+    return out
+
+
+def reported_epochs(job_ids: Iterable[int]) -> dict[int, float]:
+    """The epoch each of ``job_ids`` has reached: the latest that its newest attempt reporting
+    one reported. A checkpoint records no epoch, so a resumed job counts from its last report
+    (at most a checkpoint interval ahead of where it resumes). For adaptive jobs' progress
+    (``scheduler.adaptive_jobs``), which only steers allocations."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    rows = (AttemptProgress.objects.filter(job_id__in=ids, epoch__isnull=False)
+            .order_by("job_id", "-attempt__number").values_list("job_id", "epoch"))
+    out: dict[int, float] = {}
+    for job_id, epoch in rows:
+        if job_id not in out and math.isfinite(epoch):
+            out[job_id] = max(float(epoch), 0.0)
     return out
 
 

@@ -63,6 +63,9 @@ class JobForm(forms.Form):
     min_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, label="Min GPUs")
     max_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, label="Max GPUs")
     guaranteed = forms.BooleanField(required=False, help_text="Never run below the requested throughput.")
+    adaptive_app = forms.CharField(max_length=32, required=False, label="Adaptive profile",
+                                   help_text="An adaptive job's profile (cifar10, bert, ...): the scheduler may then "
+                                             "change its GPUs (up to Max GPUs) and its batch size.")
     image = forms.ChoiceField(required=False, help_text="A root filesystem registered by an administrator to run in; "
                                                         "none: the node's own.")
     project = forms.CharField(max_length=64, required=False,
@@ -108,6 +111,7 @@ class JobForm(forms.Form):
             min_gpus=data.get("min_gpus"),
             max_gpus=data.get("max_gpus"),
             guaranteed=bool(data.get("guaranteed")),
+            adaptive_app=(data.get("adaptive_app") or "").strip(),
             image=data.get("image") or "",
             project=(data.get("project") or "").strip(),
             dependency=(data.get("dependency") or "").strip(),

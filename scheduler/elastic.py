@@ -235,8 +235,8 @@ def running_fields(job: Any, attempt: Any, gpus: int) -> tuple[dict[str, Any], d
     """For a job holding ``gpus`` GPUs in ``attempt``: the ``JobSpec`` changes (the
     current allocation, which may differ from the request) and the ``RunningJob``
     fields (plan, reconfiguration history, reconfiguring). Both empty for a job
-    without a model."""
-    if not _get(job, "model"):
+    without a model (an adaptive job has them too)."""
+    if not (_get(job, "model") or _get(job, "adaptive_app")):
         return {}, {}
     num_gpus = _get(job, "num_gpus")
     spec = {"num_gpus": gpus, "num_cpus": _get(job, "num_cpus") * gpus / num_gpus,
@@ -260,6 +260,8 @@ def gpu_count_ok(job: Any, gpus: int) -> bool:
     """Whether an attempt of ``job`` may hold ``gpus`` GPUs (the request, or its range)."""
     if gpus == _get(job, "num_gpus"):
         return True
+    if _get(job, "adaptive_app"):  # scheduler.adaptive_jobs: 1 to max_gpus (0: the request)
+        return 1 <= gpus <= (_get(job, "max_gpus") or _get(job, "num_gpus"))
     if not _get(job, "model"):
         return False
     low = _get(job, "min_gpus") or _get(job, "num_gpus")
@@ -296,5 +298,10 @@ def launch_fields(*, plan: str, gpus: int, grad_accum: int, requested_gpus: int)
 def attempt_launch_fields(job: Any, attempt: Any) -> dict[str, Any]:
     """``launch_fields`` of a stored attempt (a re-sent launch says what the first did)."""
     gpus = sum(len(v) for v in (_get(attempt, "gpu_allocation") or {}).values())
+    if _get(job, "adaptive_app"):
+        from scheduler.adaptive_jobs import launch_fields as adaptive_launch
+
+        return adaptive_launch(gpus=gpus, requested_gpus=_get(job, "num_gpus"),
+                               steps=_get(attempt, "grad_accum_steps"), batch=_get(attempt, "batch_size"))
     return launch_fields(plan=_get(attempt, "plan"), gpus=gpus, grad_accum=_get(attempt, "grad_accum_steps"),
                          requested_gpus=_get(job, "num_gpus"))

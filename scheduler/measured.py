@@ -8,7 +8,9 @@ imported by it. Instead it registers its readers here when it starts
 * steps sources give, per job, the iterations done and the total it declared
   (Rubick's remaining work, ``scheduler.snapshot``);
 * remaining-time sources give, per running job, the seconds of work it has
-  left at its measured rate (start-time forecasts, ``scheduler.forecasts``).
+  left at its measured rate (start-time forecasts, ``scheduler.forecasts``);
+* epochs sources give, per job, the epoch it has reached (adaptive jobs'
+  progress, ``scheduler.adaptive_jobs``).
 
 With no source registered (a deployment without the app) both answer nothing
 and the scheduler estimates as before. A source that fails is logged and
@@ -28,8 +30,12 @@ StepsSource = Callable[[list[int]], Mapping[int, tuple[float, int]]]
 #: Running job ids, now -> seconds of work left, for the jobs whose rate is measured.
 RemainingSource = Callable[[list[int], datetime], Mapping[int, float]]
 
+#: Job ids -> the epoch (fractional) each has reached, for the jobs that report one.
+EpochsSource = Callable[[list[int]], Mapping[int, float]]
+
 _steps_sources: list[StepsSource] = []
 _remaining_sources: list[RemainingSource] = []
+_epochs_sources: list[EpochsSource] = []
 
 
 def add_steps_source(source: StepsSource) -> None:
@@ -42,6 +48,21 @@ def add_remaining_source(source: RemainingSource) -> None:
     """Have forecasts use ``source``'s measured remainders (once, however often it is added)."""
     if source not in _remaining_sources:
         _remaining_sources.append(source)
+
+
+def add_epochs_source(source: EpochsSource) -> None:
+    """Have the loop use ``source``'s epochs (once, however often it is added)."""
+    if source not in _epochs_sources:
+        _epochs_sources.append(source)
+
+
+def epochs(job_ids: Iterable[int]) -> dict[int, float]:
+    """Every epochs source's answer for ``job_ids``: the epoch per job that reported one."""
+    ids = list(job_ids)
+    out: dict[int, float] = {}
+    for source in _epochs_sources if ids else ():
+        out.update({int(k): float(v) for k, v in _ask(source, ids).items()})
+    return out
 
 
 def steps(job_ids: Iterable[int]) -> dict[int, tuple[float, int]]:

@@ -114,10 +114,10 @@ class Job(models.Model):
         default=0.0, help_text="Seconds of useful (kept) work across attempts, for the scheduler."
     )
 
-    # Reconfigurable training jobs (docs/rubick.md, docs/live_cluster.md). A job
-    # without ``model`` runs exactly as requested; with one (a model of the
-    # performance model's catalog) a reconfiguring policy may change its plan
-    # among ``allowed_plans`` and its GPU count within [min_gpus, max_gpus].
+    # Reconfigurable jobs (docs/rubick.md, docs/live_cluster.md): with ``model`` (the performance model's catalog) a
+    # policy may change the plan among ``allowed_plans`` and the GPUs within [min_gpus, max_gpus]; with
+    # ``adaptive_app`` (an application profile, scheduler.adaptive_jobs) the GPUs within [1, max_gpus] and the batch.
+    adaptive_app = models.CharField(max_length=32, blank=True, default="", help_text="Adaptive (Pollux) profile.")
     model = models.CharField(max_length=32, blank=True, default="", help_text="Performance-model name; empty: none.")
     plan = models.CharField(max_length=32, blank=True, default="", help_text="The user's execution plan.")
     allowed_plans = models.JSONField(default=list, blank=True, help_text="Plans the scheduler may switch to.")
@@ -236,9 +236,8 @@ class Attempt(models.Model):
     ``preempted_for`` (id of the job the GPUs are being freed for, if any).
     ``unseen_since`` is kept by heartbeats: an attempt its node's agent no
     longer runs is ended as lost after a while (``cluster.liveness.heartbeat``).
-    ``plan`` and ``grad_accum_steps`` are what the attempt was launched with
-    (its GPU count is ``gpu_count``); an attempt stopped to be reconfigured has
-    ``notice_reason = reconfigure`` and ends RECONFIGURED, never PREEMPTED, so
+    ``plan``, ``grad_accum_steps``, ``batch_size`` are what it was launched with; one stopped to be
+    reconfigured has ``notice_reason = reconfigure`` and ends RECONFIGURED, never PREEMPTED, so
     preemption counts leave reconfigurations out.
     """
 
@@ -269,6 +268,7 @@ class Attempt(models.Model):
     # What the attempt ran with (the plan history of a reconfigurable job is its attempts).
     plan = models.CharField(max_length=32, blank=True, default="", help_text="Execution plan; empty: none declared.")
     grad_accum_steps = models.PositiveIntegerField(default=1)
+    batch_size = models.PositiveIntegerField(default=0, help_text="Global batch chosen for an adaptive job; 0: none.")
     notice_reason = models.CharField(
         max_length=12, choices=NoticeReason.choices, blank=True, default="",
         help_text="Why the server told the attempt to stop: reconfigure, or empty (preemption, cancellation).",

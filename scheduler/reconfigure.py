@@ -37,7 +37,7 @@ from django.db import transaction
 from django.db.models import F
 
 from cluster import commands
-from scheduler import elastic, transitions
+from scheduler import adaptive_jobs, elastic, measured, transitions
 from scheduler.core.decisions import Reconfigure, Start
 from scheduler.models import Attempt, Job, JobState, NoticeReason, PendingReason
 from scheduler.snapshot import JobRow
@@ -57,15 +57,15 @@ def apply_reconfigure(d: Reconfigure, row: JobRow, now: datetime) -> bool:
     if row.state != JobState.RUNNING:
         raise Conflict(f"cannot reconfigure a job read as {row.state}")
     job = Job.objects.filter(pk=row.pk).only("model", "plan", "allowed_plans", "num_gpus", "min_gpus",
-                                             "max_gpus").first()
-    if job is None or not job.model:
+                                             "max_gpus", "adaptive_app").first()
+    if job is None or not (job.model or job.adaptive_app):
         raise Conflict("not a reconfigurable job")
     gpus = d.placement.num_gpus
-    low, high = job.gpu_range
+    low, high = (1, adaptive_jobs.most_gpus(job)) if job.adaptive_app else job.gpu_range
     if not low <= gpus <= high:
         raise Conflict(f"{gpus} GPUs is outside the job's range {low}-{high}")
-    plan = d.plan or job.plan
-    if plan != job.plan and plan not in (job.allowed_plans or []):
+    plan = adaptive_jobs.PLAN if job.adaptive_app else d.plan or job.plan  # adaptive: GPUs and batch change
+    if not job.adaptive_app and plan != job.plan and plan not in (job.allowed_plans or []):
         raise Conflict(f"plan {plan!r} is not allowed (allowed: {job.allowed_plans or [job.plan]})")
     moved = transitions.move_set(
         [row.pk], expect=[JobState.RUNNING], to=JobState.PREEMPTING, where={"attempt_count": row.attempt_count},
@@ -99,11 +99,14 @@ def record_start(job_id: int, number: int, d: Start) -> dict:
     """After the apply step created attempt ``number`` for ``d``: store the plan and
     accumulation steps it runs with, clear the job's target, and return the launch
     fields (``scheduler.elastic.launch_fields``; empty for a job without a plan)."""
-    job = Job.objects.filter(pk=job_id).values("plan", "num_gpus", "target_plan", "target_gpus").first()
+    job = Job.objects.filter(pk=job_id).values("plan", "num_gpus", "target_plan", "target_gpus", "adaptive_app",
+                                               "max_gpus").first()
     if job is None:
         return {}
     if job["target_gpus"]:
         Job.objects.filter(pk=job_id).update(target_plan="", target_gpus=0, target_placement={})
+    if job["adaptive_app"]:
+        return _adaptive_start(job_id, number, job, d)
     plan = d.plan or job["target_plan"] or job["plan"]
     if not plan:
         return {}
@@ -111,3 +114,18 @@ def record_start(job_id: int, number: int, d: Start) -> dict:
     accum = elastic.grad_accum_steps(job["plan"], job["num_gpus"], plan, gpus)
     Attempt.objects.filter(job_id=job_id, number=number).update(plan=plan, grad_accum_steps=accum)
     return elastic.launch_fields(plan=plan, gpus=gpus, grad_accum=accum, requested_gpus=job["num_gpus"])
+
+
+def _adaptive_start(job_id: int, number: int, job: dict, d: Start) -> dict:
+    """An adaptive job's start (``scheduler.adaptive_jobs``): the batch with the most goodput
+    on the placement in the epoch the job reported last, stored on the attempt, and its
+    launch fields. Without profiles, or on a placement its model cannot run, the job is
+    told its GPUs and no batch (it keeps its own)."""
+    gpus = d.placement.num_gpus
+    model = adaptive_jobs.model_for(job)
+    epoch = measured.epochs([job_id]).get(job_id)
+    found = adaptive_jobs.configuration(model, dict(d.placement.parts), epoch) if model is not None else None
+    _local, steps, batch = found or (0, 1, 0)
+    Attempt.objects.filter(job_id=job_id, number=number).update(plan=adaptive_jobs.PLAN, grad_accum_steps=steps,
+                                                                batch_size=batch)
+    return adaptive_jobs.launch_fields(gpus=gpus, requested_gpus=job["num_gpus"], steps=steps, batch=batch)

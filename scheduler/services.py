@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import announce, dependencies, elastic, identity, images, projects, quotas, transitions
+from scheduler import adaptive_jobs, announce, dependencies, elastic, identity, images, projects, quotas, transitions
 from scheduler.models import (
     ACTIVE_STATES,
     DEFAULT_GRACE_PERIOD_S,
@@ -96,14 +96,11 @@ class JobRequest:
     min_gpus: int | None = None
     max_gpus: int | None = None
     guaranteed: bool = False
-    # The name of a registered, enabled image to run in (scheduler.images); empty: the node's root filesystem.
-    image: str = ""
-    # The project to charge (scheduler.projects); empty: the owner's default.
-    project: str = ""
-    # An interactive session's kind (interactive.services checks it); empty: a batch job.
-    session_kind: str = ""
-    # Jobs this one waits for, as Slurm's --dependency (scheduler.dependencies); empty: none.
-    dependency: str = ""
+    adaptive_app: str = ""  # an adaptive (Pollux) job's profile: scheduler.adaptive_jobs.clean_request
+    image: str = ""  # a registered, enabled image to run in (scheduler.images); empty: the node's root filesystem
+    project: str = ""  # the project to charge (scheduler.projects); empty: the owner's default
+    session_kind: str = ""  # an interactive session's kind (interactive.services checks it); empty: a batch job
+    dependency: str = ""  # jobs this one waits for, as Slurm's --dependency (scheduler.dependencies)
 
 
 def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]]:
@@ -156,10 +153,16 @@ def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]
 
 
 def _reconfig(req: JobRequest) -> tuple[dict, dict[str, list[str]]]:
-    """The request's reconfiguration fields, normalized, and the rules they break."""
-    return elastic.clean_request(num_gpus=req.num_gpus, model=req.model, plan=req.plan,
-                                 allowed_plans=req.allowed_plans, min_gpus=req.min_gpus, max_gpus=req.max_gpus,
-                                 guaranteed=req.guaranteed)
+    """The request's reconfiguration (or adaptive) fields, normalized, and the rules they break."""
+    adaptive = bool(req.adaptive_app.strip())
+    fields, errors = elastic.clean_request(num_gpus=req.num_gpus, model=req.model, plan=req.plan,
+                                           allowed_plans=req.allowed_plans, min_gpus=req.min_gpus,
+                                           max_gpus=None if adaptive else req.max_gpus, guaranteed=req.guaranteed)
+    more, wrong = adaptive_jobs.clean_request(num_gpus=req.num_gpus, adaptive_app=req.adaptive_app,
+                                              max_gpus=req.max_gpus, model=req.model)
+    for name, messages in wrong.items():
+        errors.setdefault(name, []).extend(messages)
+    return {**fields, **more}, errors
 
 
 def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model instance

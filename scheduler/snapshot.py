@@ -37,7 +37,7 @@ from django.db.models import Count, F, FloatField, Func, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
-from scheduler import coordination, dependencies, elastic, fair_usage, idleness, images, measured, quotas
+from scheduler import adaptive_jobs, coordination, dependencies, elastic, fair_usage, idleness, images, measured, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
@@ -59,8 +59,8 @@ class JobRow:
     expects; ``allocation`` is the current attempt's ``{node: [gpu indices]}``
     (empty for a pending job). ``owner_id``, ``job_class``, ``num_gpus`` and
     ``time_limit`` make it a ``scheduler.quotas.JobLike``. ``plan`` and
-    ``target_gpus`` tell the apply step which starts launch with a plan
-    (``scheduler.reconfigure.record_start``).
+    ``target_gpus`` (and ``adaptive``) tell the apply step which starts launch
+    with a plan (``scheduler.reconfigure.record_start``).
     """
 
     pk: int
@@ -77,6 +77,7 @@ class JobRow:
     allocation: dict[str, list[int]] = field(default_factory=dict)
     plan: str = ""
     target_gpus: int = 0
+    adaptive: bool = False
 
 
 @dataclass(slots=True)
@@ -106,7 +107,7 @@ JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
     "priority", "time_limit", "command", "progress_seconds",
     "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus",
-    "project__name", "dependency", "array_id", "array_max_running",
+    "project__name", "dependency", "array_id", "array_max_running", "adaptive_app",
 )
 
 
@@ -159,6 +160,8 @@ def _spec(job: Row) -> JobSpec:
         array_id=str(job["array_id"]) if job["array_max_running"] else "",  # for forecasts: the snapshot holds %N
         array_limit=job["array_max_running"] or 0,
     )
+    if job["adaptive_app"]:
+        return replace(spec, **adaptive_jobs.spec_fields(job))
     if not job["model"]:
         return spec  # not reconfigurable: nothing more to read (most jobs)
     reconfig = _reconfig_spec(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
@@ -183,7 +186,7 @@ def _reconfig_running(job: Row, attempt: Row, spec: JobSpec, gpus: int) -> tuple
 def _with_reconfig_fields(jobs: list[Row]) -> list[Row]:
     """Add ``elastic.SPEC_FIELDS`` to the rows of jobs that declare a model (one more query,
     only when there are such jobs: most jobs declare none and their rows stay small)."""
-    declared = {job["id"]: job for job in jobs if job["model"]}
+    declared = {job["id"]: job for job in jobs if job["model"] or job["adaptive_app"]}
     if declared:
         for extra in Job.objects.filter(pk__in=declared).values("id", *elastic.SPEC_FIELDS):
             declared[extra["id"]].update(extra)
@@ -196,7 +199,7 @@ def _row(job: Row, allocation: dict[str, list[int]] | None = None) -> JobRow:
         job_class=job["job_class"], num_gpus=job["num_gpus"], time_limit=job["time_limit"], command=job["command"],
         grace_period=job["grace_period"], pending_reason=job["pending_reason"],
         pending_message=job["pending_message"], allocation=allocation or {}, plan=job["plan"],
-        target_gpus=job["target_gpus"],
+        target_gpus=job["target_gpus"], adaptive=bool(job["adaptive_app"]),
     )
 
 
@@ -382,6 +385,7 @@ def build(now: datetime) -> CycleInput:
     never: dict[int, str] = {}
     pending = _pending(usage, jobs, up, never, active)
     _with_measured_steps(running, pending)
+    adaptive_jobs.with_measured_progress(running, pending)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
                         tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None,

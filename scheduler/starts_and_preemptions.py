@@ -127,7 +127,7 @@ def write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
 
 def _plan_fields(claim: _Claim) -> dict:
     """The plan a start launches with (reconfigurable jobs; ``scheduler.reconfigure``), {} for others."""
-    if not (claim.decision.plan or claim.row.plan or claim.row.target_gpus):
+    if not (claim.decision.plan or claim.row.plan or claim.row.target_gpus or claim.row.adaptive):
         return {}
     return reconfigure.record_start(claim.row.pk, claim.row.attempt_count + 1, claim.decision)
 

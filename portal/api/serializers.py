@@ -120,6 +120,8 @@ class JobSubmitSerializer(serializers.Serializer):
     min_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
     max_gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, required=False, allow_null=True, default=None)
     guaranteed = StrictBooleanField(default=False)
+    adaptive_app = StrictCharField(max_length=32, allow_blank=True, default="",
+                                   help_text="An adaptive (Pollux) job's profile (cifar10, bert, ...); empty: none.")
     image = StrictCharField(max_length=200, allow_blank=True, default="",
                             help_text="A registered image to run in (GET /api/v1/images/ lists them); empty: none.")
     project = StrictCharField(max_length=64, allow_blank=True, default="",
@@ -183,7 +185,7 @@ class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         fields = [
             "number", "node_names", "gpu_indices", "started_at", "ended_at", "exit_code", "signal", "outcome",
             "notice_at", "vacated_at", "checkpointed", "lost_gpu_seconds",
-            "plan", "gpu_count", "grad_accum_steps", "notice_reason", "peak_mem_bytes", "cpu_seconds", "message",
+            "plan", "gpu_count", "grad_accum_steps", "batch_size", "notice_reason", "peak_mem_bytes", "cpu_seconds", "message",
         ]
         read_only_fields = fields
 
@@ -226,7 +228,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "id", "name", "owner", "command", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
             "time_limit", "priority", "state", "pending_reason", "pending_message", "forecast", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
-            "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "reconfiguration_count",
+            "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "adaptive_app",
+            "reconfiguration_count",
             "run_as", "image", "project", "dependency", "array_id", "array_index", "priority_factors", "attempts",
             "events",
         ]

@@ -110,7 +110,7 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         "allowed_plans": getattr(args, "allowed_plans", None),
         "min_gpus": getattr(args, "min_gpus", None),
         "max_gpus": getattr(args, "max_gpus", None),
-        "guaranteed": getattr(args, "guaranteed", None),
+        "guaranteed": getattr(args, "guaranteed", None), "adaptive_app": getattr(args, "adaptive_app", None),
         "image": getattr(args, "image", None),
         "project": getattr(args, "project", None), "dependency": getattr(args, "dependency", None),
     }
@@ -235,6 +235,8 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Attempts", job.get("attempt_count")),
         ("Preemptions", job.get("preemption_count")),
     ]
+    if job.get("adaptive_app"):
+        fields.append(("Adaptive", f"{job['adaptive_app']}, 1-{job.get('max_gpus') or job.get('num_gpus')} GPUs"))
     if job.get("model") or job.get("plan"):
         fields += [
             ("Model", job.get("model")),
@@ -247,8 +249,10 @@ def format_job(job: Mapping[str, Any]) -> str:
     sections = [key_values(fields)]
     if job.get("attempts"):
         sections.append("Attempts:\n" + render_table(ATTEMPT_COLUMNS, job["attempts"]))
-        if job.get("model") or job.get("plan"):
-            sections.append("Plan history:\n" + render_table(PLAN_COLUMNS, job["attempts"]))
+        if job.get("model") or job.get("plan") or job.get("adaptive_app"):
+            batch = [("BATCH", lambda a: a.get("batch_size") or None)] if job.get("adaptive_app") else []
+            sections.append("Plan history:\n" + render_table(PLAN_COLUMNS[:-1] + batch + PLAN_COLUMNS[-1:],
+                                                              job["attempts"]))
     if job.get("progress"):
         sections.append(format_progress(job["progress"]))
     sections += node_messages(job.get("attempts") or [])

@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated plans the scheduler may switch the job to")
     submit.add_argument("--min-gpus", type=int, metavar="N", help="fewest GPUs the scheduler may give the job")
     submit.add_argument("--max-gpus", type=int, metavar="N", help="most GPUs the scheduler may give the job")
+    submit.add_argument("--adaptive", dest="adaptive_app", metavar="PROFILE",
+                        help="adaptive (Pollux) job: its profile (cifar10, bert, ...); GPUs up to --max-gpus, batch chosen")
     submit.add_argument("--guaranteed", action="store_true", default=None,
                         help="never run below the requested plan's throughput")
     submit.add_argument("--command", dest="command_text", metavar="STR",

@@ -58,6 +58,7 @@ def job_state(job: Job) -> dict:
                 "plan": a.plan,
                 "gpu_count": a.gpu_count,
                 "grad_accum_steps": a.grad_accum_steps,
+                "batch_size": a.batch_size,
                 "notice_reason": a.notice_reason,
             }
             for a in attempts

@@ -88,7 +88,7 @@ def allocation_problems() -> list[str]:
     """Every way the database breaks the allocation invariants (empty: none).
 
     * an active job holds exactly its GPU count (a reconfigurable one: a count
-      in its range), and exactly the GPUs its current attempt lists; no other
+      in its range; an adaptive one: 1 to its most), and exactly the GPUs its current attempt lists; no other
       job holds GPUs;
     * no GPU appears in two open attempts;
     * a job has at most one open attempt, and it is the current one.
@@ -142,6 +142,8 @@ def _allocation_problems() -> list[str]:
             attempt = Attempt.objects.filter(job=job, number=job.attempt_count).first()
             listed = {(n, i) for n, idx in (attempt.gpu_allocation if attempt else {}).items() for i in idx}
             low, high = job.gpu_range if job.model else (job.num_gpus, job.num_gpus)  # reconfigurable: its range
+            if job.adaptive_app:  # scheduler.adaptive_jobs: 1 to its most
+                low, high = 1, job.max_gpus or job.num_gpus
             if not low <= len(gpus) <= high:
                 problems.append(f"job {job.pk} ({job.state}) holds {len(gpus)} GPUs, needs {job.num_gpus}")
             if gpus != listed:

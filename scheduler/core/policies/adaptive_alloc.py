@@ -13,6 +13,8 @@ the adaptive jobs leave (``plain_starts``).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from scheduler.core.adaptive import AdaptiveModel
@@ -32,6 +34,8 @@ class AdaptiveView:
     """GPUs it holds per node (empty when pending)."""
     restarts: int
     """Allocation changes after its first start (reconfigurations and preemptions)."""
+    started: float = -math.inf
+    """When its current attempt started (running jobs)."""
 
     @property
     def id(self) -> str:
@@ -45,7 +49,7 @@ def adaptive_jobs(snapshot: Snapshot) -> list[AdaptiveView]:
     for r in snapshot.running:
         if r.spec.adaptive is not None and not r.preempting and not r.reconfiguring:
             views.append(AdaptiveView(r.spec, r.spec.adaptive, r.progress, dict(r.placement.parts),
-                                      r.preemptions + r.reconfigurations))
+                                      r.preemptions + r.reconfigurations, r.attempt_start))
     for p in snapshot.pending:
         if p.spec.adaptive is not None and p.hold_reason is None:
             views.append(AdaptiveView(p.spec, p.spec.adaptive, p.progress, {},

@@ -17,6 +17,12 @@ Cluster-wide (PolluxSched's side), every round:
 * **Restart penalty.** A job whose allocation changes has its speedup
   multiplied by ``max(age - restarts x 30, 0) / (age + 30)`` (``age``: seconds
   since submission; 30: the restart delay).
+* **Minimum runtime.** A running job whose attempt started less than
+  ``reclaim_min_runtime`` seconds ago keeps its GPUs this round and is left
+  out of the search (0, the simulator's default: none is). The live loop
+  passes ``SCHEDULER_RECLAIM_MIN_RUNTIME``: it decides every few seconds, not
+  once a minute as the study's rounds, and a job relaunched a moment ago would
+  otherwise be stopped again before it could checkpoint.
 * **Search.** ``pollux_ga.search`` maximises the power mean (p = -1) of the
   jobs' speedups over allocations, from the last round's population (rows of
   jobs that are still there) and the current allocation; jobs are ordered by
@@ -72,8 +78,10 @@ class Pollux:
     name = "pollux"
     decide_without_pending = True
 
-    def __init__(self, seed: int = 0, population: int = 50, generations: int = 50, explain: bool = True) -> None:
+    def __init__(self, seed: int = 0, population: int = 50, generations: int = 50, explain: bool = True,
+                 reclaim_min_runtime: float = 0.0) -> None:
         self.seed = int(seed)
+        self.min_runtime = float(reclaim_min_runtime)
         self.population = int(population)
         self.generations = int(generations)
         self.explain = explain
@@ -115,10 +123,17 @@ class Pollux:
         if not views:
             return plain_starts(snapshot, {})
         views.sort(key=lambda v: (self._attained.get(v.id, 0.0), v.spec.submit_time, v.id))
+        fair = math.ceil(sum(n.gpus for n in snapshot.nodes) / len(views))
+        kept = {v.id: v.current for v in views if v.current and now - v.started < self.min_runtime}
+        views = [v for v in views if v.id not in kept]
+        if not views:
+            return plain_starts(snapshot, kept)
         free = capacity(snapshot)
+        for held in kept.values():
+            for node, g in held.items():
+                free[node] -= g
         names = [n.name for n in snapshot.nodes]
         total = sum(n.gpus for n in snapshot.nodes)
-        fair = math.ceil(total / len(views))
         scale = len(names) / total
         width = max(v.model.max_gpus for v in views) + 1
         limits = [min(v.model.max_gpus, max(1, 2 * self._most.get(v.id, 0))) for v in views]
@@ -131,7 +146,7 @@ class Pollux:
                                   self.population, self.generations)
         self._prev = ([v.id for v in views], population)
         placements = {v.id: {names[k]: int(g) for k, g in enumerate(best[i]) if g} for i, v in enumerate(views)}
-        return to_decisions(views, placements, "pollux") + plain_starts(snapshot, placements)
+        return to_decisions(views, placements, "pollux") + plain_starts(snapshot, {**placements, **kept})
 
 
 __all__ = ["Pollux", "restart_factor", "speedup_table"]

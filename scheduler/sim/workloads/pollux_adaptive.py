@@ -115,6 +115,22 @@ class AdaptiveApp:
         np.maximum.at(out, np.array(rows), good.T)
         return out
 
+    def best_configuration(self, shape: tuple[int, ...], epoch: int) -> tuple[int, int, int] | None:
+        """``(per-GPU batch, micro-batches per step, global batch)`` with the most
+        goodput on ``shape`` (GPUs per node) during ``epoch``, the one a job runs
+        there (at a fixed batch: that batch's split); None when none fits."""
+        atomic, accum, batch = self.configurations(sum(shape))
+        if not len(atomic):
+            return None
+        st = self.app.step_sync_many([canonical_placement(shape)] * len(atomic), atomic)
+        seconds = st[:, 0] + accum * (st[:, 0] - st[:, 1])
+        good = self._gains(batch)[min(max(epoch, 0), self.app.max_epochs - 1)] / seconds
+        good = np.where(np.isfinite(good) & (good > 0), good, 0.0)
+        if not good.max() > 0:
+            return None
+        best = int(np.argmax(good))
+        return int(atomic[best]), int(accum[best]) + 1, int(batch[best])
+
     # --- the simulator's truth ------------------------------------------------
 
     def _rates(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

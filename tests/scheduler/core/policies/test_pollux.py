@@ -56,3 +56,16 @@ def test_never_more_gpus_than_exist(nodes: int, running: list[int], pending: int
             used[n] = used.get(n, 0) + g
     assert all(g <= 4 for g in used.values())
     assert all(isinstance(d, (Start, Reconfigure)) or d.__class__.__name__ in ("Preempt", "Pend") for d in decisions)
+
+
+def test_a_job_younger_than_the_minimum_runtime_keeps_its_gpus() -> None:
+    """The live loop decides every few seconds: a job relaunched a moment ago is not stopped again."""
+    snap = snapshot(1, {"a": {"n0": 1}}, ["b"])  # "a" started at 0
+    free_to_move = Pollux(seed=3, population=16, generations=10).decide(snap, 900.0)
+    assert any(d.job_id == "a" for d in free_to_move)  # without a minimum, Pollux reallocates it
+    young = Pollux(seed=3, population=16, generations=10, reclaim_min_runtime=1000.0).decide(snap, 900.0)
+    assert not any(d.job_id == "a" for d in young)
+    starts = [d for d in young if isinstance(d, Start)]
+    assert [d.job_id for d in starts] == ["b"] and sum(d.placement.num_gpus for d in starts) <= 3
+    old_enough = Pollux(seed=3, population=16, generations=10, reclaim_min_runtime=600.0).decide(snap, 900.0)
+    assert old_enough == free_to_move
