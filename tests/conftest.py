@@ -44,6 +44,19 @@ def unavailable(message: str) -> NoReturn:
 
 
 @pytest.fixture
+def pollux_profiles(settings):  # noqa: ANN001, ANN201 - pytest-django's settings
+    """The Pollux study's application profiles (adaptive jobs), read from the shared traces:
+    skip without them, fail under CI=true; the cache is emptied before and after."""
+    from scheduler import adaptive_jobs
+    from tests.scheduler.sim.workloads.pollux_traces import pollux_root
+
+    settings.GPUSCHED_TRACES_DIR = str(pollux_root().parent)
+    adaptive_jobs.reset_cache()
+    yield
+    adaptive_jobs.reset_cache()
+
+
+@pytest.fixture
 def perf_model_traces() -> None:
     """The Rubick traces the performance model is fitted from (this process and the live
     workers read the same folder): skip without them, fail under CI=true."""

@@ -20,20 +20,10 @@ from scheduler.core.policies.pollux import Pollux
 from scheduler.core.policy import make_policy
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
 from scheduler.services import JobRequestInvalid
-from tests.scheduler.sim.workloads.pollux_traces import pollux_root
 from tests.scheduler.test_reconfigure import Scripted, cycle, exit_on, run
 from tests.support.live_helpers import allocation_problems, submit
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def profiles(settings):  # noqa: ANN001, ANN201
-    """The Pollux study's application profiles, read from the shared traces (skip without them)."""
-    settings.GPUSCHED_TRACES_DIR = str(pollux_root().parent)
-    adaptive_jobs.reset_cache()
-    yield
-    adaptive_jobs.reset_cache()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("pollux_profiles")]
 
 
 def adaptive(owner, **fields):  # noqa: ANN001, ANN201

@@ -8,22 +8,12 @@ import pytest
 
 from portal.cli.commands import build_submission, format_job
 from portal.cli.main import build_parser, parse_args
-from scheduler import adaptive_jobs
 from scheduler.models import Attempt, Job
-from tests.scheduler.sim.workloads.pollux_traces import pollux_root
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("pollux_profiles")]
 
 URL = "/api/v1/jobs/"
 BODY = {"name": "train", "command": "python train.py"}
-
-
-@pytest.fixture(autouse=True)
-def profiles(settings):  # noqa: ANN001, ANN201
-    settings.GPUSCHED_TRACES_DIR = str(pollux_root().parent)
-    adaptive_jobs.reset_cache()
-    yield
-    adaptive_jobs.reset_cache()
 
 
 def test_the_api_takes_an_adaptive_job_and_shows_each_attempts_batch(roles, api_as):
