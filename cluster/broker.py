@@ -17,9 +17,13 @@ import os
 
 from celery import Celery
 
+from cluster.worker_watchdog import ConsumerWatchdog
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 # Named "portal" as before the move: task routing and existing deployments know it by that name.
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# A worker whose consumer stops taking messages (seen after Redis restarts) ends itself, to be restarted.
+app.steps["consumer"].add(ConsumerWatchdog)

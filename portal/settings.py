@@ -28,6 +28,9 @@ Variables (all optional unless noted):
   cluster; see docs/live_cluster.md and docs/operations.md.
 * ``BROKER_VISIBILITY_TIMEOUT`` (10): seconds after which a message a Celery
   worker took but never acknowledged (it died) is delivered again.
+* ``WORKER_STALL_SECONDS`` (30): a Celery worker that held no task while a
+  message waited in its queues for this long has a stalled consumer and exits,
+  to be restarted by its supervisor (cluster/worker_watchdog.py); 0: never.
 * ``GPUSCHED_TRACES_DIR``: the traces folder the performance model of
   reconfigurable jobs is fitted from (default ``../shared/traces``).
 * ``LOGIN_MAX_FAILURES`` (5), ``LOGIN_MAX_FAILURES_PER_IP`` (50),
@@ -219,6 +222,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_interval": max(1, round(BROKER_VISIBILITY_TIMEOUT / 10)),
     "unacked_restore_throttle": 1,
 }
+# A worker idle this long while its queues hold the same oldest message exits (its consumer stalled, as
+# after some Redis restarts) so that its supervisor restarts it; 0 turns the watchdog off.
+WORKER_STALL_SECONDS = env_float("WORKER_STALL_SECONDS", 30.0, minimum=0)
 
 # The login rate limit's counters are shared by every web process through Redis.
 CACHES = {
