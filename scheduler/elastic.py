@@ -36,6 +36,7 @@ from typing import Any
 
 from django.conf import settings
 
+from scheduler import adaptive_jobs
 from scheduler.core.elastic import IterTimes, PlanThroughput
 from scheduler.core.perf.__main__ import morphling_dir
 from scheduler.core.perf.catalog import spec_for
@@ -299,9 +300,7 @@ def attempt_launch_fields(job: Any, attempt: Any) -> dict[str, Any]:
     """``launch_fields`` of a stored attempt (a re-sent launch says what the first did)."""
     gpus = sum(len(v) for v in (_get(attempt, "gpu_allocation") or {}).values())
     if _get(job, "adaptive_app"):
-        from scheduler.adaptive_jobs import launch_fields as adaptive_launch
-
-        return adaptive_launch(gpus=gpus, requested_gpus=_get(job, "num_gpus"),
-                               steps=_get(attempt, "grad_accum_steps"), batch=_get(attempt, "batch_size"))
+        return adaptive_jobs.launch_fields(gpus=gpus, requested_gpus=_get(job, "num_gpus"),
+                                           steps=_get(attempt, "grad_accum_steps"), batch=_get(attempt, "batch_size"))
     return launch_fields(plan=_get(attempt, "plan"), gpus=gpus, grad_accum=_get(attempt, "grad_accum_steps"),
                          requested_gpus=_get(job, "num_gpus"))

@@ -184,8 +184,8 @@ def _reconfig_running(job: Row, attempt: Row, spec: JobSpec, gpus: int) -> tuple
 
 
 def _with_reconfig_fields(jobs: list[Row]) -> list[Row]:
-    """Add ``elastic.SPEC_FIELDS`` to the rows of jobs that declare a model (one more query,
-    only when there are such jobs: most jobs declare none and their rows stay small)."""
+    """Add ``elastic.SPEC_FIELDS`` to the rows of jobs that declare a model or a profile (one more
+    query, only when there are such jobs: most jobs declare none and their rows stay small)."""
     declared = {job["id"]: job for job in jobs if job["model"] or job["adaptive_app"]}
     if declared:
         for extra in Job.objects.filter(pk__in=declared).values("id", *elastic.SPEC_FIELDS):
