@@ -33,6 +33,7 @@ import logging
 import math
 import threading
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from django.conf import settings
 
 from scheduler import measured
 from scheduler.core.model import PendingJob, RunningJob
+from scheduler.models import Attempt
 
 from scheduler.core.perf.__main__ import morphling_dir
 from scheduler.sim.workloads.pollux_adaptive import AdaptiveApp
@@ -160,14 +162,34 @@ def spec_fields(job: Any) -> dict[str, Any]:
     return {"adaptive": model} if model is not None else {}
 
 
-def with_measured_progress(running: list[RunningJob], pending: list[PendingJob]) -> None:
+def with_measured_progress(running: list[RunningJob], pending: list[PendingJob], now: datetime) -> None:
     """Adaptive jobs' progress in their model's units, from the epoch each reported
     (``scheduler.measured.epochs``; 0 before its first report): the policy's view of
-    where the job is in its training, which sets its goodput-optimal batch."""
+    where the job is in its training, which sets its goodput-optimal batch. Also the
+    GPU-seconds each has held and the most GPUs it has held, from its attempts, so that
+    Pollux's order and limits do not depend on which worker process runs the cycle."""
     entries = [e for e in (*running, *pending) if e.spec.adaptive is not None]
-    found = measured.epochs(int(e.spec.id) for e in entries) if entries else {}
+    if not entries:
+        return
+    ids = [int(e.spec.id) for e in entries]
+    found = measured.epochs(ids)
+    held = attempt_history(ids, now)
     for entry in entries:
         entry.progress = progress_at(entry.spec.adaptive, found.get(int(entry.spec.id)))
+        entry.attained, entry.most_gpus = held.get(int(entry.spec.id), (0.0, 0))
+
+
+def attempt_history(job_ids: list[int], now: datetime) -> dict[int, tuple[float, int]]:
+    """``(GPU-seconds held, most GPUs held)`` over the attempts of each of ``job_ids`` (an open
+    attempt counts until ``now``); jobs without attempts are left out."""
+    out: dict[int, tuple[float, int]] = {}
+    rows = Attempt.objects.filter(job_id__in=job_ids).values_list("job_id", "gpu_allocation", "started_at", "ended_at")
+    for job_id, allocation, started, ended in rows:
+        gpus = sum(len(v) for v in (allocation or {}).values())
+        seconds = max(((ended or now) - started).total_seconds(), 0.0)
+        attained, most = out.get(job_id, (0.0, 0))
+        out[job_id] = (attained + gpus * seconds, max(most, gpus))
+    return out
 
 
 def progress_at(model: AdaptiveApp, epoch: float | None) -> float:

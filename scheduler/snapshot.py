@@ -385,7 +385,7 @@ def build(now: datetime) -> CycleInput:
     never: dict[int, str] = {}
     pending = _pending(usage, jobs, up, never, active)
     _with_measured_steps(running, pending)
-    adaptive_jobs.with_measured_progress(running, pending)
+    adaptive_jobs.with_measured_progress(running, pending, now)
     snapshot = Snapshot(nodes=nodes, running=running, pending=pending, free=_free_map(nodes, active),
                         pending_te=[p for p in pending if p.spec.job_class is JobClass.TE],
                         tenants=fair_usage.tenant_usage(now) if fair_usage.enabled() else None,

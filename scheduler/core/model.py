@@ -185,6 +185,11 @@ class RunningJob:
     """Since when the job's GPUs have stayed below the idle threshold (None: busy, or not measured)."""
     idle_warned_at: float | None = None
     """When the job was warned that it will be reclaimed for idleness (None: not warned in this idle spell)."""
+    attained: float | None = None
+    """Adaptive jobs: GPU-seconds held over all attempts, when the snapshot's builder counts them (the
+    live cluster, from its attempts); None: an allocation policy keeps its own count."""
+    most_gpus: int | None = None
+    """Adaptive jobs: the most GPUs any attempt held, counted like ``attained``."""
 
 
 @dataclass(slots=True)
@@ -204,6 +209,10 @@ class PendingJob:
     hold_message: str = ""
     steps_done: float = 0.0
     """Iterations completed before the job was preempted (reconfigurable jobs)."""
+    attained: float | None = None
+    """As ``RunningJob.attained``: GPU-seconds held so far (None: not counted by the builder)."""
+    most_gpus: int | None = None
+    """As ``RunningJob.most_gpus``."""
 
 
 @dataclass(slots=True)

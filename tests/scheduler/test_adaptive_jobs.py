@@ -201,3 +201,23 @@ def test_forecasts_run_with_adaptive_jobs_in_the_queue(alice, nodes, sent, no_tr
     for job in waiting:
         stored = forecast_store.read_one(job.pk)
         assert stored is not None and stored.position >= 1
+
+
+def test_the_snapshot_counts_what_each_adaptive_job_has_held(alice, nodes, sent, no_triggers,
+                                                             django_capture_on_commit_callbacks) -> None:
+    """Pollux's attained service and "twice what it ran on" come from the attempts, not from the
+    memory of whichever worker process runs the cycle."""
+    nodes(("n1", 4))
+    job = adaptive(alice, max_gpus=4)
+    now = timezone.now()
+    Attempt.objects.create(job=job, number=1, gpu_allocation={"n1": [0, 1, 2]}, state=AttemptState.RECONFIGURED,
+                           started_at=now - timedelta(seconds=100), ended_at=now - timedelta(seconds=40))
+    Attempt.objects.create(job=job, number=2, gpu_allocation={"n1": [0]}, state=AttemptState.PREEMPTED,
+                           started_at=now - timedelta(seconds=30), ended_at=now - timedelta(seconds=10))
+    Job.objects.filter(pk=job.pk).update(attempt_count=2)
+    (pending,) = snapshot.build(now).snapshot.pending
+    assert (pending.attained, pending.most_gpus) == (pytest.approx(3 * 60 + 1 * 20), 3)
+    fresh = [Pollux(seed=s) for s in (0, 1)]  # two worker processes: neither has seen the job before
+    for policy in fresh:
+        (start,) = [d for d in policy.decide(snapshot.build(now).snapshot, now.timestamp()) if isinstance(d, Start)]
+        assert start.placement.num_gpus > 1  # up to twice the 3 GPUs it ran on, not one as for a new job

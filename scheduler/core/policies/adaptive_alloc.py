@@ -36,6 +36,10 @@ class AdaptiveView:
     """Allocation changes after its first start (reconfigurations and preemptions)."""
     started: float = -math.inf
     """When its current attempt started (running jobs)."""
+    attained: float | None = None
+    """GPU-seconds it has held, as the snapshot counts them (None: not counted there)."""
+    most_gpus: int | None = None
+    """The most GPUs it has held, as the snapshot counts them (None: not counted there)."""
 
     @property
     def id(self) -> str:
@@ -49,11 +53,11 @@ def adaptive_jobs(snapshot: Snapshot) -> list[AdaptiveView]:
     for r in snapshot.running:
         if r.spec.adaptive is not None and not r.preempting and not r.reconfiguring:
             views.append(AdaptiveView(r.spec, r.spec.adaptive, r.progress, dict(r.placement.parts),
-                                      r.preemptions + r.reconfigurations, r.attempt_start))
+                                      r.preemptions + r.reconfigurations, r.attempt_start, r.attained, r.most_gpus))
     for p in snapshot.pending:
         if p.spec.adaptive is not None and p.hold_reason is None:
             views.append(AdaptiveView(p.spec, p.spec.adaptive, p.progress, {},
-                                      p.preemptions))
+                                      p.preemptions, attained=p.attained, most_gpus=p.most_gpus))
     views.sort(key=lambda v: (v.spec.submit_time, v.id))
     return views
 

@@ -91,13 +91,15 @@ class Pollux:
         self._prev: tuple[list[str], np.ndarray] | None = None
 
     def _account(self, views: list[AdaptiveView], now: float) -> None:
-        """Attained GPU-seconds and the most GPUs each job has run on."""
+        """Attained GPU-seconds and the most GPUs each job has run on: counted here from one
+        round to the next, or taken from the snapshot where it counts them (the live
+        cluster, whose cycles may run in any of several worker processes)."""
         span = 0.0 if self._last is None else now - self._last
         self._last = now
         for v in views:
             held = sum(v.current.values())
-            self._attained[v.id] = self._attained.get(v.id, 0.0) + held * span
-            self._most[v.id] = max(self._most.get(v.id, 0), held)
+            self._attained[v.id] = self._attained.get(v.id, 0.0) + held * span if v.attained is None else v.attained
+            self._most[v.id] = max(self._most.get(v.id, 0) if v.most_gpus is None else v.most_gpus, held)
         if len(self._attained) > 2 * len(views) + 64:
             # Forget jobs that left (completed or cancelled), so a long live run stays bounded.
             here = {v.id for v in views}
