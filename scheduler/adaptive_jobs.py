@@ -102,16 +102,19 @@ def gpu_limit(app: Application) -> int:
 # --- the request ------------------------------------------------------------------------
 
 
-def clean_request(*, num_gpus: int, adaptive_app: str, max_gpus: int | None,
-                  model: str = "") -> tuple[dict[str, Any], dict[str, list[str]]]:
+def clean_request(*, num_gpus: int, adaptive_app: str, max_gpus: int | None, model: str = "",
+                  job_class: str = "BE") -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The normalized adaptive fields (``adaptive_app``, and ``max_gpus`` when given) and the rules
-    broken, by field; ({}, {}) for a job that is not adaptive."""
+    broken, by field; ({}, {}) for a job that is not adaptive. Only BE jobs may be adaptive: a TE
+    job runs on one node as asked, at once, and is never reallocated."""
     name = (adaptive_app or "").strip().lower()
     if not name:
         return {}, {}
     errors: dict[str, list[str]] = {}
     if model:
         errors["adaptive_app"] = ["A job is either adaptive or declares a model, not both."]
+    if job_class != "BE":
+        errors.setdefault("adaptive_app", []).append("Only BE jobs can be adaptive.")
     apps = applications()
     if apps is None:
         errors.setdefault("adaptive_app", []).append("This cluster has no adaptive-job profiles.")

@@ -159,7 +159,7 @@ def _reconfig(req: JobRequest) -> tuple[dict, dict[str, list[str]]]:
                                            allowed_plans=req.allowed_plans, min_gpus=req.min_gpus,
                                            max_gpus=None if adaptive else req.max_gpus, guaranteed=req.guaranteed)
     more, wrong = adaptive_jobs.clean_request(num_gpus=req.num_gpus, adaptive_app=req.adaptive_app,
-                                              max_gpus=req.max_gpus, model=req.model)
+                                              max_gpus=req.max_gpus, model=req.model, job_class=req.job_class)
     for name, messages in wrong.items():
         errors.setdefault(name, []).extend(messages)
     return {**fields, **more}, errors

@@ -39,6 +39,7 @@ def adaptive(owner, **fields):  # noqa: ANN001, ANN201
     ({"adaptive_app": "bert", "model": "bert"}, "adaptive_app", "either adaptive or declares a model"),
     ({"adaptive_app": "cifar10", "num_gpus": 2, "max_gpus": 1}, "max_gpus", "at least num_gpus (2)"),
     ({"adaptive_app": "cifar10", "max_gpus": 65}, "max_gpus", "at most"),
+    ({"adaptive_app": "cifar10", "job_class": "TE"}, "adaptive_app", "Only BE jobs can be adaptive."),
 ])
 def test_a_bad_adaptive_request_names_its_field_and_writes_nothing(alice, fields, field, text) -> None:
     with pytest.raises(JobRequestInvalid) as caught:
