@@ -28,8 +28,10 @@ time`` (``scheduler.sim.allocation``). A ``Start`` may give it any GPU count in 
 plan; a ``Reconfigure`` relaunches it (``scheduler.sim.reconfiguration``).
 
 Adaptive jobs (``spec.adaptive``, ``scheduler.sim.adaptive_attempt``): progress at goodput, restart on
-every allocation change. ``SimConfig.round_seconds``: decide at round boundaries only. See also
-``records`` and ``job_state``. Python's cyclic collector is paused during each ``decide`` call.
+every allocation change. ``SimConfig.round_seconds``: decide at round boundaries only. A policy with
+``wake_at(snapshot, now)`` is also called at the time that returns (a change it held back becomes allowed),
+as the live loop's periodic cycle would call it. See also ``records`` and ``job_state``. Python's cyclic
+collector is paused during each ``decide`` call.
 """
 
 from __future__ import annotations
@@ -48,20 +50,8 @@ from scheduler.core.policy import Policy
 from scheduler.sim.adaptive_attempt import AdaptiveRunningJob, finish_time, restart_seconds, vacates_at_once
 from scheduler.sim.allocation import IterationTiming, allocation
 from scheduler.sim.dependencies import DependencyTracker
-from scheduler.sim.job_state import (
-    COMPLETE,
-    DONE,
-    PENDING,
-    PREEMPTING,
-    RUNNING,
-    VACATE,
-    WAKE,
-    LiveRunningJob,
-    SimJobState,
-    VirtualClock,
-    insert_pending,
-    remove_pending,
-)
+from scheduler.sim.job_state import COMPLETE, DONE, PENDING, PREEMPTING, RUNNING, VACATE, WAKE  # noqa: I001
+from scheduler.sim.job_state import LiveRunningJob, SimJobState, VirtualClock, insert_pending, remove_pending
 from scheduler.sim.reconfiguration import ReconfigurationMechanics
 from scheduler.sim.records import AttemptRecord, PreemptionRecord, SimConfig, SimResult, SimulationError
 from scheduler.sim.workloads.types import SimJob
@@ -119,6 +109,8 @@ class Simulator(ReconfigurationMechanics):
         # A policy that reconfigures running jobs may act with nothing pending
         # (grow jobs into GPUs a completion freed).
         self._decide_idle = bool(getattr(policy, "decide_without_pending", False))
+        self._wake_at = getattr(policy, "wake_at", None)  # ReconfigurationMechanics._wake_policy
+        self._wakes: set[float] = set()
 
     # ------------------------------------------------------------------ run
 
@@ -279,6 +271,8 @@ class Simulator(ReconfigurationMechanics):
                 raise SimulationError(f"t={t:g}: unknown decision {d!r}")
         if started:
             self._remove_pending(started)
+        if self._wake_at is not None:
+            self._wake_policy(t)
 
     def _start(self, d: Start, t: float) -> SimJobState:
         job = self._by_id.get(d.job_id)

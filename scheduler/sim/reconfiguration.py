@@ -8,20 +8,32 @@ some up; otherwise the new placement is held at once) and relaunches it, after
 running job's ``spec`` then carries the allocation (GPUs, CPUs, memory).
 
 These are the ``Simulator``'s methods for it, kept apart from its event loop;
-they read and write the simulator state named below.
+they read and write the simulator state named below. So is the wake-up a
+policy may ask for (``wake_at``: Rubick's minimum interval between a job's
+reconfigurations ends), which the live loop's periodic cycle gives it anyway.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 
 from scheduler.core.decisions import Reconfigure
-from scheduler.core.model import JobSpec
+from scheduler.core.model import JobSpec, Snapshot
 from scheduler.core.placement import FreeLedger, node_charges
 from scheduler.sim.adaptive_attempt import finish_time, restart_seconds
 from scheduler.sim.allocation import IterationTiming, allocation
-from scheduler.sim.job_state import COMPLETE, RESHAPE, RESHAPING, RUNNING, LiveRunningJob, SimJobState
+from scheduler.sim.job_state import COMPLETE, RESHAPE, RESHAPING, RUNNING, WAKE, LiveRunningJob, SimJobState
 from scheduler.sim.records import SimConfig, SimulationError
+
+
+class _PolicyWake:
+    """The "job" of a wake-up a policy asked for: an attempt that is never stale."""
+
+    attempt = 0
+
+
+_POLICY_WAKE = _PolicyWake()
 
 
 class ReconfigurationMechanics:
@@ -38,7 +50,20 @@ class ReconfigurationMechanics:
     _reconfigurations: int
     _push: Callable[[float, int, SimJobState], None]
     _charge: Callable[[JobSpec, int, float], None]
+    _wake_at: Callable[[Snapshot, float], float | None] | None
+    _wakes: set[float]
+    _events: list
+    _seq: int
+    snapshot: Snapshot
     _log_attempt: Callable[[SimJobState, LiveRunningJob, float], None]
+
+    def _wake_policy(self, t: float) -> None:
+        """Have decide called again at the time the policy's ``wake_at`` gives (once per instant)."""
+        when = self._wake_at(self.snapshot, t)
+        if when is not None and when > t and when not in self._wakes:
+            self._wakes.add(when)
+            self._seq += 1
+            heapq.heappush(self._events, (when, self._seq, WAKE, _POLICY_WAKE, 0))  # type: ignore[arg-type]
 
     def _reconfigure_all(self, decisions: list[Reconfigure], t: float) -> None:
         """Apply one call's Reconfigures together, before its other decisions:

@@ -83,6 +83,13 @@ class Rubick(Reclaiming, Growing):
     name = "rubick"
     decide_without_pending = True
 
+    def wake_at(self, snapshot: Snapshot, now: float) -> float | None:
+        """When a running job that ``min_interval`` holds back may next be reconfigured (the
+        simulator then decides again, as the live loop's periodic cycle does); None: no job is."""
+        held = [r.last_reconfigure + self.min_interval for r in snapshot.running
+                if r.last_reconfigure is not None and now - r.last_reconfigure < self.min_interval - 1e-9]
+        return min(held, default=None)
+
     def __init__(
         self,
         *,

@@ -85,3 +85,33 @@ def test_preempted_step_job_resumes_with_its_iterations():
     j = next(o for o in result.outcomes if o.job_id == "j")
     # 30 iterations, then 70 at 0.25 s after 4 s of restoring from t = 31.
     assert j.completion == pytest.approx(31 + 4 + 70 * 0.25)
+
+
+class WakingScript(Script):
+    """A script that also asks to decide again at given times (``wake_at``)."""
+
+    decide_without_pending = True
+
+    def __init__(self, steps, wakes) -> None:  # noqa: ANN001
+        super().__init__(steps)
+        self.wakes = sorted(wakes)
+        self.called: list[float] = []
+
+    def decide(self, snapshot, now):  # noqa: ANN001, ANN201
+        self.called.append(now)
+        return super().decide(snapshot, now)
+
+    def wake_at(self, snapshot, now):  # noqa: ANN001, ANN201
+        return next((w for w in self.wakes if w > now), None)
+
+
+def test_a_policy_is_called_again_when_it_asks_with_no_event_due():
+    policy = WakingScript({0.0: [Start("j", place(a=2))], 30.0: [Reconfigure("j", place(a=4), "fast")]}, [30.0])
+    result = simulate(policy, NODES, [elastic("j", steps=100)], SimConfig(reconfigure_overhead=10.0))
+    j = next(o for o in result.outcomes if o.job_id == "j")
+    assert 30.0 in policy.called and result.reconfigurations == 1
+    # 30 iterations at 1 s, 10 s restart, 70 iterations at 0.25 s.
+    assert j.completion == pytest.approx(30 + 10 + 17.5)
+    without = Script({0.0: [Start("j", place(a=2))], 30.0: [Reconfigure("j", place(a=4), "fast")]})
+    alone = simulate(without, NODES, [elastic("j", steps=100)], SimConfig(reconfigure_overhead=10.0))
+    assert alone.reconfigurations == 0  # nothing happened at 30 s: the policy was never asked

@@ -100,6 +100,21 @@ def test_no_job_is_reconfigured_within_the_minimum_interval():
     assert only(decide(running=[old], now=1000.0, min_interval=600.0), Reconfigure)
 
 
+def test_rubick_asks_to_decide_again_when_the_minimum_interval_of_a_held_job_ends():
+    """In the simulator nothing else may happen by then (the last jobs running), so the policy
+    says when it wants to look again, as the live loop's periodic cycle would."""
+    f = fn(4)
+    policy = Rubick(min_interval=600.0)
+    recent = running(elastic_spec("a", 4, f, steps=100_000), {"n1": 2}, "zero", last_reconfigure=900.0)
+    later = running(elastic_spec("b", 4, f, steps=100_000), {"n2": 2}, "zero", last_reconfigure=950.0)
+    old = running(elastic_spec("c", 4, f, steps=100_000), {"n2": 2}, "zero", last_reconfigure=100.0)
+    never = running(elastic_spec("d", 4, f, steps=100_000), {"n1": 2}, "zero")
+    snap = Snapshot(nodes=NODES, running=[later, recent, old, never])
+    assert policy.wake_at(snap, 1000.0) == 1500.0
+    assert policy.wake_at(Snapshot(nodes=NODES, running=[old, never]), 1000.0) is None
+    assert policy.wake_at(snap, 1550.0) is None  # both may move now
+
+
 def test_grown_job_gives_gpus_back_for_a_waiting_job():
     f = fn(4)
     grown = elastic_spec("grown", 4, f, steps=100_000)
