@@ -95,8 +95,8 @@ def reset_cache() -> None:
 
 
 def gpu_limit(app: Application) -> int:
-    """Most GPUs a job of ``app`` can use: its largest batch over its smallest per-GPU batch, at most 64."""
-    return AdaptiveApp(app, None).max_gpus
+    """Most GPUs a job of ``app`` can use (``AdaptiveApp.gpu_limit``)."""
+    return AdaptiveApp.gpu_limit(app)
 
 
 # --- the request ------------------------------------------------------------------------

@@ -43,9 +43,7 @@ class AdaptiveApp:
         self.app = app
         self.fixed_batch = fixed_batch
         self.restart_seconds = restart_seconds
-        limit = min(64, int(app.max_batch_size // app.min_local_bsz))
-        if fixed_batch is not None:
-            limit = min(limit, max(1, int(fixed_batch // app.min_local_bsz)))
+        limit = self.gpu_limit(app, fixed_batch)
         self.max_gpus = max(1, min(limit, max_gpus or limit))
         self.bounds = np.array([app.progress_at(e) for e in range(app.max_epochs + 1)])
         self.target = float(self.bounds[-1])
@@ -56,6 +54,15 @@ class AdaptiveApp:
         self.rates = lru_cache(maxsize=None)(self._rates)  # type: ignore[method-assign]
         self.goodput_table = lru_cache(maxsize=None)(self._goodput_table)  # type: ignore[method-assign]
         self._table_rows: tuple[list[tuple[int, int]], np.ndarray, np.ndarray] | None = None
+
+    @staticmethod
+    def gpu_limit(app: Application, fixed_batch: int | None = None) -> int:
+        """Most GPUs a job of ``app`` can use: its largest batch (or its fixed one) over the
+        smallest per-GPU batch, at most 64."""
+        limit = min(64, int(app.max_batch_size // app.min_local_bsz))
+        if fixed_batch is not None:
+            limit = min(limit, max(1, int(fixed_batch // app.min_local_bsz)))
+        return max(1, limit)
 
     # --- configurations -----------------------------------------------------
 
