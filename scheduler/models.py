@@ -182,8 +182,8 @@ class Job(models.Model):
 
     @property
     def gpu_range(self) -> tuple[int, int]:
-        """``(min, max)`` GPUs the job may run on."""
-        return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
+        """``(min, max)`` GPUs the job may run on (an adaptive job: from 1, scheduler.adaptive_jobs)."""
+        return (1 if self.adaptive_app else self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
 
     @property
     def reconfigurable(self) -> bool:

@@ -61,7 +61,7 @@ def apply_reconfigure(d: Reconfigure, row: JobRow, now: datetime) -> bool:
     if job is None or not (job.model or job.adaptive_app):
         raise Conflict("not a reconfigurable job")
     gpus = d.placement.num_gpus
-    low, high = (1, adaptive_jobs.most_gpus(job)) if job.adaptive_app else job.gpu_range
+    low, high = job.gpu_range
     if not low <= gpus <= high:
         raise Conflict(f"{gpus} GPUs is outside the job's range {low}-{high}")
     plan = adaptive_jobs.PLAN if job.adaptive_app else d.plan or job.plan  # adaptive: GPUs and batch change

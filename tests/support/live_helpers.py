@@ -141,9 +141,8 @@ def _allocation_problems() -> list[str]:
         if job.state in ACTIVE_STATES:
             attempt = Attempt.objects.filter(job=job, number=job.attempt_count).first()
             listed = {(n, i) for n, idx in (attempt.gpu_allocation if attempt else {}).items() for i in idx}
-            low, high = job.gpu_range if job.model else (job.num_gpus, job.num_gpus)  # reconfigurable: its range
-            if job.adaptive_app:  # scheduler.adaptive_jobs: 1 to its most
-                low, high = 1, job.max_gpus or job.num_gpus
+            # Reconfigurable or adaptive: its range.
+            low, high = job.gpu_range if job.model or job.adaptive_app else (job.num_gpus, job.num_gpus)
             if not low <= len(gpus) <= high:
                 problems.append(f"job {job.pk} ({job.state}) holds {len(gpus)} GPUs, needs {job.num_gpus}")
             if gpus != listed:
