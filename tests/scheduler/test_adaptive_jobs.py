@@ -87,6 +87,8 @@ def test_the_batch_told_is_the_one_with_the_most_goodput(alice, per_node, epoch)
     atomics, accums, _ = model.configurations(gpus)
     goodputs = [model.app.goodput(placement, int(a), int(k), epoch) for a, k in zip(atomics, accums)]
     assert model.app.goodput(placement, local, steps - 1, epoch) == pytest.approx(max(goodputs), rel=1e-9)
+    # ... and is what the simulator's Pollux reads for that allocation (its goodput table).
+    assert max(goodputs) == pytest.approx(model.goodput_table(epoch)[len(per_node), gpus], rel=1e-9)
 
 
 # --- the snapshot and the starts ----------------------------------------------------------
