@@ -261,8 +261,8 @@ def gpu_count_ok(job: Any, gpus: int) -> bool:
     """Whether an attempt of ``job`` may hold ``gpus`` GPUs (the request, or its range)."""
     if gpus == _get(job, "num_gpus"):
         return True
-    if _get(job, "adaptive_app"):  # scheduler.adaptive_jobs: 1 to max_gpus (0: the request)
-        return 1 <= gpus <= (_get(job, "max_gpus") or _get(job, "num_gpus"))
+    if _get(job, "adaptive_app"):
+        return adaptive_jobs.gpu_count_ok(job, gpus)
     if not _get(job, "model"):
         return False
     low = _get(job, "min_gpus") or _get(job, "num_gpus")

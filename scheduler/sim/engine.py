@@ -50,7 +50,7 @@ from scheduler.core.policy import Policy
 from scheduler.sim.adaptive_attempt import AdaptiveRunningJob, finish_time, restart_seconds, vacates_at_once
 from scheduler.sim.allocation import IterationTiming, allocation
 from scheduler.sim.dependencies import DependencyTracker
-from scheduler.sim.job_state import COMPLETE, DONE, PENDING, PREEMPTING, RUNNING, VACATE, WAKE  # noqa: I001
+from scheduler.sim.job_state import COMPLETE, DONE, PENDING, PREEMPTING, RUNNING, VACATE, WAKE
 from scheduler.sim.job_state import LiveRunningJob, SimJobState, VirtualClock, insert_pending, remove_pending
 from scheduler.sim.reconfiguration import ReconfigurationMechanics
 from scheduler.sim.records import AttemptRecord, PreemptionRecord, SimConfig, SimResult, SimulationError

@@ -15,7 +15,6 @@ reconfigurations ends), which the live loop's periodic cycle gives it anyway.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 
 from scheduler.core.decisions import Reconfigure
@@ -52,8 +51,6 @@ class ReconfigurationMechanics:
     _charge: Callable[[JobSpec, int, float], None]
     _wake_at: Callable[[Snapshot, float], float | None] | None
     _wakes: set[float]
-    _events: list
-    _seq: int
     snapshot: Snapshot
     _log_attempt: Callable[[SimJobState, LiveRunningJob, float], None]
 
@@ -62,8 +59,7 @@ class ReconfigurationMechanics:
         when = self._wake_at(self.snapshot, t)
         if when is not None and when > t and when not in self._wakes:
             self._wakes.add(when)
-            self._seq += 1
-            heapq.heappush(self._events, (when, self._seq, WAKE, _POLICY_WAKE, 0))  # type: ignore[arg-type]
+            self._push(when, WAKE, _POLICY_WAKE)  # type: ignore[arg-type]
 
     def _reconfigure_all(self, decisions: list[Reconfigure], t: float) -> None:
         """Apply one call's Reconfigures together, before its other decisions:

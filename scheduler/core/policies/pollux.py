@@ -125,7 +125,8 @@ class Pollux:
         if not views:
             return plain_starts(snapshot, {})
         views.sort(key=lambda v: (self._attained.get(v.id, 0.0), v.spec.submit_time, v.id))
-        fair = math.ceil(sum(n.gpus for n in snapshot.nodes) / len(views))
+        total = sum(n.gpus for n in snapshot.nodes)
+        fair = math.ceil(total / len(views))
         kept = {v.id: v.current for v in views if v.current and now - v.started < self.min_runtime}
         views = [v for v in views if v.id not in kept]
         if not views:
@@ -135,7 +136,6 @@ class Pollux:
             for node, g in held.items():
                 free[node] -= g
         names = [n.name for n in snapshot.nodes]
-        total = sum(n.gpus for n in snapshot.nodes)
         scale = len(names) / total
         width = max(v.model.max_gpus for v in views) + 1
         limits = [min(v.model.max_gpus, max(1, 2 * self._most.get(v.id, 0))) for v in views]
