@@ -7,7 +7,8 @@ PostgreSQL connections from a pool (``DATABASE_POOL``, which ``scripts/serve.sh 
 persistent connection is never reused there and each request opened a new one (a PostgreSQL backend
 started and torn down per request). Workers keep persistent connections because a pool's threads
 would not survive Celery's fork. A pooled connection is checked as it is handed out, so after a
-PostgreSQL restart a request gets a new connection instead of a dead one.
+PostgreSQL restart a request gets a new connection instead of a dead one, and a lost PostgreSQL is
+tried again every second (``retry_lost_postgresql_every_second``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,23 @@ from django.core.exceptions import ImproperlyConfigured
 from portal.env import env_bool, env_int, env_str
 
 PERSISTENT_S = 60
+POOL_TIMEOUT_S = 10
+
+
+def retry_lost_postgresql_every_second() -> None:
+    """Keep psycopg_pool's waits between two attempts at about a second instead of doubling them.
+
+    The pool doubles its wait after every failed attempt to reconnect (1, 2, 4, 8, 16 s, ...), so
+    after PostgreSQL had been down for some seconds the next attempt could fall beyond the
+    ``POOL_TIMEOUT_S`` a request waits for a connection: the first requests after PostgreSQL came
+    back failed with ``PoolTimeout`` although it was up. The same doubling spaces the checks of the
+    connections it hands out, so a request after a restart that found six dead connections idle
+    waited 0 + 1 + 2 + 4 + 8 s for a live one; now about one second per dead connection. One
+    attempt a second per lost connection costs PostgreSQL nothing worth counting while it is down.
+    """
+    from psycopg_pool.base import AttemptWithBackoff
+
+    AttemptWithBackoff.DELAY_BACKOFF = 1.0
 
 
 def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
@@ -45,6 +63,7 @@ def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.envir
         db["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on each hand-out
         db.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, environ=environ, minimum=1),
-            "timeout": 10,
+            "timeout": POOL_TIMEOUT_S,
         }
+        retry_lost_postgresql_every_second()
     return db

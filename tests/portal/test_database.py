@@ -120,3 +120,79 @@ def test_daphne_with_the_pool_reuses_its_connections(pool: str, most: int | None
         assert opened >= 40  # without the pool: one new connection per request (the cost the pool removes)
     else:
         assert opened <= most
+
+
+def _run_pool_script(code: str, url: str) -> str:
+    """The last line ``code`` prints in a fresh interpreter whose web server pools its connections."""
+    env = {**os.environ, "DATABASE_URL": url, "DATABASE_POOL": "true", "SECRET_KEY": "pool-test-secret",
+           "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def _database_url() -> str:
+    from django.db import connection
+
+    settings = connection.settings_dict
+    return f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
+
+
+SIX_DEAD_CONNECTIONS = """
+import os, django, psycopg
+django.setup()
+from django.db import connection
+pool = connection.pool
+pool.open()
+held = [pool.getconn() for _ in range(6)]
+pids = [c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in held]
+for c in held:
+    pool.putconn(c)
+with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as admin:
+    for pid in pids:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+try:
+    with connection.cursor() as cursor:  # as a request after a PostgreSQL restart asks
+        cursor.execute("SELECT 1")
+    print("answered")
+except Exception as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_after_a_restart_a_request_is_not_made_to_wait_through_every_dead_connection() -> None:
+    # Six idle connections killed at once, as a PostgreSQL restart kills them: psycopg_pool checks
+    # them one at a time, and doubling its waits (0 + 1 + 2 + 4 + 8 s) ran past the request's 10 s.
+    assert _run_pool_script(SIX_DEAD_CONNECTIONS, _database_url()) == "answered"
+
+
+RECONNECT_AFTER_AN_OUTAGE = """
+import os, tempfile, time, psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+from portal.database import retry_lost_postgresql_every_second
+retry_lost_postgresql_every_second()
+url = os.environ["DATABASE_URL"]
+with psycopg.connect(url) as c:
+    real = c.execute("SHOW unix_socket_directories").fetchone()[0].split(",")[0].strip()
+    port = c.execute("SHOW port").fetchone()[0]
+    dbname = c.info.dbname
+outage = tempfile.mkdtemp()  # a socket directory where no PostgreSQL answers yet
+pool = ConnectionPool(f"host={outage} port={port} dbname={dbname} user=postgres", min_size=1, open=False)
+pool.open(wait=False)
+time.sleep(8)  # failed attempts at about 0, 1, 3 and 7 s: doubling, the next would come at 15 s
+os.symlink(os.path.join(real, f".s.PGSQL.{port}"), os.path.join(outage, f".s.PGSQL.{port}"))  # it is back
+try:
+    pool.getconn(timeout=4)
+    print("connected")
+except PoolTimeout:
+    print("timed out")
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_postgresql_back_after_an_outage_is_reached_within_a_request_s_wait() -> None:
+    assert _run_pool_script(RECONNECT_AFTER_AN_OUTAGE, _database_url()) == "connected"
