@@ -10,12 +10,13 @@ wrapped in the same session authentication; every other one to Django.
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-# Django must be set up before anything imports models.
-django_asgi_app = get_asgi_application()
+from portal.asgi_handler import get_one_call_asgi_application  # noqa: E402
+
+# Django must be set up before anything imports models. Its middleware chain and views run in one
+# worker-thread call per request (portal.asgi_handler says why).
+django_asgi_app = get_one_call_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
