@@ -2,8 +2,9 @@
 
 Builds a fresh database (``<name>_bench`` on the PostgreSQL of ``DATABASE_URL``,
 dropped and migrated first), starts a private redis-server, the portal
-(daphne, as ``scripts/serve.sh web``; ``--portals N`` runs N daphne processes
-sharing one listening socket) and a Celery worker with beat running the
+(daphne, as ``scripts/serve.sh web``: ``--portals N`` daphne processes sharing one
+listening socket, by default as many as ``scripts/serve.sh web`` starts, one per
+core up to 4) and a Celery worker with beat running the
 scheduling loop, registers two nodes of 8 GPUs (no agents: started jobs stay
 STARTING), then for each size in ``--sizes`` runs a burst of that many POST
 /api/v1/jobs/ from ``--clients`` processes (tests/adversarial/load.py) and
@@ -27,8 +28,9 @@ The portal takes its PostgreSQL connections from a pool, as ``scripts/serve.sh
 web`` runs it (``DATABASE_POOL``); ``--no-db-pool`` runs it without, as before.
 
 ``--server gunicorn`` serves the WSGI app with gunicorn (``--portals`` gthread
-workers of ``--threads`` threads) instead of daphne, for comparison (HTTP only;
-the deployment serves daphne). ``--array K`` posts K jobs per request to
+workers of ``--threads`` threads) and ``--server uvicorn`` the ASGI app with uvicorn
+(``--portals`` workers) instead of daphne, for comparison (the deployment serves
+daphne; neither is a dependency of the project). ``--array K`` posts K jobs per request to
 /api/v1/jobs/array/: its rate is jobs per second through job arrays, not
 requests per second.
 
@@ -52,6 +54,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from portal.web_processes import default_processes  # noqa: E402
 from tests.adversarial import load  # noqa: E402
 from tests.adversarial.stack import BIN, Proc, RedisServer, Stack, free_port, wait_for  # noqa: E402
 
@@ -109,6 +112,16 @@ def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4,
                                str(count), "--worker-class", "gthread", "--threads", str(threads),
                                "--keep-alive", "30", "--log-level", "warning", "portal.wsgi:application"],
                     stack.tmp / "portal.log", stack.env())
+        stack.procs[proc.name] = proc
+        proc.start()
+        wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
+        return
+    if server == "uvicorn":
+        stack.portal_port = stack.portal_port or free_port()
+        proc = Proc("portal", [str(BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(stack.portal_port),
+                               "--workers", str(count), "--log-level", "warning", "--no-access-log",
+                               "portal.asgi:application"],
+                    stack.tmp / "portal.log", stack.env(DATABASE_POOL=pool))
         stack.procs[proc.name] = proc
         proc.start()
         wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
@@ -189,9 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000], help="burst sizes, run in order")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--users", type=int, default=4, help="users (one API token each)")
-    parser.add_argument("--portals", type=int, default=1, help="portal processes (daphne) or workers (gunicorn)")
-    parser.add_argument("--server", choices=["daphne", "gunicorn"], default="daphne",
-                        help="HTTP server of the portal: daphne (ASGI, as deployed) or gunicorn (WSGI, gthread)")
+    parser.add_argument("--portals", type=int, default=default_processes(),
+                        help="portal processes (daphne) or workers (gunicorn, uvicorn); default: as scripts/serve.sh web")
+    parser.add_argument("--server", choices=["daphne", "uvicorn", "gunicorn"], default="daphne",
+                        help="HTTP server of the portal: daphne (ASGI, as deployed), uvicorn (ASGI) or gunicorn "
+                             "(WSGI, gthread)")
     parser.add_argument("--no-db-pool", action="store_true",
                         help="daphne opens its own PostgreSQL connections (DATABASE_POOL=false), as before the pool")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")

@@ -5,7 +5,8 @@
 #
 #   scripts/serve.sh migrate            apply database migrations
 #   scripts/serve.sh demo-users         create/refresh the demo admin and user, print credentials
-#   scripts/serve.sh web                the portal (daphne, HTTP and websockets) on $HOST:$PORT
+#   scripts/serve.sh web                the portal (daphne, HTTP and websockets) on $HOST:$PORT,
+#                                       $WEB_PROCESSES processes (default: one per core, at most 4)
 #   scripts/serve.sh worker             Celery worker on the default queue only (never node.*)
 #   scripts/serve.sh beat               Celery beat (periodic tasks)
 #   scripts/serve.sh agent NAME [GPUS [OPTION...]]
@@ -31,9 +32,9 @@ case "$component" in
         exec "$VENV/bin/python" manage.py demo_users \
             --url "${GPUSCHED_PUBLIC_URL:-http://${HOST:-127.0.0.1}:${PORT:-8000}}" "$@" ;;
     web)
-        # A pool of PostgreSQL connections for the web server only (portal/database.py says why).
-        DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/daphne" -b "${HOST:-127.0.0.1}" -p "${PORT:-8000}" \
-            portal.asgi:application ;;
+        # A pool of PostgreSQL connections for the web server only (portal/database.py says why);
+        # several daphne processes on one socket, supervised (portal/web_processes.py).
+        DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/python" -m portal.web_processes ;;
     worker)
         exec "$VENV/bin/celery" -A portal worker --loglevel "${CELERY_LOG_LEVEL:-info}" \
             --queues "${WORKER_QUEUES:-celery}" --concurrency "${WORKER_CONCURRENCY:-2}" \

@@ -6,7 +6,7 @@
   as the ``postgres`` user when this process is root) on a free port, with its
   socket in the temp dir; stop/start keep the data;
 * ``Stack``: the system's own processes pointed at given ``DATABASE_URL`` and
-  ``REDIS_URL``: the portal (``daphne``, as ``scripts/serve.sh web`` runs it),
+  ``REDIS_URL``: the portal (``daphne``, one of the processes ``scripts/serve.sh web`` runs),
   a Celery worker with embedded beat, and node agents with virtual GPUs.
 
 The shared PostgreSQL and Redis of the machine are never restarted or flushed:
@@ -293,8 +293,8 @@ class Stack:
                        capture_output=True, timeout=600)
 
     def portal(self, name: str = "portal", **env: str) -> Proc:
-        """daphne on a free port, as scripts/serve.sh web runs it (``env`` added to its environment);
-        returns once it answers."""
+        """daphne on a free port, one process as scripts/serve.sh web runs each (``env`` added to its
+        environment); returns once it answers."""
         self.portal_port = self.portal_port or free_port()
         proc = self._proc(name, [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.portal_port),
                                  "portal.asgi:application"], **{"DATABASE_POOL": "true", **env})

@@ -203,7 +203,7 @@ def _chunked(body: bytes, piece: int = 4096):  # noqa: ANN202 - a generator: req
 
 @pytest.fixture
 def served_api(live_stack):  # noqa: ANN001, ANN201
-    """daphne serving the portal on the test database (as scripts/serve.sh web runs it), and a token."""
+    """daphne serving the portal on the test database (one process as scripts/serve.sh web runs each), and a token."""
     from django.contrib.auth.models import User
 
     from portal.models import ApiToken

@@ -63,7 +63,7 @@ def test_an_unusable_url_names_the_variable(tmp_path: Path) -> None:
 
 def test_serve_web_turns_the_pool_on() -> None:
     text = (ROOT / "scripts" / "serve.sh").read_text()
-    assert 'DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/daphne"' in text
+    assert 'DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/python" -m portal.web_processes' in text
 
 
 def _sessions(cursor) -> int:  # noqa: ANN001
