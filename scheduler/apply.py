@@ -35,7 +35,9 @@ decides again.
 
 Pend: the reason and message are written only when they changed, with one
 ``UPDATE ... WHERE state = PENDING`` per batch of jobs (each its own values;
-``scheduler.bulkwrite``), each batch in a savepoint.
+``scheduler.bulkwrite``), each batch in a savepoint; thousands of them at once
+are written meanwhile by a thread of their own, each batch committed on its own
+(``scheduler.pending_reasons.write_pends_beside``).
 
 Reconfigure decisions are written one by one by ``scheduler.reconfigure``,
 each in its own savepoint, before the starts and preemptions.
@@ -93,6 +95,7 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
     at = at or timezone.now()
     out = Applied()
     todo = _sort(_with_quota_holds(decisions, cycle, out), cycle, out)
+    finish_pends = pending_reasons.write_pends_beside(todo.pends)  # many: written alongside the rest
     for d, row in sorted(todo.reconfigures, key=lambda item: item[1].pk):  # scheduler/reconfigure.py
         guarded(out, [d.job_id], lambda d=d, row=row: _one(reconfigure.apply_reconfigure(d, row, at), row,
                                                                out.reconfigured))
@@ -102,7 +105,7 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
         if guarded(out, ids, lambda: _starts_and_preemptions(todo, at, batch)):
             out.started, out.preempted = batch.started, batch.preempted
             out.skipped.extend(batch.skipped)
-    out.pend_updates = pending_reasons.write_pends(todo.pends)
+    out.pend_updates = finish_pends()
     return out
 
 

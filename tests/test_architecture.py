@@ -287,7 +287,6 @@ TESTED_ELSEWHERE = {
     "scheduler/coordination.py": "the Redis client of tests/scheduler/test_loop_lock.py and test_triggers.py",
     "scheduler/identity_admin.py": "superusers change, staff look: tests/portal/test_portal_identity.py, test_portal_images.py",
     "scheduler/models.py": "model declarations; every scheduler test writes and reads them",
-    "scheduler/pending_reasons.py": "tests/scheduler/test_apply.py (statements per cycle), test_loop.py",
     "scheduler/selectors.py": "tests/scheduler/test_quotas_enforced.py, tests/portal/api/test_views_listing.py",
     "scheduler/starts_and_preemptions.py": "tests/scheduler/test_apply.py",
     "scheduler/tasks.py": "a Celery adapter over scheduler.loop: tests/e2e",

@@ -1,0 +1,103 @@
+"""scheduler/pending_reasons.py: reasons written only where they changed; many of them written by a
+thread of their own while the apply step writes the rest (``write_pends_beside``)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler import apply, loop, pending_reasons, snapshot
+from scheduler.core.decisions import Pend, Reason, Start
+from scheduler.core.model import Placement
+from scheduler.models import Job, JobState
+from tests.support.live_helpers import make_node, make_user, submit
+
+
+def _reasons(jobs: list[Job]) -> list[tuple[str, str]]:
+    return [tuple(r) for r in Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk")
+            .values_list("pending_reason", "pending_message")]
+
+
+@pytest.fixture
+def writer_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the threads that ran ``write_pends``."""
+    names: list[str] = []
+    original = pending_reasons.write_pends
+
+    def recording(pends):  # noqa: ANN001, ANN202
+        names.append(threading.current_thread().name)
+        return original(pends)
+
+    monkeypatch.setattr(pending_reasons, "write_pends", recording)
+    return names
+
+
+@pytest.mark.django_db
+def test_few_reasons_are_written_in_the_caller_s_transaction_when_it_finishes(writer_threads) -> None:
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(3)]
+    with transaction.atomic():
+        finish = pending_reasons.write_pends_beside({j.pk: ("Resources", f"waits {i}") for i, j in enumerate(jobs)})
+        assert writer_threads == [] and _reasons(jobs) == [("", "")] * 3  # nothing written before finish
+        assert finish() == 3
+    assert writer_threads == [threading.current_thread().name]
+    assert _reasons(jobs) == [("Resources", "waits 0"), ("Resources", "waits 1"), ("Resources", "waits 2")]
+
+
+@pytest.mark.django_db
+def test_inside_an_enclosing_transaction_many_reasons_stay_in_it(writer_threads, monkeypatch) -> None:  # noqa: ANN001
+    # A test's transaction (or any caller's) may hold rows another connection cannot see yet.
+    monkeypatch.setattr(pending_reasons, "BESIDE_FROM", 2)
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(3)]
+    with transaction.atomic():
+        assert pending_reasons.write_pends_beside({j.pk: ("Resources", "waits") for j in jobs})() == 3
+    assert writer_threads == [threading.current_thread().name]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_reasons_are_written_beside_the_cycle_s_starts(writer_threads, monkeypatch, sent) -> None:  # noqa: ANN001
+    monkeypatch.setattr(pending_reasons, "BESIDE_FROM", 2)
+    alice = make_user("alice")
+    make_node("n1", 1)
+    started, *waiting = [submit(alice, f"j{i}") for i in range(4)]
+    cycle = snapshot.build(timezone.now())
+    Job.objects.filter(pk=waiting[-1].pk).update(state=JobState.CANCELLED)  # left PENDING after the read
+    decisions = [Start(str(started.pk), Placement.of({"n1": 1}))] + [
+        Pend(str(j.pk), Reason.RESOURCES, f"no GPU for {j.name}") for j in waiting]
+    with transaction.atomic():
+        applied = apply.apply_decisions(decisions, cycle)
+    assert writer_threads == ["pending-reasons"]
+    assert applied.started == [started.pk] and applied.pend_updates == 2  # the cancelled job is left alone
+    assert _reasons(waiting) == [("Resources", "no GPU for j1"), ("Resources", "no GPU for j2"), ("", "")]
+    started.refresh_from_db()
+    assert started.state == JobState.STARTING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_what_stops_the_writer_thread_reaches_the_caller(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(pending_reasons, "BESIDE_FROM", 1)
+
+    def broken(pends):  # noqa: ANN001, ANN202
+        raise RuntimeError("writer failed")
+
+    monkeypatch.setattr(pending_reasons, "write_pends", broken)
+    with transaction.atomic():
+        finish = pending_reasons.write_pends_beside({1: ("Resources", "waits")})
+        with pytest.raises(RuntimeError, match="writer failed"):
+            finish()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_through_the_loop_writes_its_reasons_beside(writer_threads, monkeypatch, sent) -> None:  # noqa: ANN001
+    monkeypatch.setattr(pending_reasons, "BESIDE_FROM", 2)
+    alice = make_user("alice")
+    make_node("n1", 1)
+    jobs = [submit(alice, f"j{i}") for i in range(4)]
+    report = loop.run_cycle()
+    assert len(report.applied.started) == 1 and report.applied.pend_updates == 3
+    assert writer_threads == ["pending-reasons"]
+    assert sum(1 for reason, _ in _reasons(jobs) if reason) == 3
