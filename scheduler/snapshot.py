@@ -51,9 +51,11 @@ log = logging.getLogger(__name__)
 VACATING_STATES = frozenset({JobState.PREEMPTING, JobState.CANCELLING})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JobRow:
-    """What the apply step knows of a job as read for this cycle.
+    """What the apply step knows of a job as read for this cycle (nothing changes it after the read;
+    not a frozen dataclass, whose construction cost three times as much: a cycle at 5,000 nodes
+    builds 60,000).
 
     ``state`` and ``attempt_count`` are the values every conditional write
     expects; ``allocation`` is the current attempt's ``{node: [gpu indices]}``
