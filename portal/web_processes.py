@@ -37,9 +37,17 @@ STOP_GRACE_S = 20.0
 RESTART_DELAY_S = 0.5
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's cpuset), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def default_processes(environ: Mapping[str, str] = os.environ) -> int:
-    """``WEB_PROCESSES``, by default one per CPU core up to 4 (each holds its own database pool)."""
-    return env_int("WEB_PROCESSES", min(os.cpu_count() or 1, 4), environ=environ, minimum=1)
+    """``WEB_PROCESSES``, by default one per usable core up to 4 (each holds its own database pool)."""
+    return env_int("WEB_PROCESSES", min(usable_cores(), 4), environ=environ, minimum=1)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -23,12 +23,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_process_count_defaults_to_the_cores_up_to_four_and_a_bad_one_is_named() -> None:
-    assert default_processes({}) == min(os.cpu_count() or 1, 4)
+    assert default_processes({}) == min(len(os.sched_getaffinity(0)), 4)
     assert default_processes({"WEB_PROCESSES": "3"}) == 3
     with pytest.raises(ImproperlyConfigured, match="WEB_PROCESSES"):
         default_processes({"WEB_PROCESSES": "0"})
     with pytest.raises(ImproperlyConfigured, match="WEB_PROCESSES"):
         default_processes({"WEB_PROCESSES": "many"})
+
+
+def test_the_default_follows_the_cpu_affinity() -> None:
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})  # as a container limited to one core
+        assert default_processes({}) == 1
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def test_a_process_that_dies_is_replaced_and_the_others_keep_running() -> None:
