@@ -81,7 +81,10 @@ class Supervisor:
         log.info("web: %d processes (%s)", self.count, ", ".join(str(c.pid) for c in self.children))
 
     def check(self, now: float) -> bool:
-        """Replace the processes that exited; False when they die too often to go on."""
+        """Replace the processes that exited; False when they die too often to go on. Nothing is
+        replaced once stopping (a Ctrl-C reaches the processes too, before the loop sees it)."""
+        if self.stopping:
+            return True
         for child in list(self.children):
             status = child.poll()
             if status is None:

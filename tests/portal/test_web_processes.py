@@ -55,6 +55,18 @@ def test_a_process_that_dies_is_replaced_and_the_others_keep_running() -> None:
     assert all(c.poll() is not None for c in supervisor.children)
 
 
+def test_nothing_is_replaced_once_stopping() -> None:
+    supervisor = Supervisor(["sleep", "60"], 1, ())
+    supervisor.start()
+    child = supervisor.children[0]
+    supervisor.stopping = True
+    child.kill()
+    child.wait()
+    assert supervisor.check(time.monotonic())
+    assert supervisor.children == [child]  # not replaced
+    supervisor.stop()
+
+
 def test_processes_that_keep_dying_stop_the_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(web_processes, "RESTART_DELAY_S", 0.0)
     supervisor = Supervisor(["false"], 1, ())
