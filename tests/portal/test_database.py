@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.livestack import _database_url
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -78,8 +80,7 @@ def _sessions(cursor) -> int:  # noqa: ANN001
 def test_daphne_with_the_pool_reuses_its_connections(pool: str, most: int | None, tmp_path: Path) -> None:
     from django.db import connection
 
-    settings = connection.settings_dict
-    url = f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
+    url = _database_url()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -130,13 +131,6 @@ def _run_pool_script(code: str, url: str) -> str:
                             env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.strip().splitlines()[-1]
-
-
-def _database_url() -> str:
-    from django.db import connection
-
-    settings = connection.settings_dict
-    return f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
 
 
 SIX_DEAD_CONNECTIONS = """

@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from portal import web_processes
 from portal.web_processes import Supervisor, default_processes
+from tests.support.livestack import _database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,10 +111,7 @@ def _status(url: str) -> int | None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_serve_web_keeps_answering_when_one_of_its_processes_is_killed(tmp_path: Path) -> None:
-    from django.db import connection
-
-    settings = connection.settings_dict
-    url = f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
+    url = _database_url()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
