@@ -2,8 +2,8 @@
 
 Builds a fresh database (``<name>_bench`` on the PostgreSQL of ``DATABASE_URL``,
 dropped and migrated first), starts a private redis-server, the portal
-(daphne, as ``scripts/serve.sh web``: ``--portals N`` daphne processes sharing one
-listening socket, by default as many as ``scripts/serve.sh web`` starts, one per
+(``portal.web_processes``, as ``scripts/serve.sh web`` runs it: ``--portals N`` daphne
+processes sharing one listening socket, by default as many as it starts, one per
 core up to 4) and a Celery worker with beat running the
 scheduling loop, registers two nodes of 8 GPUs (no agents: started jobs stay
 STARTING), then for each size in ``--sizes`` runs a burst of that many POST
@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -99,52 +98,31 @@ def _setup_cluster(users: int) -> list[str]:
 
 
 def _portals(stack: Stack, count: int, server: str = "daphne", threads: int = 4, db_pool: bool = True) -> None:
-    """``count`` portal processes accepting on one socket (the kernel spreads the connections).
+    """The portal server, with ``count`` processes (or workers), on a free port; returns once it answers.
 
-    ``server``: ``daphne`` (the ASGI app, as ``scripts/serve.sh web``) or ``gunicorn`` (the WSGI app,
-    ``count`` gthread workers of ``threads`` threads each; HTTP only, no WebSockets). ``db_pool``: daphne
-    takes its PostgreSQL connections from a pool (``DATABASE_POOL``, as scripts/serve.sh web has it).
+    ``server``: ``daphne`` runs ``python -m portal.web_processes`` as ``scripts/serve.sh web`` does
+    (``count`` daphne processes on one socket, the ASGI app); ``uvicorn`` the ASGI app with ``count``
+    workers; ``gunicorn`` the WSGI app, ``count`` gthread workers of ``threads`` threads each (HTTP
+    only, no WebSockets). ``db_pool``: the ASGI servers take their PostgreSQL connections from a pool
+    (``DATABASE_POOL``, as scripts/serve.sh web has it).
     """
-    pool = "true" if db_pool else "false"
+    stack.portal_port = stack.portal_port or free_port()
+    port = str(stack.portal_port)
+    pool = {"DATABASE_POOL": "true" if db_pool else "false"}
     if server == "gunicorn":
-        stack.portal_port = stack.portal_port or free_port()
-        proc = Proc("portal", [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{stack.portal_port}", "--workers",
-                               str(count), "--worker-class", "gthread", "--threads", str(threads),
-                               "--keep-alive", "30", "--log-level", "warning", "portal.wsgi:application"],
-                    stack.tmp / "portal.log", stack.env())
-        stack.procs[proc.name] = proc
-        proc.start()
-        wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
-        return
-    if server == "uvicorn":
-        stack.portal_port = stack.portal_port or free_port()
-        proc = Proc("portal", [str(BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(stack.portal_port),
-                               "--workers", str(count), "--log-level", "warning", "--no-access-log",
-                               "portal.asgi:application"],
-                    stack.tmp / "portal.log", stack.env(DATABASE_POOL=pool))
-        stack.procs[proc.name] = proc
-        proc.start()
-        wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
-        return
-    if count == 1:
-        stack.portal(DATABASE_POOL=pool)
-        return
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
-    sock.set_inheritable(True)
-    stack.portal_port = sock.getsockname()[1]
-    for i in range(count):
-        proc = Proc(f"portal{i}", [str(BIN / "daphne"), "--fd", str(sock.fileno()), "portal.asgi:application"],
-                    stack.tmp / f"portal{i}.log", stack.env(DATABASE_POOL=pool))
-        stack.procs[proc.name] = proc
-        import subprocess
-
-        with open(proc.log_path, "ab") as out:
-            proc.process = subprocess.Popen(proc.args, cwd=REPO, env=proc.env, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True, pass_fds=(sock.fileno(),))
-    wait_for(lambda: stack._answers("/accounts/login/"), "the portals to answer")
+        command, env = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", str(count),
+                        "--worker-class", "gthread", "--threads", str(threads), "--keep-alive", "30",
+                        "--log-level", "warning", "portal.wsgi:application"], {}
+    elif server == "uvicorn":
+        command, env = [str(BIN / "uvicorn"), "--host", "127.0.0.1", "--port", port, "--workers", str(count),
+                        "--log-level", "warning", "--no-access-log", "portal.asgi:application"], pool
+    else:
+        command = [sys.executable, "-m", "portal.web_processes"]
+        env = {**pool, "HOST": "127.0.0.1", "PORT": port, "WEB_PROCESSES": str(count)}
+    proc = Proc("portal", command, stack.tmp / "portal.log", stack.env(**env))
+    stack.procs[proc.name] = proc
+    proc.start()
+    wait_for(lambda: stack._answers("/accounts/login/"), "the portal to answer")
 
 
 def _tree_cpu_seconds(root_pids: list[int]) -> float:

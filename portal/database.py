@@ -8,7 +8,8 @@ persistent connection is never reused there and each request opened a new one (a
 started and torn down per request). Workers keep persistent connections because a pool's threads
 would not survive Celery's fork. A pooled connection is checked as it is handed out, so after a
 PostgreSQL restart a request gets a new connection instead of a dead one, and a lost PostgreSQL is
-tried again every second (``retry_lost_postgresql_every_second``).
+tried again every second (``retry_lost_postgresql_every_second``, which the portal app calls when
+it starts with a pool).
 """
 
 from __future__ import annotations
@@ -65,5 +66,4 @@ def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.envir
             "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20, environ=environ, minimum=1),
             "timeout": POOL_TIMEOUT_S,
         }
-        retry_lost_postgresql_every_second()
     return db

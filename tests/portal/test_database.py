@@ -46,6 +46,17 @@ def test_a_bad_pool_setting_stops_start_up_naming_it() -> None:
     assert "DATABASE_POOL_MAX_SIZE" in database_settings(DATABASE_POOL="true", DATABASE_POOL_MAX_SIZE="0")
 
 
+@pytest.mark.parametrize("pool, backoff", [("true", "1.0"), ("false", "2.0")])
+def test_only_a_pooled_process_retries_a_lost_postgresql_every_second(pool: str, backoff: str) -> None:
+    code = ("import django; django.setup(); from psycopg_pool.base import AttemptWithBackoff; "
+            "print(AttemptWithBackoff.DELAY_BACKOFF)")
+    keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG"}}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            env={**keep, "SECRET_KEY": "k", "DATABASE_URL": "postgres://u@db:5432/portal",
+                                 "DATABASE_POOL": pool, "DJANGO_SETTINGS_MODULE": "portal.settings"})
+    assert result.stdout.strip() == backoff, result.stderr[-2000:]
+
+
 def test_sqlite_has_no_pool_and_waits_for_writers(tmp_path: Path) -> None:
     from portal.database import default_database
 
