@@ -19,7 +19,6 @@ every chooser:
 
 from __future__ import annotations
 
-import weakref
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
@@ -63,12 +62,10 @@ class Planner:
         self._views: dict[str, HostView] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
         bounded = chooser if _is_bounded(type(chooser)) else None
-        # The heap reaches back for views through a weak reference: a planner and its heap holding
-        # each other were a reference cycle that kept the cycle's views and candidates alive after
-        # ``decide`` returned, until the garbage collector walked them.
-        view_of = weakref.WeakMethod(self._shared_view)
-        self._ranked = (RankedNodes(bounded, cap, lambda name, now: view_of()(name, now), self._views, self.memo)  # type: ignore[misc]
-                        if bounded is not None else None)
+        # The heap is handed ``_shared_view`` on each call rather than keeping it: a planner and its
+        # heap holding each other would be a reference cycle that kept the cycle's views and
+        # candidates alive after ``decide`` returned, until the garbage collector walked them.
+        self._ranked = RankedNodes(bounded, cap, self._views, self.memo) if bounded is not None else None
         cap.touched.clear()
 
     def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> PreemptionPlan | None:
@@ -88,13 +85,13 @@ class Planner:
             # building and scanning all of them (same result as ``single``).
             if avoided:
                 # The same order as below: the nodes outside ``avoided`` first.
-                picked = ranked.best(need, avoided)
+                picked = ranked.best(need, self._shared_view, avoided)
                 if picked is not None:
                     return self._single_plan(need, picked)
                 plan = self._multi(need, [v for v in self._all_views(need) if v.name not in avoided])
                 if plan is not None:
                     return plan
-            picked = ranked.best(need)
+            picked = ranked.best(need, self._shared_view)
             if picked is not None:
                 return self._single_plan(need, picked)
             return self._multi(need, self._all_views(need))

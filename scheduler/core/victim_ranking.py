@@ -18,8 +18,12 @@ from scheduler.core.victims import Candidate, Need, HostView, Shape
 
 _MISSING = object()
 
-#: (key, node, version, best found): key is the floor until the node is searched, then its rank.
-HeapEntry = tuple[tuple, str, int, object]
+#: ``key + (node, version, best found)``: key is the floor until the node is searched, then its rank.
+#: Flat rather than nested: a heap compares entries hundreds of thousands of times in a large
+#: cycle, and one tuple level less halves the work of each comparison.
+HeapEntry = tuple
+
+ViewOf = Callable[[str, float], HostView]
 
 
 class RankedNodes:
@@ -28,27 +32,29 @@ class RankedNodes:
     version is not the node's current one is stale. Built on first use, so one
     heap per shape per cycle.
 
-    ``shared_view(name, now)`` gives (and caches in ``views``) a node's shared
-    view; the planner calls ``drop`` for every node whose view it forgets.
+    ``shared_view(name, now)``, passed to each ``best`` call (held by no
+    attribute, so that the planner and its heap never refer to each other),
+    gives (and caches in ``views``) a node's shared view; the planner calls
+    ``drop`` for every node whose view it forgets.
     """
 
     def __init__(
         self,
         bounded: BoundedChooser,
         cap: FreeCapacity,
-        shared_view: Callable[[str, float], HostView],
         views: Mapping[str, HostView],
         memo: NodeMemo,
     ) -> None:
         self._bounded = bounded
         self._cap = cap
-        self._shared_view = shared_view
         self._views = views
         self._memo = memo
         self._facts: dict[str, tuple[float, tuple, tuple[int, float, float]] | None] = {}
         self._version: dict[str, int] = {}
         self._dropped: list[str] = []
-        self._heaps: dict[tuple[Shape, float], tuple[list[HeapEntry], list[int]]] = {}
+        # Per (shape, now): the heap, how much of the drop log it has seen, and the entries set aside
+        # for the exclusion they were set aside for (kept out while the same nodes are excluded).
+        self._heaps: dict[tuple[Shape, float], tuple[list[HeapEntry], list[int], list[HeapEntry], list[frozenset[str]]]] = {}
 
     def drop(self, name: str) -> None:
         """The node changed: its facts are recomputed and its entries go stale."""
@@ -56,14 +62,14 @@ class RankedNodes:
         self._version[name] = self._version.get(name, 0) + 1
         self._dropped.append(name)
 
-    def _node_facts(self, name: str, now: float) -> tuple[float, tuple, tuple[int, float, float]] | None:
+    def _node_facts(self, name: str, now: float, shared_view: ViewOf) -> tuple[float, tuple, tuple[int, float, float]] | None:
         """``(now, floor, potential)`` of a node's shared view, None when it has
         no candidates: the chooser's floor on the node's rank and what the
         node would have with every candidate preempted. Neither depends on the
         TE job, so every shape's heap shares them until the node changes."""
         facts = self._facts.get(name, _MISSING)
         if facts is _MISSING or (facts is not None and facts[0] != now):  # type: ignore[index]
-            view = self._shared_view(name, now)
+            view = shared_view(name, now)
             if not view.cands:
                 facts = None
             else:
@@ -77,20 +83,23 @@ class RankedNodes:
             self._facts[name] = facts
         return facts  # type: ignore[return-value]
 
-    def _heap_entry(self, name: str, need: Need) -> HeapEntry | None:
-        """A not yet searched node's entry: (floor, name, version, None) when
+    def _heap_entry(self, name: str, need: Need, shared_view: ViewOf) -> HeapEntry | None:
+        """A not yet searched node's entry: floor + (name, version, None) when
         it could host the whole job with all its candidates preempted (what
         ``covers`` checks), else None."""
-        facts = self._node_facts(name, need.now)
+        facts = self._node_facts(name, need.now, shared_view)
         if facts is None or need.units(*facts[2]) < need.gpus:
             return None
-        return (facts[1], name, self._version.get(name, 0), None)
+        return facts[1] + (name, self._version.get(name, 0), None)
 
-    def best(self, need: Need, exclude: frozenset[str] = frozenset()) -> tuple[HostView, list[Candidate], float | None] | None:
+    def best(self, need: Need, shared_view: ViewOf,
+             exclude: frozenset[str] = frozenset()) -> tuple[HostView, list[Candidate], float | None] | None:
         """The feasible shared node of least ``rank`` outside ``exclude``, as
         ``bounded.single`` finds it among those nodes, from a heap kept across
-        the cycle's TE jobs of this shape. Excluded nodes keep their entries
-        (set aside while searching, then put back) for the next job.
+        the cycle's TE jobs of this shape. Excluded nodes keep their entries:
+        set aside while the same nodes are excluded (the planner excludes one
+        reservation per cycle, so they stay aside instead of coming to the
+        top again for every job), put back for a call that excludes others.
 
         Entries are keyed by the chooser's ``floor`` until the node is
         searched, then by its rank. When a searched node comes out on top,
@@ -100,24 +109,23 @@ class RankedNodes:
         key = (need.shape, need.now)
         held = self._heaps.get(key)
         if held is None:
-            heap = [e for name in self._cap.gpus if (e := self._heap_entry(name, need)) is not None]
+            heap = [e for name in self._cap.gpus if (e := self._heap_entry(name, need, shared_view)) is not None]
             heapq.heapify(heap)
-            held = self._heaps[key] = (heap, [len(self._dropped)])
+            held = self._heaps[key] = (heap, [len(self._dropped)], [], [exclude])
         else:
-            heap, pos = held
+            heap, pos, aside, aside_for = held
+            if aside_for[0] != exclude:
+                for entry in aside:
+                    heapq.heappush(heap, entry)
+                aside.clear()
+                aside_for[0] = exclude
             if pos[0] < len(self._dropped):
                 for name in set(self._dropped[pos[0]:]):
-                    e = self._heap_entry(name, need)
+                    e = self._heap_entry(name, need, shared_view)
                     if e is not None:
                         heapq.heappush(heap, e)
                 pos[0] = len(self._dropped)
-        heap = held[0]
-        aside: list[HeapEntry] = []
-        try:
-            return self._search(heap, need, exclude, aside)
-        finally:
-            for entry in aside:
-                heapq.heappush(heap, entry)
+        return self._search(held[0], need, exclude, held[2])
 
     def _search(self, heap: list[HeapEntry], need: Need, exclude: frozenset[str],
                 aside: list[HeapEntry]) -> tuple[HostView, list[Candidate], float | None] | None:
@@ -125,22 +133,25 @@ class RankedNodes:
         entries of excluded nodes go to ``aside`` unchanged."""
         bounded = self._bounded
         version, views, memo = self._version, self._views, self._memo
+        heappop = heapq.heappop
         while heap:
-            rank, name, ver, found = heap[0]
+            top = heap[0]
+            name, ver, found = top[-3], top[-2], top[-1]
             if ver != version.get(name, 0):
-                heapq.heappop(heap)  # the node changed since; a newer entry exists if it is still feasible
+                heappop(heap)  # the node changed since; a newer entry exists if it is still feasible
                 continue
             if name in exclude:
-                aside.append(heapq.heappop(heap))
+                aside.append(heappop(heap))
                 continue
             view = views[name]
             if found is not None:
                 score, victims = found
                 return view, victims, score
-            heapq.heappop(heap)
             found = bounded.best_on_node(need, view, memo)
-            if found is not None:  # else: left out until the node changes
-                heapq.heappush(heap, (bounded.rank(found[0], found[1], name), name, ver, found))
+            if found is None:
+                heappop(heap)  # left out until the node changes
+            else:  # the rank replaces the floor in one sift
+                heapq.heapreplace(heap, bounded.rank(found[0], found[1], name) + (name, ver, found))
         return None
 
 

@@ -324,23 +324,29 @@ class QueuePolicy:
         when thousands of jobs wait."""
         out = cyc.out
         place = cyc.cap.place
-        resources = Reason.RESOURCES
+        resources, reserved = Reason.RESOURCES, Reason.RESERVED
         blocked = self._blocked_message(reservation) if reservation is not None else ""
-        messages: dict[tuple[int, float, float], str] = {}
+        # (reason, message) per shape: whether a job would fit on the reserved
+        # nodes depends only on its shape, unless it excludes nodes or has a plan.
+        verdicts: dict[tuple[int, float, float], tuple[Reason, str]] = {}
         for job in queue[first:]:
             spec = job.spec
             if skip is not None and spec.id in skip:
                 continue
             if job.hold_reason is not None:
                 cyc.pend_hold(job)
-            elif reservation is not None and place(spec) is not None:
-                out.append(Pend(spec.id, Reason.RESERVED, blocked))
-            else:
-                shape = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
-                msg = messages.get(shape)
-                if msg is None:
-                    msg = messages[shape] = cyc.resources_message(job)
-                out.append(Pend(spec.id, resources, msg))
+                continue
+            shape = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
+            own = bool(spec.excluded_nodes or spec.plan)
+            verdict = None if own else verdicts.get(shape)
+            if verdict is None:
+                if reservation is not None and place(spec) is not None:
+                    verdict = (reserved, blocked)
+                else:
+                    verdict = (resources, cyc.resources_message(job))
+                if not own:
+                    verdicts[shape] = verdict
+            out.append(Pend(spec.id, verdict[0], verdict[1]))
 
     def _reserved_for_message(self, r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))

@@ -26,6 +26,22 @@ def test_reservation_blocks_jobs_behind_the_starving_job():
     assert "reserved for job big" in by_job(out)["s2"].message
 
 
+def test_once_nothing_can_start_each_job_behind_gets_its_own_reason():
+    # The queue's tail is judged once per shape; a job that excludes the
+    # reserved node is not "blocked by the reservation", whatever its shape.
+    s = snap(
+        nodes(("a", 4), ("b", 4)),
+        running=[run("ra", {"a": 4}), run("rb1", {"b": 2}, time_limit=2000.0)],
+        pending=[pend("big", 4, submit=0), pend("s1", 2, submit=10), pend("s2", 2, submit=20),
+                 pend("x", 2, submit=30, excluded_nodes=frozenset({"b"})), pend("s3", 2, submit=40),
+                 pend("h", 2, submit=50, hold_reason="QuotaExceeded")],
+    )
+    out = make_policy("fifo", starvation_threshold=100, explain=True).decide(s, 1000.0)
+    assert starts(out) == {}
+    assert pends(out) == {"big": "Resources", "s1": "Reservation", "s2": "Reservation", "x": "Resources",
+                          "s3": "Reservation", "h": "QuotaExceeded"}
+
+
 def test_below_the_threshold_there_is_no_reservation():
     out = make_policy("fifo", starvation_threshold=2000).decide(starving_cluster(), 1000.0)
     assert starts(out) == {"s1": {"a": 1}, "s2": {"b": 1}}

@@ -128,12 +128,28 @@ def test_excluded_nodes_are_passed_over_and_kept_for_later_jobs():
 
     planner, now = _one_victim_per_node_planner([10.0, 20.0, 30.0])
     need = Need(PendingJob(JobSpec("te", JobClass.TE, 1, 0.0)), 1, 0.0, 0.0, now)
-    ranked = planner._ranked
-    assert ranked.best(need)[0].name == "n0"  # the shortest grace is the cheapest victim
-    assert ranked.best(need, frozenset({"n0"}))[0].name == "n1"
-    assert ranked.best(need, frozenset({"n0", "n1"}))[0].name == "n2"
-    assert ranked.best(need, frozenset({"n0", "n1", "n2"})) is None
-    assert ranked.best(need)[0].name == "n0"  # set aside, not lost
+    ranked, view = planner._ranked, planner._shared_view
+    assert ranked.best(need, view)[0].name == "n0"  # the shortest grace is the cheapest victim
+    assert ranked.best(need, view, frozenset({"n0"}))[0].name == "n1"
+    assert ranked.best(need, view, frozenset({"n0"}))[0].name == "n1"  # still aside for the same exclusion
+    assert ranked.best(need, view, frozenset({"n0", "n1"}))[0].name == "n2"
+    assert ranked.best(need, view, frozenset({"n0", "n1", "n2"})) is None
+    assert ranked.best(need, view)[0].name == "n0"  # set aside, not lost
+
+
+def test_a_node_set_aside_that_changes_comes_back_as_it_is_now():
+    # n0 is set aside for an exclusion, then loses its candidate (a victim
+    # chosen there): once no longer excluded, its old entry must not be used.
+    from scheduler.core.victims import Need
+
+    planner, now = _one_victim_per_node_planner([10.0, 20.0, 30.0])
+    need = Need(PendingJob(JobSpec("te", JobClass.TE, 1, 0.0)), 1, 0.0, 0.0, now)
+    ranked, view = planner._ranked, planner._shared_view
+    assert ranked.best(need, view, frozenset({"n0"}))[0].name == "n1"
+    planner.index.chosen.add("r0")
+    planner._drop("n0")
+    assert ranked.best(need, view, frozenset({"n0"}))[0].name == "n1"
+    assert ranked.best(need, view)[0].name == "n1"  # n0 has no candidate left
 
 
 def test_a_starving_jobs_reserved_nodes_get_victims_last_on_the_heap_path():

@@ -171,3 +171,31 @@ def test_fitgpp_prefers_victims_preempted_less_often():
     )
     assert preempts(make_policy("fitgpp").decide(s, 100.0)) == {"fresh": "t"}
     assert preempts(make_policy("fitgpp", repeat_weight=0).decide(s, 100.0)) == {"often": "t"}
+
+
+_IDS = st.lists(st.sampled_from(["a", "ab", "b", "b0", "r1", "r10", "r2"]), min_size=1, max_size=4, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([70.0, 70.0000000001, 90.0]), _IDS, st.sampled_from(["n1", "n2"]),
+       st.sampled_from([70.0, 90.0]), _IDS, st.sampled_from(["n1", "n2"]))
+def test_ranks_order_as_score_then_all_victim_ids_then_node(s1, ids1, n1, s2, ids2, n2):
+    # The rank splits the sorted ids into the first and the rest; it must order
+    # exactly as the plain key (score to 1e-9, tuple of every id, node) does.
+    c = chooser()
+    v1 = [cand(i, 1, 10.0) for i in sorted(ids1)]
+    v2 = [cand(i, 1, 10.0) for i in sorted(ids2)]
+    plain1 = (round(s1, 9), tuple(v.id for v in v1), n1)
+    plain2 = (round(s2, 9), tuple(v.id for v in v2), n2)
+    r1, r2 = c.rank(s1, v1, n1), c.rank(s2, v2, n2)
+    assert (r1 < r2) == (plain1 < plain2)
+    assert (r1 == r2) == (plain1 == plain2)
+
+
+def test_a_floor_is_below_every_rank_that_starts_with_its_least_id():
+    c = chooser()
+    cands = [cand("r1", 1, 10.0), cand("r2", 1, 10.0)]
+    vw = view(0, cands)
+    floor = c.floor(vw, 100.0)
+    assert floor <= c.rank(c.score(need(1), vw, cands[:1]), cands[:1], "a")
+    assert floor <= c.rank(c.score(need(2), vw, cands), cands, "a")
