@@ -68,8 +68,9 @@ class BoundedChooser(Protocol):
         only. It must never equal the rank of another node."""
         ...
 
-    def best_on_node(self, need: Need, view: HostView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
-        """The node's best (score, victims), or None; cached in ``memo``."""
+    def best_on_node(self, need: Need, view: HostView, memo: NodeMemo | None) -> tuple[float, list[Candidate]] | None:
+        """The node's best (score, victims), or None; cached in ``memo`` unless it is None (a
+        caller that keeps the result itself)."""
         ...
 
     def rank(self, score: float, victims: Sequence[Candidate], name: str) -> tuple:

@@ -65,7 +65,7 @@ class Planner:
         # The heap is handed ``_shared_view`` on each call rather than keeping it: a planner and its
         # heap holding each other would be a reference cycle that kept the cycle's views and
         # candidates alive after ``decide`` returned, until the garbage collector walked them.
-        self._ranked = RankedNodes(bounded, cap, self._views, self.memo) if bounded is not None else None
+        self._ranked = RankedNodes(bounded, cap, self._views) if bounded is not None else None
         cap.touched.clear()
 
     def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> PreemptionPlan | None:
@@ -199,18 +199,28 @@ class Planner:
 
     def _make_view(self, name: str, vac_lists: Sequence[Sequence[Vacating]], jid: str | None, now: float) -> HostView:
         g, c, m, vac, vac_end, mine = self._avail(name, vac_lists, jid, now)
+        return HostView(name, g, c, m, vac, vac_end, mine, self._cands(name), jid is None)
+
+    def _cands(self, name: str) -> list[Candidate]:
+        """The node's candidates not yet chosen as victims in this cycle."""
         if self._by_node is None:
             self._by_node = self.index.by_node
         chosen = self.index.chosen
         cands = self._by_node.get(name, _NO_CANDS)
         if chosen and cands:
             cands = [v for v in cands if v.id not in chosen]
-        return HostView(name, g, c, m, vac, vac_end, mine, cands, jid is None)
+        return cands
 
     def _shared_view(self, name: str, now: float) -> HostView:
         view = self._views.get(name)
         if view is None:
-            view = self._make_view(name, (self._shared_vac.get(name, ()),), None, now)
+            vacating = self._shared_vac.get(name)
+            if vacating:
+                view = self._make_view(name, (vacating,), None, now)
+            else:  # ``_make_view`` without the vacating pass: most nodes, thousands of views in a large cycle
+                g, c, m = self.cap.triple(name)
+                view = HostView(name, g if g > 0 else 0, c if c > 0.0 else 0.0, m if m > 0.0 else 0.0, [], now, 0,
+                                self._cands(name), True)
             self._views[name] = view
         return view
 

@@ -13,7 +13,7 @@ import heapq
 from typing import Callable, Mapping
 
 from scheduler.core.placement import FreeCapacity
-from scheduler.core.victim_choosers import BoundedChooser, NodeMemo
+from scheduler.core.victim_choosers import BoundedChooser
 from scheduler.core.victims import Candidate, Need, HostView, Shape
 
 _MISSING = object()
@@ -43,12 +43,10 @@ class RankedNodes:
         bounded: BoundedChooser,
         cap: FreeCapacity,
         views: Mapping[str, HostView],
-        memo: NodeMemo,
     ) -> None:
         self._bounded = bounded
         self._cap = cap
         self._views = views
-        self._memo = memo
         self._facts: dict[str, tuple[float, tuple, tuple[int, float, float]] | None] = {}
         self._version: dict[str, int] = {}
         self._dropped: list[str] = []
@@ -88,7 +86,10 @@ class RankedNodes:
         it could host the whole job with all its candidates preempted (what
         ``covers`` checks), else None."""
         facts = self._node_facts(name, need.now, shared_view)
-        if facts is None or need.units(*facts[2]) < need.gpus:
+        if facts is None:
+            return None
+        g, c, m = facts[2]
+        if (g if not (need.cpg or need.mpg) else need.units(g, c, m)) < need.gpus:
             return None
         return facts[1] + (name, self._version.get(name, 0), None)
 
@@ -120,9 +121,17 @@ class RankedNodes:
                 aside.clear()
                 aside_for[0] = exclude
             if pos[0] < len(self._dropped):
+                version = self._version
                 for name in set(self._dropped[pos[0]:]):
                     e = self._heap_entry(name, need, shared_view)
-                    if e is not None:
+                    top = heap[0] if heap else None
+                    if top is not None and top[-3] == name and top[-2] != version[name]:
+                        # The node just planned on, still on top with its stale entry: one sift, not two.
+                        if e is None:
+                            heapq.heappop(heap)
+                        else:
+                            heapq.heapreplace(heap, e)
+                    elif e is not None:
                         heapq.heappush(heap, e)
                 pos[0] = len(self._dropped)
         return self._search(held[0], need, exclude, held[2])
@@ -132,7 +141,7 @@ class RankedNodes:
         """Pop until a searched node outside ``exclude`` is on top; the valid
         entries of excluded nodes go to ``aside`` unchanged."""
         bounded = self._bounded
-        version, views, memo = self._version, self._views, self._memo
+        version, views = self._version, self._views
         heappop = heapq.heappop
         while heap:
             top = heap[0]
@@ -147,11 +156,17 @@ class RankedNodes:
             if found is not None:
                 score, victims = found
                 return view, victims, score
-            found = bounded.best_on_node(need, view, memo)
+            found = bounded.best_on_node(need, view, None)  # the heap keeps what it finds
             if found is None:
                 heappop(heap)  # left out until the node changes
-            else:  # the rank replaces the floor in one sift
-                heapq.heapreplace(heap, bounded.rank(found[0], found[1], name) + (name, ver, found))
+                continue
+            entry = bounded.rank(found[0], found[1], name) + (name, ver, found)
+            n = len(heap)
+            if n == 1 or (entry <= heap[1] and (n == 2 or entry <= heap[2])):
+                # No entry is below the rank (each is above the top's children), so the node is the
+                # answer; its floor entry may stay, the rank would be popped with it when it changes.
+                return view, found[1], found[0]
+            heapq.heapreplace(heap, entry)  # the rank replaces the floor in one sift
         return None
 
 

@@ -43,7 +43,11 @@ class Vacating:
 def _parts(job: RunningJob) -> dict[str, tuple[int, float, float]]:
     spec = job.spec
     g = spec.num_gpus
-    return {n: (k, spec.num_cpus * k / g, spec.mem_gb * k / g) for n, k in job.placement.parts}
+    parts = job.placement.parts
+    if len(parts) == 1:  # most jobs: no comprehension (built for every running job of a large cycle)
+        ((n, k),) = parts
+        return {n: (k, spec.num_cpus * k / g, spec.mem_gb * k / g)}
+    return {n: (k, spec.num_cpus * k / g, spec.mem_gb * k / g) for n, k in parts}
 
 
 def is_demoted_te(job: RunningJob, now: float, te_time_limit: float) -> bool:

@@ -143,8 +143,10 @@ class FitGppChooser:
         base = view.vac_end - now
         return self.ww * (shortest if shortest > base else base) + least_own, least_id
 
-    def best_on_node(self, need: Need, view: HostView, memo: NodeMemo) -> tuple[float, list[Candidate]] | None:
-        """The node's minimum-score victim set (cached in ``memo``)."""
+    def best_on_node(self, need: Need, view: HostView, memo: NodeMemo | None) -> tuple[float, list[Candidate]] | None:
+        """The node's minimum-score victim set (cached in ``memo`` unless None)."""
+        if memo is None:
+            return self._best_on_node(need, view)
         return memo.get(view, ("fitgpp", need.shape), lambda: self._best_on_node(need, view))  # type: ignore[return-value]
 
     @staticmethod
@@ -153,7 +155,8 @@ class FitGppChooser:
         given as the first and a tuple of the rest, which orders as the tuple of all of them does:
         ranks are compared many times (the planner keeps them in a heap), and a string compares
         faster than a tuple holding it."""
-        return (round(score, 9), victims[0].id, tuple(v.id for v in victims[1:]), name)
+        rest = () if len(victims) == 1 else tuple(v.id for v in victims[1:])
+        return (round(score, 9), victims[0].id, rest, name)
 
     def order(self, need: Need, cands: list[Candidate], nodes: frozenset[str]) -> list[Candidate]:
         """Multi-node greedy: cheapest victims per GPU freed where the job goes;

@@ -133,8 +133,11 @@ class PreemptivePolicy(TePriority):
 
     @staticmethod
     def waiting_message(cyc: Cycle, plan: PreemptionPlan) -> str:
-        ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
-        where = ", ".join(sorted(plan.parts))
+        if len(plan.victims) == 1 and not plan.waits_on:  # the usual plan: no sets to build
+            ids = [plan.victims[0].id]
+        else:
+            ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
+        where = next(iter(plan.parts)) if len(plan.parts) == 1 else ", ".join(sorted(plan.parts))
         shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
         return (
             f"waiting for preempted job{'s' if len(ids) != 1 else ''} {shown} to vacate {where}; "
