@@ -155,6 +155,9 @@ class Planner:
 
     def _single_plan(self, need: Need, picked: tuple[HostView, list[Candidate], float | None]) -> PreemptionPlan:
         view, victims, score = picked
+        if len(victims) == 1:  # the usual plan, thousands of them in a large cycle: no lists to build
+            until = view.vac_end if view.vac_end > need.now + victims[0].grace else need.now + victims[0].grace
+            return PreemptionPlan({view.name: need.gpus}, list(victims), list(view.vac), until, score)
         until = max([view.vac_end] + [need.now + v.grace for v in victims])
         return PreemptionPlan({view.name: need.gpus}, sorted(victims, key=lambda v: v.id), list(view.vac), until, score)
 

@@ -329,24 +329,25 @@ class QueuePolicy:
         # (reason, message) per shape: whether a job would fit on the reserved
         # nodes depends only on its shape, unless it excludes nodes or has a plan.
         verdicts: dict[tuple[int, float, float], tuple[Reason, str]] = {}
-        for job in queue[first:]:
+        append, no_skip = out.append, skip is None
+        for k in range(first, len(queue)):  # tens of thousands of jobs: the loop is kept lean
+            job = queue[k]
             spec = job.spec
-            if skip is not None and spec.id in skip:
+            if not no_skip and spec.id in skip:  # type: ignore[operator]
                 continue
             if job.hold_reason is not None:
                 cyc.pend_hold(job)
                 continue
-            shape = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
-            own = bool(spec.excluded_nodes or spec.plan)
-            verdict = None if own else verdicts.get(shape)
+            own = spec.excluded_nodes or spec.plan
+            verdict = None if own else verdicts.get((spec.num_gpus, spec.num_cpus, spec.mem_gb))
             if verdict is None:
                 if reservation is not None and place(spec) is not None:
                     verdict = (reserved, blocked)
                 else:
                     verdict = (resources, cyc.resources_message(job))
                 if not own:
-                    verdicts[shape] = verdict
-            out.append(Pend(spec.id, verdict[0], verdict[1]))
+                    verdicts[(spec.num_gpus, spec.num_cpus, spec.mem_gb)] = verdict
+            append(Pend(spec.id, *verdict))
 
     def _reserved_for_message(self, r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))

@@ -123,8 +123,12 @@ class PreemptivePolicy(TePriority):
     # --- messages -------------------------------------------------------------
 
     def victim_message(self, te_id: str, v: Candidate, plan: PreemptionPlan) -> str:
-        here = [f"{gpus_text(v.parts[n][0])} on {n}" for n in sorted(v.parts)]
-        msg = f"preempted for TE job {te_id}: grace {v.grace:g} s, {', '.join(here)}"
+        if len(v.parts) == 1:
+            ((node, (gpus, _, _)),) = v.parts.items()
+            here = f"{gpus_text(gpus)} on {node}"
+        else:
+            here = ", ".join(f"{gpus_text(v.parts[n][0])} on {n}" for n in sorted(v.parts))
+        msg = f"preempted for TE job {te_id}: grace {v.grace:g} s, {here}"
         if v.demoted_te:
             msg += f" (TE job past its {self.te_time_limit:g} s TE time limit, treated as BE)"
         if plan.score is not None:
