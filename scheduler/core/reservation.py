@@ -68,17 +68,27 @@ def reserve(
     cpg, mpg = per_unit(spec)
     need = spec.num_gpus
     plain = not (cpg or mpg)
-    capacity = {n.name: n.gpus for n in nodes} if plain else {n.name: capacity_units(n, cpg, mpg) for n in nodes}
-    if sum(capacity.values()) < need:
-        return None
+    # Computed in every cycle while a job starves (every decide call of a simulated busy
+    # cluster): plain jobs read the nodes' GPU counts directly, without a map of capacities.
+    if plain:
+        single = [n.name for n in nodes if n.gpus >= need]
+    else:
+        capacity = {n.name: capacity_units(n, cpg, mpg) for n in nodes}
+        single = [name for name, u in capacity.items() if u >= need]
     waited = now - spec.submit_time
-    single = [name for name, u in capacity.items() if u >= need]
     gpus = cap.gpus
-    if not single:
-        order = sorted((-gpus[n] if plain else -cap.units(n, cpg, mpg), n) for n in capacity)
+    if not single:  # (a node holding the job would hold it in the cluster too)
+        if plain:
+            capacity = {n.name: n.gpus for n in nodes}
+        if sum(capacity.values()) < need:
+            return None
+        if plain:
+            order = sorted(capacity, key=lambda n: (-gpus[n], n))
+        else:
+            order = [n for _, n in sorted((-cap.units(n, cpg, mpg), n) for n in capacity)]
         chosen: list[str] = []
         total = 0
-        for _, name in order:
+        for name in order:
             chosen.append(name)
             total += capacity[name]
             if total >= need:

@@ -61,6 +61,9 @@ class Planner:
                 target.setdefault(name, []).append(w)
         self._views: dict[str, HostView] = {}
         self._by_node: dict[str, list[Candidate]] | None = None
+        # True once the candidate lists hold no chosen victim (each is taken out when chosen),
+        # so views need not filter them: false for an index that came with victims chosen.
+        self._pruned = False
         bounded = chooser if _is_bounded(type(chooser)) else None
         # The heap is handed ``_shared_view`` on each call rather than keeping it: a planner and its
         # heap holding each other would be a reference cycle that kept the cycle's views and
@@ -125,9 +128,17 @@ class Planner:
             cm = min(max(self.cap.mem(name), 0.0), max(k * mpg - vm, 0.0)) if mpg else 0.0
             if cg or cc or cm:
                 self.cap.claim(name, cg, cc, cm)
+        by_node = self._by_node if self._pruned else None
         for v in plan.victims:
             self.index.chosen.add(v.id)
             changed.update(v.parts)
+            if by_node is not None:
+                for name in v.parts:
+                    cands = by_node.get(name, _NO_CANDS)
+                    for i, c in enumerate(cands):
+                        if c is v:
+                            del cands[i]
+                            break
         for name in changed:
             self._drop(name)
 
@@ -208,10 +219,12 @@ class Planner:
         """The node's candidates not yet chosen as victims in this cycle."""
         if self._by_node is None:
             self._by_node = self.index.by_node
-        chosen = self.index.chosen
+            self._pruned = not self.index.chosen
         cands = self._by_node.get(name, _NO_CANDS)
-        if chosen and cands:
-            cands = [v for v in cands if v.id not in chosen]
+        if not self._pruned:
+            chosen = self.index.chosen
+            if chosen and cands:
+                cands = [v for v in cands if v.id not in chosen]
         return cands
 
     def _shared_view(self, name: str, now: float) -> HostView:

@@ -146,8 +146,10 @@ def test_a_node_set_aside_that_changes_comes_back_as_it_is_now():
     need = Need(PendingJob(JobSpec("te", JobClass.TE, 1, 0.0)), 1, 0.0, 0.0, now)
     ranked, view = planner._ranked, planner._shared_view
     assert ranked.best(need, view, frozenset({"n0"}))[0].name == "n1"
-    planner.index.chosen.add("r0")
-    planner._drop("n0")
+    from scheduler.core.victims import PreemptionPlan
+
+    r0 = planner.index.by_node["n0"][0]
+    planner.commit(need.job, PreemptionPlan({"n0": 1}, [r0], [], now + r0.grace))
     assert ranked.best(need, view, frozenset({"n0"}))[0].name == "n1"
     assert ranked.best(need, view)[0].name == "n1"  # n0 has no candidate left
 
