@@ -145,8 +145,9 @@ def _fill(nodes: int, pending: int, seed: int) -> dict:
             "pending": pending}
 
 
-def _cycle_phases(repeat: int) -> dict:
-    """One cycle phase by phase, each as ``scheduler.loop.run_cycle`` runs it (collector paused)."""
+def _cycle_phases(repeat: int, save: Path | None = None) -> dict:
+    """One cycle phase by phase, each as ``scheduler.loop.run_cycle`` runs it (collector paused);
+    ``save``: write the cycle's snapshot and time there first (pickle, for policy_decide.py --snapshot)."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -160,6 +161,10 @@ def _cycle_phases(repeat: int) -> dict:
         t = time.perf_counter()
         cycle = snapshot.build(now)
         snapshot_s = time.perf_counter() - t
+    if save is not None:
+        import pickle
+
+        save.write_bytes(pickle.dumps({"snapshot": cycle.snapshot, "now": now.timestamp()}))
     t = time.perf_counter()
     snapshot.build(now)  # the same read with the collector running, to show what pausing it saves
     snapshot_gc_s = time.perf_counter() - t
@@ -222,10 +227,10 @@ def _whole_cycle(sent: dict) -> tuple[float, float | None]:
     return time.perf_counter() - t, (first - t if first is not None else None)
 
 
-def _one_run(n: int, args: argparse.Namespace, sent: dict) -> dict:
+def _one_run(n: int, args: argparse.Namespace, sent: dict, save: Path | None = None) -> dict:
     """Fill, the first and the next cycle phase by phase; fill again, the same two cycles whole."""
     fill = _fill(n, n * args.pending_per_node, args.seed)
-    phases = _cycle_phases(args.repeat)  # the first cycle after the fill, phase by phase (committed)
+    phases = _cycle_phases(args.repeat, save)  # the first cycle after the fill, phase by phase (committed)
     steady = _cycle_phases(args.repeat)  # the cycle after it, phase by phase
     forecast = _forecast(args.repeat) if args.forecast else {}
     fill_again = _fill(n, n * args.pending_per_node, args.seed)
@@ -261,9 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-forecast", dest="forecast", action="store_false",
                         help="skip the start-time forecast measurement (earlier commits have none)")
+    parser.add_argument("--save-snapshot", type=Path, metavar="FILE",
+                        help="write the first cycle's snapshot (one --nodes size) for policy_decide.py --snapshot")
     parser.add_argument("--without-hints", action="store_true",
                         help="diagnostic: send no live-update hints (shows their share of commit_s)")
     args = parser.parse_args(argv)
+    if args.save_snapshot is not None and len(args.nodes) != 1:
+        parser.error("--save-snapshot takes one --nodes size")
 
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
     if not base.startswith("postgres"):
@@ -293,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for n in args.nodes:
-        runs = [_one_run(n, args, sent) for _ in range(args.runs)]
+        runs = [_one_run(n, args, sent, args.save_snapshot if k == 0 else None) for k in range(args.runs)]
         row = {**_medians(runs), "runs": args.runs, "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp"),
                "hints": not args.without_hints}
         rows.append(row)

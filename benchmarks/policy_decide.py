@@ -30,6 +30,15 @@ Rubick workload on the 8 x 8-GPU testbed (``--policies rubick``): median,
 99th percentile and maximum, wall clock and CPU::
 
     python benchmarks/policy_decide.py --morphling ../shared/traces/morphling/workloads/workload-base.csv --policies rubick
+
+``--snapshot FILE`` times ``decide()`` on the live loop's own snapshot, as
+``benchmarks/cycle_scale.py --save-snapshot FILE`` wrote it from its database
+(the first cycle after its fill), with the collector paused as the loop runs
+it: median and least of ``--repeat`` calls, wall clock and CPU. The file is a
+pickle: load only one you wrote::
+
+    python benchmarks/cycle_scale.py --nodes 5000 --runs 1 --no-forecast --save-snapshot cycle5000.pickle
+    python benchmarks/policy_decide.py --snapshot cycle5000.pickle --repeat 7
 """
 
 from __future__ import annotations
@@ -190,6 +199,40 @@ def morphling_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def snapshot_main(args: argparse.Namespace) -> int:
+    """Time ``decide()`` on a snapshot saved by cycle_scale.py (see the module doc)."""
+    import gc
+    import pickle
+
+    saved = pickle.loads(args.snapshot.read_bytes())
+    snap, now = saved["snapshot"], saved["now"]
+    rows = []
+    for name in args.policies.split(","):
+        policy = make_policy(name)
+        wall, cpu = [], []
+        gc.disable()  # as scheduler.loop.gc_paused does for a cycle
+        try:
+            for _ in range(args.repeat):
+                c0, t0 = time.process_time(), time.perf_counter()
+                out = policy.decide(snap, now)
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+        finally:
+            gc.enable()
+        kinds: dict[str, int] = {}
+        for d in out:
+            kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
+        row = {"policy": name, "nodes": len(snap.nodes), "running": len(snap.running), "pending": len(snap.pending),
+               "decisions": kinds, "median_s": round(statistics.median(wall), 4), "least_s": round(min(wall), 4),
+               "cpu_median_s": round(statistics.median(cpu), 4), "cpu_least_s": round(min(cpu), 4),
+               "repeat": args.repeat, "loadavg": os.getloadavg()[0]}
+        rows.append(row)
+        print(json.dumps(row))
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "policy_decide", "mode": "snapshot", "rows": rows}, indent=2))
+    return 0
+
+
 def time_call(policy, snap: Snapshot, repeat: int, cpu: bool = False):
     """Median wall-clock seconds of ``repeat`` calls; with ``cpu``, also the
     median CPU seconds of this process (less sensitive to other load on a
@@ -217,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy", type=float, default=0.9, help="with --nodes: share of GPUs held by running jobs")
     ap.add_argument("--te-share", type=float, default=0.2, help="with --nodes: share of pending jobs that are TE")
     ap.add_argument("--policies", default="fitgpp", help="with --nodes or --morphling: comma-separated policies to time")
+    ap.add_argument("--snapshot", type=Path, metavar="FILE",
+                    help="time decide() on a snapshot written by cycle_scale.py --save-snapshot (a pickle)")
     ap.add_argument("--morphling", type=Path, metavar="CSV",
                     help="time every decide() of a simulated run of this Rubick workload instead")
     args = ap.parse_args(argv)
@@ -224,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--pending must be >= 0 and --repeat >= 1")
     if args.morphling is not None:
         return morphling_main(args)
+    if args.snapshot is not None:
+        return snapshot_main(args)
     if args.nodes is not None:
         if args.nodes < 1 or not 0.0 <= args.busy <= 1.0 or not 0.0 <= args.te_share <= 1.0:
             ap.error("--nodes must be >= 1, --busy and --te-share between 0 and 1")
