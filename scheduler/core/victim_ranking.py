@@ -26,6 +26,19 @@ HeapEntry = tuple
 ViewOf = Callable[[str, float], HostView]
 
 
+class _ShapeHeap:
+    """One job shape's heap, how much of the drop log it has taken in, and
+    the entries set aside for the exclusion ``aside_for``."""
+
+    __slots__ = ("heap", "seen", "aside", "aside_for")
+
+    def __init__(self, heap: list[HeapEntry], seen: int, exclude: frozenset[str]) -> None:
+        self.heap = heap
+        self.seen = seen
+        self.aside: list[HeapEntry] = []
+        self.aside_for = exclude
+
+
 class RankedNodes:
     """Per (job shape, now), a heap of entries over the nodes that could host
     the job, kept up to date from the log of dropped nodes; an entry whose
@@ -50,9 +63,7 @@ class RankedNodes:
         self._facts: dict[str, tuple[float, tuple, tuple[int, float, float]] | None] = {}
         self._version: dict[str, int] = {}
         self._dropped: list[str] = []
-        # Per (shape, now): the heap, how much of the drop log it has seen, and the entries set aside
-        # for the exclusion they were set aside for (kept out while the same nodes are excluded).
-        self._heaps: dict[tuple[Shape, float], tuple[list[HeapEntry], list[int], list[HeapEntry], list[frozenset[str]]]] = {}
+        self._heaps: dict[tuple[Shape, float], _ShapeHeap] = {}
 
     def drop(self, name: str) -> None:
         """The node changed: its facts are recomputed and its entries go stale."""
@@ -112,17 +123,17 @@ class RankedNodes:
         if held is None:
             heap = [e for name in self._cap.gpus if (e := self._heap_entry(name, need, shared_view)) is not None]
             heapq.heapify(heap)
-            held = self._heaps[key] = (heap, [len(self._dropped)], [], [exclude])
+            held = self._heaps[key] = _ShapeHeap(heap, len(self._dropped), exclude)
         else:
-            heap, pos, aside, aside_for = held
-            if aside_for[0] != exclude:
-                for entry in aside:
+            heap = held.heap
+            if held.aside_for != exclude:
+                for entry in held.aside:
                     heapq.heappush(heap, entry)
-                aside.clear()
-                aside_for[0] = exclude
-            if pos[0] < len(self._dropped):
+                held.aside.clear()
+                held.aside_for = exclude
+            if held.seen < len(self._dropped):
                 version = self._version
-                for name in set(self._dropped[pos[0]:]):
+                for name in set(self._dropped[held.seen:]):
                     e = self._heap_entry(name, need, shared_view)
                     top = heap[0] if heap else None
                     if top is not None and top[-3] == name and top[-2] != version[name]:
@@ -133,8 +144,8 @@ class RankedNodes:
                             heapq.heapreplace(heap, e)
                     elif e is not None:
                         heapq.heappush(heap, e)
-                pos[0] = len(self._dropped)
-        return self._search(held[0], need, exclude, held[2])
+                held.seen = len(self._dropped)
+        return self._search(held.heap, need, exclude, held.aside)
 
     def _search(self, heap: list[HeapEntry], need: Need, exclude: frozenset[str],
                 aside: list[HeapEntry]) -> tuple[HostView, list[Candidate], float | None] | None:

@@ -339,14 +339,15 @@ class QueuePolicy:
                 cyc.pend_hold(job)
                 continue
             own = spec.excluded_nodes or spec.plan
-            verdict = None if own else verdicts.get((spec.num_gpus, spec.num_cpus, spec.mem_gb))
+            shape = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
+            verdict = None if own else verdicts.get(shape)
             if verdict is None:
                 if reservation is not None and place(spec) is not None:
                     verdict = (reserved, blocked)
                 else:
                     verdict = (resources, cyc.resources_message(job))
                 if not own:
-                    verdicts[(spec.num_gpus, spec.num_cpus, spec.mem_gb)] = verdict
+                    verdicts[shape] = verdict
             append(Pend(spec.id, *verdict))
 
     def _reserved_for_message(self, r: Reservation) -> str:
