@@ -16,7 +16,8 @@ from). ``--workers`` runs that many simulations at once (default 2).
 * ``tiresias``: Tiresias+TunedJobs, plain jobs (``load_pollux_tuned``) with
   the study's parameters (two queues split at 16 GPU-hours of attained
   service, each queue in arrival order whether its jobs run or not, no
-  starvation rule), in 60 s rounds (``--tiresias-every-event``: at every
+  starvation rule, GPUs taken from the nodes with the most free first, a
+  spread job at its placement's measured speed), in 60 s rounds (``--tiresias-every-event``: at every
   arrival and completion instead, as before the engine had rounds).
 * ``optimus``: Optimus+Oracle+TunedJobs, adaptive jobs keeping the trace's
   batch (``load_pollux_adaptive(batch="trace")``), 60 s rounds.
@@ -57,7 +58,7 @@ from scheduler.sim.workloads.pollux_data import load_apps  # noqa: E402
 
 ROUND_SECONDS = 60.0
 POLICIES = {
-    "tiresias": ("tuned", "tiresias:thresholds=57600,within_queue=arrival"),
+    "tiresias": ("tuned", "tiresias:thresholds=57600,within_queue=arrival,placement=most-free"),
     "optimus": ("trace", "optimus"),
     "pollux": ("adaptive", "pollux"),
 }

@@ -26,16 +26,26 @@ from scheduler.core.placement import plan_block
 from scheduler.core.policies.reconfig import Pool, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
 
 
+PLACEMENTS = ("pack", "most-free")
+"""Where a plan-keeping baseline puts a job (``FixedPlanPolicy.placement``):
+``pack``, one node when possible (the fullest that holds it), else the fewest
+nodes; ``most-free``, greedily from the nodes with the most free GPUs (the
+Pollux study's Tiresias), which spreads a job whenever no node has room."""
+
+
 class FixedPlanPolicy:
     """Base of the plan-keeping baselines (see the module doc)."""
 
     name = "fixed-plan"
 
     def __init__(self, *, starvation_threshold: float | None = DEFAULT_STARVATION_THRESHOLD,
-                 order: str = "arrival", explain: bool = True) -> None:
+                 order: str = "arrival", placement: str = "pack", explain: bool = True) -> None:
         check_non_negative("starvation_threshold", starvation_threshold, allow_none=True)
         if order not in ("arrival", "work"):
             raise ValueError(f"order must be 'arrival' or 'work', got {order!r}")
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+        self.placement = placement
         self.starvation_threshold = starvation_threshold
         self.order_by = order
         self.explain = bool(explain)
@@ -105,7 +115,10 @@ class FixedPlanPolicy:
 
     def place(self, pool: Pool, job: PendingJob) -> dict[str, int] | None:
         spec = job.spec
-        return pool.place_blocks(spec.num_gpus, plan_block(spec.plan), cpus_per_gpu(spec), mem_per_gpu(spec))
+        block = plan_block(spec.plan)
+        if self.placement == "most-free" and block <= 1:
+            return pool.place_most_free(spec.num_gpus, cpus_per_gpu(spec), mem_per_gpu(spec))
+        return pool.place_blocks(spec.num_gpus, block, cpus_per_gpu(spec), mem_per_gpu(spec))
 
     def start(self, pool: Pool, job: PendingJob, parts: dict[str, int]) -> Start:
         spec = job.spec

@@ -84,6 +84,23 @@ class Pool:
         avail = [(u, n) for n in self.order if (u := self.units(n, cpg, mpg)) > 0]
         return spread(avail, g)
 
+    def place_most_free(self, g: int, cpg: float, mpg: float) -> dict[str, int] | None:
+        """``g`` GPUs taken greedily from the node with the most free units
+        (ties: node order), as the Pollux study's Tiresias places: a job
+        spreads over nodes whenever no single node has room enough, and
+        small jobs land on the emptiest nodes. Takes nothing."""
+        avail = {n: u for n in self.order if (u := self.units(n, cpg, mpg)) > 0}
+        if g < 1 or sum(avail.values()) < g:
+            return None
+        parts: dict[str, int] = {}
+        left = g
+        while left:
+            name = max(avail, key=avail.__getitem__)
+            k = min(avail.pop(name), left)
+            parts[name] = k
+            left -= k
+        return parts
+
     def place_blocks(self, g: int, block: int, cpg: float, mpg: float,
                      prefer: Iterable[str] = ()) -> dict[str, int] | None:
         """``g`` GPUs in whole blocks of ``block`` GPUs per node (a 3D plan's

@@ -18,12 +18,11 @@ with the batch split as ``Application.fixed_batch`` splits it.
 charges at a job's first start too; later restarts cost the simulator's
 ``resume_overhead``, set to the same 30 s for the study.
 
-Where this departs from the study's simulator, and why: the study places a
-job's GPUs on the nodes with the most free GPUs (a placement can spread
-over nodes, with its measured, slower, throughput); here the duration is
-that of the packed placement whatever the policy chooses, because a plain
-job runs at one speed. The study's scheduler runs every 60 s; ours decides
-at every arrival and completion.
+Each job also carries its speed by placement (``TunedSpeed``): a job
+spread over more nodes than its packed placement runs at the measured,
+slower, throughput of the spread placement, as in the study's simulator,
+whose Tiresias places a job on the nodes with the most free GPUs
+(``tiresias:placement=most-free``).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from typing import Mapping
 
 from scheduler.core.model import JobClass, JobSpec
 from scheduler.sim.workloads.pollux_adaptive import AdaptiveApp
-from scheduler.sim.workloads.pollux_app import Application, applications
+from scheduler.sim.workloads.pollux_app import Application, applications, canonical_placement
 from scheduler.sim.workloads.pollux_data import load_apps, load_workload
 from scheduler.sim.workloads.types import SimJob, Workload, sort_jobs
 
@@ -60,6 +59,30 @@ def tuned_duration(app: Application, gpus: int, batch_size: int, node_gpus: int 
     return seconds
 
 
+class TunedSpeed:
+    """``SimJob.speed`` of a TunedJob: its measured iteration time on any
+    placement at the trace's batch, against that of the packed placement
+    (``reference``). The statistical efficiency of a fixed batch does not
+    depend on the placement, so the ratio of the two is the ratio of
+    goodputs in every epoch, and a job spread over more nodes than it needs
+    progresses that much slower."""
+
+    __slots__ = ("app", "atomic", "accum", "reference", "_memo")
+
+    def __init__(self, app: Application, gpus: int, batch_size: int, node_gpus: int = NODE_GPUS) -> None:
+        self.app = app
+        self.atomic, self.accum = app.fixed_batch(batch_size, gpus)
+        self.reference = app.iteration_time(packed(gpus, node_gpus), self.atomic, self.accum)
+        self._memo: dict[tuple[int, ...], float] = {}
+
+    def iter_time(self, plan: str, placement: tuple[int, ...], cpus: float | None) -> tuple[float, bool]:
+        shape = canonical_placement(placement)
+        seconds = self._memo.get(shape)
+        if seconds is None:
+            seconds = self._memo[shape] = self.app.iteration_time(shape, self.atomic, self.accum)
+        return seconds, True
+
+
 def pollux_root(workload: str | os.PathLike[str]) -> Path:
     """``<root>`` of ``<root>/workloads/<file>.csv``."""
     return Path(workload).resolve().parent.parent
@@ -73,7 +96,8 @@ def load_pollux_tuned(path: str | os.PathLike[str], apps: Mapping[str, Applicati
     for row in load_workload(path, set(apps)):
         app = apps[row.application]
         spec = JobSpec(row.name, JobClass.BE, row.num_replicas, row.time, model=row.application)
-        jobs.append(SimJob(spec, tuned_duration(app, row.num_replicas, row.batch_size, node_gpus)))
+        jobs.append(SimJob(spec, tuned_duration(app, row.num_replicas, row.batch_size, node_gpus),
+                           TunedSpeed(app, row.num_replicas, row.batch_size, node_gpus)))
     name = f"trace {os.path.basename(os.fspath(path))} (pollux, {len(jobs)} jobs, TunedJobs)"
     return Workload(name, sort_jobs(jobs), notes=(
         "TunedJobs: each job keeps the trace's GPUs and batch size; duration = time to its application's "

@@ -107,3 +107,27 @@ def test_within_queue_is_checked() -> None:
 
     with pytest.raises(ValueError, match="within_queue"):
         Tiresias(within_queue="lifo")
+
+
+def test_most_free_placement_takes_the_emptiest_nodes_first_as_the_pollux_study() -> None:
+    """Nodes n1 (1 free of 4), n2 (4 free), n3 (2 free). Packed: a 1-GPU job
+    fills n1 and a 6-GPU job takes the fewest nodes, n2 then n3. Most-free:
+    the 1-GPU job goes to n2, the emptiest, and the 6-GPU job spreads from
+    the node with the most free GPUs down (ties in node order)."""
+    nodes = [NodeCapacity("n1", 4), NodeCapacity("n2", 4), NodeCapacity("n3", 4)]
+    run = [running("R1", "n1", 3, 0.0), running("R3", "n3", 2, 0.0)]
+    small, big = pending("S", 1, 10.0), pending("B", 6, 20.0)
+    packed = Tiresias(thresholds=(HOUR,))
+    assert decide(packed, nodes, run, [small], 100.0)[1] == {"S": {"n1": 1}}
+    assert decide(packed, nodes, run, [big], 100.0)[1] == {"B": {"n2": 4, "n3": 2}}
+    most_free = Tiresias(thresholds=(HOUR,), placement="most-free")
+    assert decide(most_free, nodes, run, [small], 100.0)[1] == {"S": {"n2": 1}}
+    assert decide(most_free, nodes, run, [small, big], 100.0)[1] == {"S": {"n2": 1}, "B": {"n2": 3, "n3": 2, "n1": 1}}
+    assert decide(most_free, nodes, run, [pending("X", 8, 5.0)], 100.0)[1] == {}
+
+
+def test_placement_is_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="placement"):
+        Tiresias(placement="random")

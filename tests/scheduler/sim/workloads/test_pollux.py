@@ -8,7 +8,8 @@ from collections import defaultdict
 
 import pytest
 
-from scheduler.sim.workloads.pollux import RESTART_SECONDS, load_pollux_tuned, packed, tuned_duration
+from scheduler.sim.reconfig_metrics import is_reconfigurable_workload
+from scheduler.sim.workloads.pollux import RESTART_SECONDS, TunedSpeed, load_pollux_tuned, packed, tuned_duration
 from scheduler.sim.workloads.pollux_app import applications
 from scheduler.sim.workloads.pollux_data import load_apps
 from tests.scheduler.sim.workloads.pollux_traces import pollux_root
@@ -44,3 +45,27 @@ def test_published_jcts_are_never_shorter_and_the_quickest_match(workload: str) 
     assert {"ncf", "cifar10", "bert"} <= set(checked)
     for app, ratio in checked.items():
         assert ratio <= 1.05, (app, ratio)
+
+
+
+def test_a_tuned_job_runs_at_the_measured_speed_of_its_placement() -> None:
+    """Packed: the reference itself. Spread over more nodes: the measured
+    iteration time there (for bert on 8 GPUs of these PCIe nodes, 0.82x of
+    the packed one: two GPUs per node contend less); a placement is one
+    whatever the order of its nodes."""
+    app = applications(load_apps(pollux_root() / "apps"))["bert"]
+    speed = TunedSpeed(app, 8, 384)
+    atomic, accum = app.fixed_batch(384, 8)
+    assert (speed.atomic, speed.accum) == (atomic, accum)
+    assert speed.reference == pytest.approx(app.iteration_time((4, 4), atomic, accum))
+    assert speed.iter_time("", (4, 4), None) == (pytest.approx(speed.reference), True)
+    spread, measured = speed.iter_time("", (2, 2, 2, 2), None)
+    assert measured and spread == pytest.approx(app.iteration_time((2, 2, 2, 2), atomic, accum))
+    assert spread < 0.9 * speed.reference
+    assert speed.iter_time("", (1, 3, 4), None)[0] == pytest.approx(speed.iter_time("", (3, 4, 1), None)[0])
+
+
+def test_tuned_jobs_carry_their_speed_and_are_not_a_reconfigurable_workload() -> None:
+    workload = load_pollux_tuned(pollux_root() / "workloads" / "workload-1.csv")
+    assert all(isinstance(j.speed, TunedSpeed) for j in workload.jobs)
+    assert not is_reconfigurable_workload(workload)
