@@ -22,6 +22,7 @@ the jobs behind, so the same nodes keep the best key.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -82,17 +83,20 @@ def reserve(
             capacity = {n.name: n.gpus for n in nodes}
         if sum(capacity.values()) < need:
             return None
+        # Most free units first (then name), taken until their capacity holds the job: a heap
+        # popped a few times, not a sort of every node, since this runs in every cycle while a
+        # large job starves.
         if plain:
-            order = sorted(capacity, key=lambda n: (-gpus[n], n))
+            order = [(-gpus[n], n) for n in capacity]
         else:
-            order = [n for _, n in sorted((-cap.units(n, cpg, mpg), n) for n in capacity)]
+            order = [(-cap.units(n, cpg, mpg), n) for n in capacity]
+        heapq.heapify(order)
         chosen: list[str] = []
         total = 0
-        for name in order:
+        while total < need:
+            name = heapq.heappop(order)[1]
             chosen.append(name)
             total += capacity[name]
-            if total >= need:
-                break
         return Reservation(spec.id, frozenset(chosen), waited)
     # Fewest units short first; expected ends (known only for vacating jobs
     # and declared time limits) break ties, so running jobs are scanned only

@@ -91,3 +91,23 @@ def test_starving_job_that_fits_just_starts():
     s = snap(nodes(("a", 4)), pending=[pend("old", 4, submit=0), pend("new", 1, submit=1)])
     out = make_policy("fifo", starvation_threshold=1).decide(s, 1000.0)
     assert starts(out) == {"old": {"a": 4}}
+
+
+def test_a_multi_node_reservation_takes_most_free_first_then_names_until_capacity_holds_it():
+    """Too big for any node: nodes by free units, most first, ties by name,
+    taken until their capacity (not their free GPUs) holds the job. With CPUs
+    per GPU the free units, not the free GPUs, decide."""
+    from scheduler.core.placement import FreeCapacity
+    from scheduler.core.reservation import reserve
+
+    cluster = nodes(("d", 4, 8.0, 64.0), ("c", 4, 8.0, 64.0), ("b", 8, 8.0, 64.0), ("a", 4, 8.0, 64.0))
+    running = [run("rb", {"b": 6}), run("rd", {"d": 2}), run("rc", {"c": 2})]
+    cap = FreeCapacity.of(cluster, running, None)
+    # Free GPUs: a 4, then b, c, d 2 each (by name); a's capacity 4 + b's 8 = 12 hold 10.
+    r = reserve(pend("big", 10, submit=0), cluster, cap, running, 500.0)
+    assert r is not None and r.nodes == frozenset({"a", "b"}) and r.waited == 500.0
+    # 14 GPUs: a, b, then c before d (tie on 2 free, by name).
+    assert reserve(pend("big", 14, submit=0), cluster, cap, running, 500.0).nodes == frozenset({"a", "b", "c"})
+    # 4 CPUs per GPU: the 8-CPU nodes hold 2 units each, b's 2 free GPUs 2 units, a's 4 free GPUs 2.
+    assert reserve(pend("big", 5, submit=0, num_cpus=20), cluster, cap, running, 500.0).nodes == frozenset({"a", "b", "c"})
+    assert reserve(pend("huge", 9, submit=0, num_cpus=36), cluster, cap, running, 500.0) is None
