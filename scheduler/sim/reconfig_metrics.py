@@ -28,7 +28,7 @@ VIOLATION_TOLERANCE = 0.05
 def is_reconfigurable_workload(workload: Workload) -> bool:
     """Jobs whose true speed depends on their allocation and whose
     throughput the policies see (the Morphling workloads); the Pollux
-    study's TunedJobs also run slower when spread, but nothing about them
+    study's TunedJobs also run at their placement's speed, but nothing about them
     is for a policy to reconfigure."""
     return any(j.speed is not None and j.spec.throughput is not None for j in workload.jobs)
 

@@ -18,11 +18,11 @@ with the batch split as ``Application.fixed_batch`` splits it.
 charges at a job's first start too; later restarts cost the simulator's
 ``resume_overhead``, set to the same 30 s for the study.
 
-Each job also carries its speed by placement (``TunedSpeed``): a job
-spread over more nodes than its packed placement runs at the measured,
-slower, throughput of the spread placement, as in the study's simulator,
-whose Tiresias places a job on the nodes with the most free GPUs
-(``tiresias:placement=most-free``).
+Each job also carries its speed by placement (``TunedSpeed``): placed other
+than packed, it runs at the measured throughput of that placement, as in
+the study's simulator, whose Tiresias places a job on the nodes with the
+most free GPUs (``tiresias:placement=most-free``). On the study's 4-GPU
+PCIe nodes a job spread thinner is often faster than packed, not slower.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class TunedSpeed:
     placement at the trace's batch, against that of the packed placement
     (``reference``). The statistical efficiency of a fixed batch does not
     depend on the placement, so the ratio of the two is the ratio of
-    goodputs in every epoch, and a job spread over more nodes than it needs
-    progresses that much slower."""
+    goodputs in every epoch: the job progresses that much slower or faster
+    than its ``duration`` says."""
 
     __slots__ = ("app", "atomic", "accum", "reference", "_memo")
 
@@ -101,7 +101,8 @@ def load_pollux_tuned(path: str | os.PathLike[str], apps: Mapping[str, Applicati
     name = f"trace {os.path.basename(os.fspath(path))} (pollux, {len(jobs)} jobs, TunedJobs)"
     return Workload(name, sort_jobs(jobs), notes=(
         "TunedJobs: each job keeps the trace's GPUs and batch size; duration = time to its application's "
-        f"target on packed {node_gpus}-GPU nodes, plus a {RESTART_SECONDS:g} s first start",
+        f"target on packed {node_gpus}-GPU nodes, plus a {RESTART_SECONDS:g} s first start; placed otherwise, "
+        "a job runs at that placement's measured speed",
     ))
 
 
