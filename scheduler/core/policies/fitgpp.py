@@ -176,7 +176,15 @@ class FitGppChooser:
         single = self._best_singleton(need, view)
         if single is not None:
             return single
-        cands = sorted(view.cands, key=lambda v: (self.ww * v.grace + self.own(v), v.id))
+        # Each candidate's ``own`` once, for the order and the search (ids are unique, so the
+        # sort never compares candidates themselves).
+        ww, wv, wl, wr, r = self.ww, self.wv, self.wl, self.wr, self.r
+        keyed = sorted([
+            (ww * v.grace + o, v.id, o, v)
+            for v in view.cands
+            for o in (wv + wl * v.gpus * (v.grace + r) + wr * v.preemptions,)  # ``own(v)`` written out
+        ])
+        cands = [k[3] for k in keyed]
         greedy = prefix_cover(need, view, cands)
         if greedy is None:
             return None
@@ -184,7 +192,7 @@ class FitGppChooser:
         greedy_score = self.score(need, view, greedy)
         if len(cands) > self.subset_limit:
             return greedy_score, greedy
-        found = self._search(need, view, cands, greedy_score)
+        found = self._search(need, view, cands, greedy_score, [k[2] for k in keyed])
         if found is None or (round(greedy_score, 9), [v.id for v in greedy]) <= (
             round(found[0], 9),
             [v.id for v in found[1]],
@@ -228,14 +236,14 @@ class FitGppChooser:
         return best_s, [best_v]
 
     def _search(
-        self, need: Need, view: HostView, cands: list[Candidate], bound: float
+        self, need: Need, view: HostView, cands: list[Candidate], bound: float, own: list[float]
     ) -> tuple[float, list[Candidate]] | None:
         """Branch and bound over subsets in candidate order; a covering subset
-        is never extended (a superset scores no better)."""
+        is never extended (a superset scores no better). ``own[i]`` is
+        ``own(cands[i])``."""
         name = view.name
         n = len(cands)
         contrib = [v.parts[name] for v in cands]
-        own = [self.own(v) for v in cands]
         min_own = min(own)
         # Suffix sums: can the remaining candidates still cover?
         sg = [0] * (n + 1)
