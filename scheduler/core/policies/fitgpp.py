@@ -178,12 +178,12 @@ class FitGppChooser:
             return single
         # Each candidate's ``own`` once, for the order and the search (ids are unique, so the
         # sort never compares candidates themselves).
-        ww, wv, wl, wr, r = self.ww, self.wv, self.wl, self.wr, self.r
-        keyed = sorted([
-            (ww * v.grace + o, v.id, o, v)
-            for v in view.cands
-            for o in (wv + wl * v.gpus * (v.grace + r) + wr * v.preemptions,)  # ``own(v)`` written out
-        ])
+        ww = self.ww
+        keyed = []
+        for v in view.cands:
+            o = self.own(v)
+            keyed.append((ww * v.grace + o, v.id, o, v))
+        keyed.sort()
         cands = [k[3] for k in keyed]
         greedy = prefix_cover(need, view, cands)
         if greedy is None:
