@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
@@ -94,6 +95,20 @@ def single_user_mode() -> bool:
     return bool(getattr(settings, "GPUSCHED_SINGLE_USER", False))
 
 
+def stored_posix_name(user) -> str | None:  # noqa: ANN001 - a user model instance
+    """The POSIX name an admin stored for ``user``, None when there is none.
+
+    No query when the user was read with its identity (``select_related("posix_identity")``, as
+    the API's token authentication reads it: one statement less per submission); else one.
+    """
+    if get_user_model().posix_identity.is_cached(user):  # the class's: ``user`` may be a lazy proxy
+        try:
+            return user.posix_identity.posix_name
+        except PosixIdentity.DoesNotExist:  # read with the user: it has none
+            return None
+    return PosixIdentity.objects.filter(user_id=user.pk).values_list("posix_name", flat=True).first()
+
+
 def run_as_for(user) -> str:  # noqa: ANN001 - a user model instance
     """The POSIX name ``user``'s jobs run as ("" in single-user mode).
 
@@ -103,7 +118,7 @@ def run_as_for(user) -> str:  # noqa: ANN001 - a user model instance
     """
     if single_user_mode():
         return ""
-    row = PosixIdentity.objects.filter(user_id=user.pk).values_list("posix_name", flat=True).first()
+    row = stored_posix_name(user)
     name = row if row is not None else user.get_username()
     problem = posix_name_problem(name)
     if problem is None:

@@ -8,12 +8,12 @@ refused by name. The rules beyond types live in
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import replace
 
 from rest_framework import serializers
 
+from portal.api.built_once import FieldsBuiltOnce
 from scheduler.models import (
     DEFAULT_GRACE_PERIOD_S,
     MAX_COMMAND_LENGTH,
@@ -98,7 +98,7 @@ class StrictStringListField(serializers.ListField):
         return list(data)
 
 
-class JobSubmitSerializer(serializers.Serializer):
+class JobSubmitSerializer(FieldsBuiltOnce, serializers.Serializer):
     """The body of POST /api/v1/jobs/."""
 
     name = StrictCharField(max_length=MAX_NAME_LENGTH)
@@ -151,24 +151,6 @@ class JobSubmitSerializer(serializers.Serializer):
 
     def to_request(self) -> JobRequest:
         return JobRequest(**self.validated_data)
-
-
-class FieldsBuiltOnce:
-    """A ModelSerializer whose fields are built from its model once per class, not per instance.
-
-    DRF rebuilds a ModelSerializer's fields from the model's meta data for every instance, which was
-    a sixth of the portal's CPU per job submission. The first instance's fields are kept on the class
-    and every instance gets a deep copy (its own field objects to bind, as DRF's declared fields
-    are), so nothing an instance binds is shared.
-    """
-
-    def get_fields(self) -> dict:
-        cls = type(self)
-        built = cls.__dict__.get("_fields_built_once")
-        if built is None:
-            built = super().get_fields()  # type: ignore[misc]
-            cls._fields_built_once = built
-        return copy.deepcopy(built)
 
 
 class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):

@@ -75,3 +75,22 @@ def test_single_user_mode_runs_everyone_as_the_agent(settings) -> None:
     assert run_as_for(User.objects.create_user("not a posix name")) == ""
 
 
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("stored, expected", [("asmith", "asmith"), (None, "alice")])
+def test_a_user_read_with_its_identity_needs_no_query(stored, expected, django_assert_num_queries) -> None:
+    user = User.objects.create_user("alice")
+    if stored:
+        PosixIdentity.objects.create(user=user, posix_name=stored)
+    read = User.objects.select_related("posix_identity").get(pk=user.pk)
+    with django_assert_num_queries(0):
+        assert run_as_for(read) == expected
+
+
+@pytest.mark.django_db
+def test_an_unusable_identity_read_with_the_user_is_still_refused() -> None:
+    user = User.objects.create_user("alice")
+    PosixIdentity.objects.create(user=user, posix_name="root")
+    with pytest.raises(IdentityMissing, match="'root' is not usable"):
+        run_as_for(User.objects.select_related("posix_identity").get(pk=user.pk))

@@ -89,3 +89,16 @@ def test_token_name_is_required(roles, browser_as) -> None:
     response = browser_as(roles.owner).post("/account/tokens/", {"name": ""})
     assert response.status_code == 400 and response.context["form"].errors["name"]
     assert not ApiToken.objects.exists()
+
+
+def test_the_token_brings_the_users_posix_identity_along(roles) -> None:
+    from django.test import RequestFactory
+
+    from portal.api.authentication import ApiTokenAuthentication
+    from scheduler.identity import PosixIdentity
+
+    PosixIdentity.objects.create(user=roles.owner, posix_name="owner7")
+    _, key = ApiToken.issue(roles.owner, "laptop")
+    request = RequestFactory().get("/api/v1/jobs/", HTTP_AUTHORIZATION=f"Token {key}")
+    user, _ = ApiTokenAuthentication().authenticate(request)
+    assert type(user).posix_identity.is_cached(user) and user.posix_identity.posix_name == "owner7"
