@@ -20,8 +20,8 @@ class FieldsBuiltOnce:
     attributes (name, parent, label, source), and what the copy shares with the kept field
     (options, error messages, choices) is only read. DRF's deep copy of a field builds it again
     from its arguments, which cost a submission about as much as a SQL statement. Fields holding
-    others (nested serializers, list and dict fields) are deep-copied, so their children are bound
-    per instance too.
+    others (nested serializers, list and dict fields, many-related fields) are deep-copied, so their
+    children are bound per instance too.
     """
 
     def get_fields(self) -> dict:
@@ -35,6 +35,6 @@ class FieldsBuiltOnce:
 
 def _own_copy(field: serializers.Field) -> serializers.Field:
     """A copy of an unbound field that can be bound without touching ``field`` (see ``FieldsBuiltOnce``)."""
-    if isinstance(field, serializers.BaseSerializer) or hasattr(field, "child"):
+    if isinstance(field, serializers.BaseSerializer) or hasattr(field, "child") or hasattr(field, "child_relation"):
         return copy.deepcopy(field)
     return copy.copy(field)

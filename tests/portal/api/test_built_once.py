@@ -38,3 +38,17 @@ def test_submissions_validated_one_after_another_keep_their_own_errors_and_defau
     good.validated_data["allowed_plans"].append("zero-dp")  # a default list is the instance's own
     again = JobSubmitSerializer(data={"name": "c", "command": "z"})
     assert again.is_valid() and again.validated_data["allowed_plans"] == []
+
+
+def test_fields_holding_others_are_copied_deep_and_leaf_fields_shallow() -> None:
+    from rest_framework import serializers as drf
+
+    from portal.api.built_once import _own_copy
+
+    leaf = drf.IntegerField(min_value=1)
+    listed = drf.ListField(child=drf.CharField())
+    many = drf.ManyRelatedField(child_relation=drf.StringRelatedField())
+    assert _own_copy(leaf) is not leaf and _own_copy(leaf).validators is leaf.validators  # only read
+    copied = _own_copy(listed)
+    assert copied.child is not listed.child and copied.child.parent is copied
+    assert _own_copy(many).child_relation is not many.child_relation
