@@ -17,6 +17,10 @@ fresh child process (one core) so that every peak is its own:
 
 ``--profile FILE`` writes a cProfile of the whole-trace run (pstats text,
 sorted by cumulative time).
+
+``--call-kinds`` adds ``call_kinds`` (a further whole-trace run, timed per ``decide()`` call):
+for the calls that preempt, those that start jobs without preempting and those that do neither,
+the number of calls, their seconds, microseconds per call and share of all decide time.
 """
 
 from __future__ import annotations
@@ -65,6 +69,9 @@ def child(args: argparse.Namespace) -> dict:
         _, peak = tracemalloc.get_traced_memory()
         out["peak_traced_mb"] = round((peak - base) / 2**20, 2)
         return out
+    if args.mode == "kinds":
+        out["call_kinds"] = _timed_by_kind(policy, nodes, jobs)
+        return out
     if args.mode == "profile":
         import cProfile
         import io
@@ -91,6 +98,34 @@ def child(args: argparse.Namespace) -> dict:
     return out
 
 
+def _timed_by_kind(policy, nodes, jobs) -> dict:  # noqa: ANN001
+    """Run the simulation with every ``decide()`` call timed and sorted by what it decided."""
+    import time
+
+    from scheduler.core.decisions import Preempt, Start
+    from scheduler.sim.engine import simulate
+    from scheduler.sim.records import SimConfig
+
+    decide = policy.decide
+    totals = {"preempting": [0, 0.0], "starting": [0, 0.0], "neither": [0, 0.0]}
+
+    def timed(snapshot, now):  # noqa: ANN001, ANN202
+        began = time.perf_counter()
+        out = decide(snapshot, now)
+        spent = time.perf_counter() - began
+        kinds = {type(d) for d in out}
+        kind = "preempting" if Preempt in kinds else "starting" if Start in kinds else "neither"
+        totals[kind][0] += 1
+        totals[kind][1] += spent
+        return out
+
+    policy.decide = timed
+    simulate(policy, nodes, jobs, SimConfig())
+    whole = sum(seconds for _, seconds in totals.values()) or 1.0
+    return {kind: {"calls": n, "seconds": round(seconds, 3), "us_per_call": round(1e6 * seconds / max(n, 1), 1),
+                   "share": round(seconds / whole, 3)} for kind, (n, seconds) in totals.items()}
+
+
 def spawn(args: argparse.Namespace, fraction: float, mode: str) -> dict:
     cmd = [sys.executable, __file__, "--child", "--mode", mode, "--fraction", str(fraction),
            "--policy", args.policy, "--cluster", args.cluster, "--trace", str(args.trace)]
@@ -112,6 +147,7 @@ def main() -> None:
     p.add_argument("--json", help="write the results as JSON")
     p.add_argument("--profile", help="write a cProfile report of the whole-trace run to this file")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
+    p.add_argument("--call-kinds", action="store_true", help="time decide() per kind of call (whole trace)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--mode", default="timed", help=argparse.SUPPRESS)
     p.add_argument("--fraction", type=float, default=1.0, help=argparse.SUPPRESS)
@@ -136,6 +172,7 @@ def main() -> None:
         )
     if args.profile:
         spawn(args, 1.0, "profile")
+    kinds = spawn(args, 1.0, "kinds")["call_kinds"] if args.call_kinds else None
     report = {
         "benchmark": "sim_speed",
         "policy": args.policy,
@@ -145,6 +182,8 @@ def main() -> None:
         "machine": platform.machine(),
         "runs": runs,
     }
+    if kinds is not None:
+        report["call_kinds"] = kinds
     if "peak_traced_mb" in runs[0] and runs[0]["jobs"]:
         report["traced_kb_per_job"] = [round(1024 * r["peak_traced_mb"] / r["jobs"], 2) for r in runs]
     text = json.dumps(report, indent=2)
