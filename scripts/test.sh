@@ -12,9 +12,13 @@
 #   with (libldap2-dev libsasl2-dev), installed before the virtual environment
 # then runs pytest with DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and passes its arguments on: scripts/test.sh tests/scheduler/core -q
+# Without arguments it runs the whole suite as two pytest processes side by side (see
+# run_split below; the second uses $SIDE_DATABASE_URL, default $DATABASE_URL with "_side"
+# appended, and $SIDE_REDIS_URL, default REDIS_URL's next database); TEST_SERIAL=1 runs one.
 #
 # Trace data: $GPUSCHED_TRACES_DIR, else ../shared/traces next to the repository.
-# Exit status: pytest's, except that "no tests collected" (5) counts as success.
+# Exit status: pytest's (non-zero when either process fails), except that "no tests
+# collected" (5) counts as success.
 # SKIP_SERVICES=1 skips the service checks (e.g. for tests that need none).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
@@ -133,13 +137,63 @@ if [ "${SKIP_SERVICES:-0}" != 1 ]; then
     ensure_confinement_tools
 fi
 
-say "Running pytest (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL)"
-set +e
-"$VENV/bin/python" -m pytest "$@"
-status=$?
-set -e
-if [ "$status" = 5 ]; then
-    say "pytest collected no tests; treating that as success."
-    status=0
+# pytest's status, with "no tests collected" (5) as success.
+run_pytest() {
+    local status=0
+    "$VENV/bin/python" -m pytest "$@" || status=$?
+    if [ "$status" = 5 ]; then
+        say "pytest collected no tests; treating that as success."
+        status=0
+    fi
+    return "$status"
+}
+
+# The whole suite as two pytest processes side by side, each with a test database and a Redis
+# database of its own: most of the suite's time is spent waiting on real processes (agents,
+# workers, private servers, jobs running for seconds), not computing. The tests that create
+# things which exist once per machine (POSIX users, cgroups, job images, network namespaces)
+# must not meet each other, so they all run in the first process, one at a time; SIDE_TESTS,
+# which create none of them, run in the second. A new folder joins the first (the safe
+# default) until it is listed here; tests/scripts/test_entry_points.py checks the list.
+SIDE_TESTS=(tests/audit tests/browser tests/e2e tests/gpusched tests/gputelemetry tests/interactive tests/jobprogress
+            tests/notifications tests/portal tests/scheduler tests/scripts tests/test_architecture.py
+            tests/test_conftest.py tests/test_manage.py)
+
+run_split() {
+    local machine_tests=() entry listed side
+    for entry in tests/*; do
+        case "$entry" in tests/__init__.py|tests/conftest.py|tests/__pycache__) continue ;; esac
+        listed=0
+        for side in "${SIDE_TESTS[@]}"; do [ "$entry" = "$side" ] && listed=1; done
+        [ "$listed" = 1 ] || machine_tests+=("$entry")
+    done
+    local side_db="${SIDE_DATABASE_URL:-${DATABASE_URL}_side}"
+    local side_redis="${SIDE_REDIS_URL:-}"
+    if [ -z "$side_redis" ]; then
+        case "${REDIS_URL##*/}" in
+            ''|*[!0-9]*) die "REDIS_URL ($REDIS_URL) ends in no database number: set SIDE_REDIS_URL, or TEST_SERIAL=1" ;;
+            *) side_redis="${REDIS_URL%/*}/$(( ${REDIS_URL##*/} + 1 ))" ;;
+        esac
+    fi
+    local log
+    log="$(mktemp -t gpusched-side-tests.XXXXXX)"
+    say "Running pytest in two processes: ${machine_tests[*]} here (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL);"
+    say "  ${SIDE_TESTS[*]} alongside (DATABASE_URL=$side_db, REDIS_URL=$side_redis), shown when both are done"
+    DATABASE_URL="$side_db" REDIS_URL="$side_redis" run_pytest -p no:cacheprovider "${SIDE_TESTS[@]}" >"$log" 2>&1 &
+    local side_pid=$! machine_status=0 side_status=0
+    trap 'kill -TERM "$side_pid" 2>/dev/null || true' INT TERM
+    run_pytest "${machine_tests[@]}" || machine_status=$?
+    wait "$side_pid" || side_status=$?
+    say "--- the tests run alongside (${SIDE_TESTS[*]}):"
+    cat "$log"
+    rm -f "$log"
+    say "--- ${machine_tests[*]}: status $machine_status; the tests alongside: status $side_status"
+    [ "$machine_status" = 0 ] && [ "$side_status" = 0 ]
+}
+
+if [ "$#" = 0 ] && [ "${TEST_SERIAL:-0}" != 1 ]; then
+    run_split
+else
+    say "Running pytest (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL)"
+    run_pytest "$@"
 fi
-exit "$status"

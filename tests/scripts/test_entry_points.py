@@ -89,3 +89,37 @@ def test_serve_refuses_an_unknown_component() -> None:
                             timeout=30)
     assert result.returncode == 1
     assert "usage: scripts/serve.sh {migrate|demo-users|web|worker|beat|agent NAME [GPUS]}" in result.stderr
+
+
+def side_tests() -> list[str]:
+    """The tests scripts/test.sh runs in its second process (its SIDE_TESTS array)."""
+    text = (ROOT / "scripts/test.sh").read_text()
+    body = re.search(r"^SIDE_TESTS=\((.*?)\)", text, flags=re.MULTILINE | re.DOTALL)
+    assert body, "scripts/test.sh defines no SIDE_TESTS array"
+    return body.group(1).split()
+
+
+# What makes a test unfit to run in the second process: it creates POSIX users, cgroups, job images
+# or network namespaces, which exist once per machine, not once per test process.
+MACHINE_WIDE = ("tests.cluster.agent.confined", "tests.support.netns", "useradd",
+                "/sys/fs/cgroup", "ip netns", "mmdebstrap")
+
+
+def test_the_tests_run_alongside_exist_and_touch_nothing_machine_wide() -> None:
+    listed = side_tests()
+    assert listed and len(set(listed)) == len(listed)
+    for entry in listed:
+        path = ROOT / entry
+        assert path.exists(), f"{entry} is listed in SIDE_TESTS but does not exist"
+        for source in [path] if path.is_file() else sorted(path.rglob("*.py")):
+            if source == Path(__file__).resolve():
+                continue  # this file names them
+            text = source.read_text()
+            found = [word for word in MACHINE_WIDE if word in text]
+            assert not found, f"{source.relative_to(ROOT)} uses {found}: it must run with the stack tests"
+
+
+def test_the_folders_with_machine_wide_tests_run_in_the_first_process() -> None:
+    listed = set(side_tests())
+    for folder in ("tests/adversarial", "tests/cluster", "tests/support"):
+        assert (ROOT / folder).is_dir() and folder not in listed, folder
