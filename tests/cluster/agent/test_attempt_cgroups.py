@@ -61,6 +61,9 @@ def test_the_start_sweep_kills_only_cgroups_no_attempt_owns(tree):
 def test_release_reads_usage_kills_leftovers_and_removes_the_cgroup(tree):
     cgroup = tree.create("done", 1, Limits(mem_bytes=256 << 20))
     left = _sleeper(cgroup)
+    # On a busy machine the sleeper can be in its cgroup before it has run there at all (CPU time
+    # is charged when it next runs): there is usage to read once the kernel has charged some.
+    wait_until(lambda: (cgroup.cpu_seconds() or 0.0) > 0, what="the sleeper's CPU time in its cgroup")
     usage = attempt_cgroups.release(tree, _att("done"))
     assert left.wait(timeout=60) == -9
     assert usage.peak_mem_bytes > 0 and usage.cpu_seconds > 0 and usage.oom_killed is False
