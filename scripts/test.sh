@@ -151,9 +151,10 @@ run_pytest() {
 # The whole suite as two pytest processes side by side, each with a test database and a Redis
 # database of its own: most of the suite's time is spent waiting on real processes (agents,
 # workers, private servers, jobs running for seconds), not computing. The tests that create
-# things which exist once per machine (POSIX users, cgroups, job images, network namespaces)
-# must not meet each other, so they all run in the first process, one at a time; SIDE_TESTS,
-# which create none of them, run in the second. A new folder joins the first (the safe
+# things which exist once per machine under names they choose (POSIX users, job images,
+# network namespaces, cgroups of their own naming) must not meet each other, so they all run
+# in the first process, one at a time; SIDE_TESTS, which create none of them, run in the
+# second (their agents' cgroups carry each stack's own random node names). A new folder joins the first (the safe
 # default) until it is listed here; tests/scripts/test_entry_points.py checks the list.
 SIDE_TESTS=(tests/audit tests/browser tests/e2e tests/gpusched tests/gputelemetry tests/interactive tests/jobprogress
             tests/notifications tests/portal tests/scheduler tests/scripts tests/test_architecture.py

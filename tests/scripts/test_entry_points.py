@@ -99,8 +99,8 @@ def side_tests() -> list[str]:
     return body.group(1).split()
 
 
-# What makes a test unfit to run in the second process: it creates POSIX users, cgroups, job images
-# or network namespaces, which exist once per machine, not once per test process.
+# What makes a test unfit to run in the second process: it creates POSIX users, job images, network
+# namespaces or cgroups under names of its choosing, which exist once per machine, not per process.
 MACHINE_WIDE = ("tests.cluster.agent.confined", "tests.support.netns", "useradd",
                 "/sys/fs/cgroup", "ip netns", "mmdebstrap")
 
@@ -116,7 +116,7 @@ def test_the_tests_run_alongside_exist_and_touch_nothing_machine_wide() -> None:
                 continue  # this file names them
             text = source.read_text()
             found = [word for word in MACHINE_WIDE if word in text]
-            assert not found, f"{source.relative_to(ROOT)} uses {found}: it must run with the stack tests"
+            assert not found, f"{source.relative_to(ROOT)} uses {found}: it must run in the first process"
 
 
 def test_the_folders_with_machine_wide_tests_run_in_the_first_process() -> None:
