@@ -180,11 +180,16 @@ run_split() {
     log="$(mktemp -t gpusched-side-tests.XXXXXX)"
     say "Running pytest in two processes: ${machine_tests[*]} here (DATABASE_URL=$DATABASE_URL, REDIS_URL=$REDIS_URL);"
     say "  ${SIDE_TESTS[*]} alongside (DATABASE_URL=$side_db, REDIS_URL=$side_redis), shown when both are done"
-    DATABASE_URL="$side_db" REDIS_URL="$side_redis" run_pytest -p no:cacheprovider "${SIDE_TESTS[@]}" >"$log" 2>&1 &
+    # The second process runs at the lowest CPU priority: the first one's fault tests time their
+    # restarts and redeliveries, and mostly sleep, so they get the cores when they want them and
+    # leave the rest to the second.
+    DATABASE_URL="$side_db" REDIS_URL="$side_redis" nice -n 19 "$VENV/bin/python" -m pytest -p no:cacheprovider \
+        "${SIDE_TESTS[@]}" >"$log" 2>&1 &
     local side_pid=$! machine_status=0 side_status=0
     trap 'kill -TERM "$side_pid" 2>/dev/null || true' INT TERM
     run_pytest "${machine_tests[@]}" || machine_status=$?
     wait "$side_pid" || side_status=$?
+    [ "$side_status" != 5 ] || side_status=0  # no tests collected
     say "--- the tests run alongside (${SIDE_TESTS[*]}):"
     cat "$log"
     rm -f "$log"
