@@ -154,8 +154,10 @@ run_pytest() {
 # things which exist once per machine under names they choose (POSIX users, job images,
 # network namespaces, cgroups of their own naming) must not meet each other, so they all run
 # in the first process, one at a time; SIDE_TESTS, which create none of them, run in the
-# second (their agents' cgroups carry each stack's own random node names). A new folder joins the first (the safe
-# default) until it is listed here; tests/scripts/test_entry_points.py checks the list.
+# second (their agents' cgroups carry each stack's own random node names). A new folder
+# joins the first (the safe default) until it is listed here; tests/scripts/
+# test_entry_points.py checks the list. The second pytest is started through nice itself,
+# not run_pytest, so that the trap below signals pytest and not a subshell around it.
 SIDE_TESTS=(tests/audit tests/browser tests/e2e tests/gpusched tests/gputelemetry tests/interactive tests/jobprogress
             tests/notifications tests/portal tests/scheduler tests/scripts tests/test_architecture.py
             tests/test_conftest.py tests/test_manage.py)
