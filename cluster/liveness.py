@@ -10,8 +10,9 @@ heartbeats leave out for ``unseen_limit()`` ends the same way.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -38,7 +39,8 @@ def unseen_limit() -> timedelta:
     return 2 * lost_after()
 
 
-def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> list[tuple[int, int]]:
+def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
+              exited: Mapping[tuple[int, int], Mapping[str, Any]] | None = None) -> list[tuple[int, int]]:
     """Record that ``name`` is alive and compare what its agent runs with what the database expects.
 
     * An attempt the agent runs that the database does not expect there is
@@ -48,7 +50,10 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> l
       or never got its launch): it ends as if the agent had reported it lost,
       so its job is requeued (or, if it was being cancelled, cancelled).
       Waiting that long, rather than acting on one heartbeat, leaves time for
-      an exit report handled in parallel by another worker.
+      an exit report handled in parallel by another worker. If the heartbeat
+      repeats the attempt's exit (``exited``: ``(job_id, attempt)`` to
+      ``reports.attempt_exited``'s outcome arguments, cluster/agent/recent_exits.py),
+      its exit report was lost or held up: the attempt ends as reported instead.
     * A node marked NODE_LOST that heartbeats again is UP again and reconciled.
 
     Returns the stale ``(job_id, attempt)`` told to stop.
@@ -73,6 +78,13 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime) -> l
             transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
             transaction.on_commit(triggers.request_scheduling)
     for job_id, attempt in gone:
+        outcome = (exited or {}).get((job_id, attempt))
+        if outcome is not None:
+            log.warning("node %s has not listed job %s attempt %d for over %s and its exit report has not arrived; "
+                        "ending it as its heartbeats report it ended (exit code %s, signal %s)", name, job_id, attempt,
+                        unseen_limit(), outcome.get("exit_code"), outcome.get("signal"))
+            attempt_exited(name, job_id, attempt, **outcome, now=now)
+            continue
         log.warning("node %s has not listed job %s attempt %d for over %s; ending it as lost",
                     name, job_id, attempt, unseen_limit())
         attempt_exited(name, job_id, attempt, exit_code=None, signal=None, ended_at=now, notice_at=None,

@@ -21,7 +21,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -267,8 +267,8 @@ def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gp
 
 
 @report_task(protocol.REPORT_HEARTBEAT)
-def heartbeat(node: str, running: Any = (), **_extra: Any) -> None:
-    liveness.heartbeat(node, parse_running(running), dj_timezone.now())
+def heartbeat(node: str, running: Any = (), exited: Any = (), **_extra: Any) -> None:
+    liveness.heartbeat(node, parse_running(running), dj_timezone.now(), exited=parse_reported_exits(node, exited))
 
 
 @report_task(protocol.REPORT_STARTED)
@@ -284,30 +284,67 @@ def started(node: str, job_id: Any = None, attempt: Any = None, pid: Any = None,
 
 
 @report_task(protocol.REPORT_EXITED)
-def exited(node: str, job_id: Any = None, attempt: Any = None, exit_code: Any = None, signal: Any = None,
-           ended_at: Any = None, notice_at: Any = None, checkpointed: Any = False, reason: Any = None,
-           message: Any = "", peak_mem_bytes: Any = None, cpu_seconds: Any = None, **_extra: Any) -> None:
+def exited(node: str, job_id: Any = None, attempt: Any = None, **fields: Any) -> None:
+    job, number, outcome = parse_exit({"job_id": job_id, "attempt": attempt, **fields})
+    reports.attempt_exited(node, job, number, **outcome, now=dj_timezone.now())
+
+
+def parse_exit(report: Mapping[str, Any]) -> tuple[int, int, dict[str, Any]]:
+    """``(job_id, attempt, outcome)`` of an exit report's fields, ``outcome`` being
+    ``reports.attempt_exited``'s keyword arguments but ``now``; raises ProtocolError naming the field."""
+    checkpointed, reason, message = report.get("checkpointed", False), report.get("reason"), report.get("message", "")
+    peak_mem_bytes, cpu_seconds = report.get("peak_mem_bytes"), report.get("cpu_seconds")
     if not isinstance(checkpointed, bool):
         raise ProtocolError("checkpointed", f"must be true or false, got {checkpointed!r}")
     if reason is not None and not isinstance(reason, str):
         raise ProtocolError("reason", f"must be a string or null, got {reason!r}")
     if not isinstance(message, str):
         raise ProtocolError("message", f"must be a string, got {message!r}")
-    reports.attempt_exited(
-        node,
-        parse_job_id(job_id),
-        protocol.check_attempt(attempt),
-        exit_code=parse_optional_int(exit_code, "exit_code"),
-        signal=parse_optional_int(signal, "signal"),
-        ended_at=parse_time(ended_at, "ended_at"),
-        notice_at=parse_time(notice_at, "notice_at", allow_none=True),
-        checkpointed=checkpointed,
-        reason=reason,
-        now=dj_timezone.now(),
-        message=message.replace("\x00", ""),
-        peak_mem_bytes=None if peak_mem_bytes is None else parse_count(peak_mem_bytes, "peak_mem_bytes"),
-        cpu_seconds=None if cpu_seconds is None else parse_amount(cpu_seconds, "cpu_seconds"),
-    )
+    return parse_job_id(report.get("job_id")), protocol.check_attempt(report.get("attempt")), {
+        "exit_code": parse_optional_int(report.get("exit_code"), "exit_code"),
+        "signal": parse_optional_int(report.get("signal"), "signal"),
+        "ended_at": parse_time(report.get("ended_at"), "ended_at"),
+        "notice_at": parse_time(report.get("notice_at"), "notice_at", allow_none=True),
+        "checkpointed": checkpointed,
+        "reason": reason,
+        "message": message.replace("\x00", ""),
+        "peak_mem_bytes": None if peak_mem_bytes is None else parse_count(peak_mem_bytes, "peak_mem_bytes"),
+        "cpu_seconds": None if cpu_seconds is None else parse_amount(cpu_seconds, "cpu_seconds"),
+    }
+
+
+#: Exits one heartbeat may repeat (the agent sends at most its recent_exits.MAX_KEPT).
+MAX_REPORTED_EXITS = 1024
+
+
+def parse_reported_exits(node: str, value: Any) -> dict[tuple[int, int], dict[str, Any]]:
+    """The exits a heartbeat repeats (``exited``, cluster/agent/recent_exits.py), by ``(job_id, attempt)``.
+
+    A malformed entry is logged with its index and field and left out, not the heartbeat refused: a
+    heartbeat is what keeps the node alive, and without the entry the attempt is only ended as lost,
+    as before agents repeated exits."""
+    if not value:
+        return {}
+    if not isinstance(value, (list, tuple)):
+        log.warning("heartbeat from node %s: exited must be a list, got %s; ignored", node, type(value).__name__)
+        return {}
+    if len(value) > MAX_REPORTED_EXITS:
+        log.warning("heartbeat from node %s: exited has %d entries; only the last %d are read", node, len(value),
+                    MAX_REPORTED_EXITS)
+        value = value[-MAX_REPORTED_EXITS:]
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            log.warning("heartbeat from node %s: exited[%d] must be an object, got %s; that entry is ignored", node, i,
+                        type(item).__name__)
+            continue
+        try:
+            job, number, outcome = parse_exit(item)
+        except ProtocolError as exc:
+            log.warning("heartbeat from node %s: exited[%d].%s; that entry is ignored", node, i, exc)
+            continue
+        found[(job, number)] = outcome
+    return found
 
 
 @report_task(protocol.REPORT_LOG, once=True)

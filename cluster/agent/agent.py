@@ -28,6 +28,7 @@ from cluster.agent.config import AgentConfig, default_advertise_address
 from cluster.agent.gpu_sources import CONTROL_FILE, open_source
 from cluster.agent.jobenv import DEFAULT_PATH, PRIVATE_VARS
 from cluster.agent.messages import decode_task, is_expired
+from cluster.agent.recent_exits import RecentExits
 from cluster.agent.resources import NodeResources
 from cluster.agent.shim import ENV_FENCE_AFTER, ENV_LEASE
 from cluster.agent.supervisor import Supervisor
@@ -54,6 +55,7 @@ class Agent:
         self.resources = resources
         self.state_path = config.workdir / STATE_FILE
         self.outbox: list[list[Any]] = []  # [[task, kwargs], ...] in send order
+        self.recent_exits = RecentExits()  # repeated in heartbeats (recent_exits.py)
         self.address = config.advertise_address or default_advertise_address(config.name)
         confine = confinement.build(config.name, config.workdir, single_user=config.single_user, min_uid=config.min_uid,
                                     pids_max=config.pids_max, image_cache=config.image_cache)
@@ -205,6 +207,7 @@ class Agent:
         if state and state.get("node") not in (None, self.config.name):
             raise statefile.WorkdirBusy(f"work dir {self.config.workdir} belongs to node {state['node']!r}, not {self.config.name!r}")
         self.outbox = [list(item) for item in state.get("outbox", [])]
+        self.recent_exits = RecentExits(state.get("recent_exits"))
         adopted = self.supervisor.restore(state)
         if adopted:
             log.info("re-adopting %d attempt(s) left by the previous agent: %s", len(adopted), adopted)
@@ -247,6 +250,8 @@ class Agent:
         item = [task, {"node": self.config.name, **kwargs, "token": self.config.token,
                        protocol_versions.PROTOCOL_FIELD: self.protocol_version}]
         self.outbox.insert(0, item) if first else self.outbox.append(item)
+        if task == protocol.REPORT_EXITED:
+            self.recent_exits.add(kwargs, time.time())
         self._outbox_dirty = True
 
     def _queue_register(self) -> None:
@@ -262,6 +267,9 @@ class Agent:
     def _heartbeat(self, now: float) -> None:
         kwargs = {"node": self.config.name, "running": self.supervisor.running(), "sent_at": now, "token": self.config.token,
                   protocol_versions.PROTOCOL_FIELD: self.protocol_version}
+        exited = self.recent_exits.current(now)
+        if exited:
+            kwargs["exited"] = exited
         try:
             self.broker.publish(protocol.REPORT_HEARTBEAT, kwargs)
         except BrokerDown as exc:
@@ -288,7 +296,8 @@ class Agent:
             try:
                 statefile.save(
                     self.state_path,
-                    {"node": self.config.name, **self.supervisor.to_state(), "outbox": self.outbox},
+                    {"node": self.config.name, **self.supervisor.to_state(), "outbox": self.outbox,
+                     "recent_exits": self.recent_exits.to_state()},
                 )
             except OSError as exc:
                 # Keep supervising: a full disk must not orphan running jobs. The

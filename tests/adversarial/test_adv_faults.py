@@ -592,7 +592,9 @@ def test_an_exit_report_whose_worker_is_sigkilled_while_handling_it_is_handled_b
         holder.close()
     stack.worker()
     _assert_completed_once(job)
-    assert "cluster.exited" in stack.procs["worker"].output()
+    # Whether the redelivered report or, had it come later than twice the node-lost delay, the exit
+    # repeated by the heartbeats ended the attempt, the report is handled by the next worker.
+    wait_until(lambda: "cluster.exited" in stack.procs["worker"].output(), "the report to be delivered again")
 
 
 def test_an_exit_report_whose_pool_process_dies_while_handling_it_is_handled_again(stack, tmp_path) -> None:
@@ -616,7 +618,8 @@ def test_an_exit_report_that_kills_its_pool_process_every_time_is_dropped_after_
         stack, tmp_path) -> None:
     """Each time a pool process handles the exit report it is SIGKILLed. After the first delivery and
     MAX_REDELIVERIES more, the worker drops the report instead of dying on it for ever; the attempt
-    is then ended by the heartbeats' verdict (no longer listed) and the job runs again."""
+    is then ended by the heartbeats' verdict (no longer listed), as the exit they repeat says: the job
+    completed, and does not run again."""
     from cluster.tasks import MAX_REDELIVERIES
 
     job, go = _job_waiting_for_its_exit(stack, tmp_path, visibility_timeout=3600)
@@ -633,10 +636,9 @@ def test_an_exit_report_that_kills_its_pool_process_every_time_is_dropped_after_
         assert _waiting_on(holder, seen) is None
     finally:
         holder.close()
-    wait_until(lambda: Job.objects.filter(pk=job.pk, state=JobState.COMPLETED).exists(), "the job to finish",
-               timeout=WAIT)
-    attempts = [(a.number, a.state) for a in Attempt.objects.filter(job=job).order_by("number")]
-    assert attempts == [(1, AttemptState.NODE_LOST), (2, AttemptState.COMPLETED)]
+    _assert_completed_once(job)
+    assert "its exit report has not arrived; ending it as its heartbeats report it ended (exit code 0" in (
+        stack.procs["worker"].output())
     assert stack.procs["worker"].alive()
 
 

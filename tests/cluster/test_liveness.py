@@ -114,6 +114,48 @@ def test_an_attempt_missing_from_heartbeats_for_too_long_is_lost(owner, sent, no
     assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
 
 
+def _outcome(exit_code: int | None, signal: int | None = None, reason: str | None = None) -> dict[str, object]:
+    """What a heartbeat repeats of an exit (cluster.tasks.parse_exit's outcome)."""
+    return {"exit_code": exit_code, "signal": signal, "ended_at": timezone.now(), "notice_at": None,
+            "checkpointed": False, "reason": reason, "message": "", "peak_mem_bytes": None, "cpu_seconds": None}
+
+
+def test_an_unlisted_attempt_whose_exit_the_heartbeats_repeat_ends_as_reported_not_lost(
+        owner, sent, no_triggers, settings) -> None:
+    """Its exit report was lost or held up: the job completed, so it is not run again."""
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2  # unseen limit: 4 s
+    make_node("n1", 2)
+    done = placed_job(owner, {"n1": [0]})
+    silent = placed_job(owner, {"n1": [1]})
+    repeated = {(done.pk, 1): _outcome(0), (silent.pk, 2): _outcome(1)}  # another attempt of silent's job
+    t0 = timezone.now()
+    liveness.heartbeat("n1", [], t0, exited=repeated)
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=3), exited=repeated)  # the report may still come
+    assert set(Job.objects.values_list("state", flat=True)) == {JobState.RUNNING}
+
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5), exited=repeated)
+    done.refresh_from_db()
+    silent.refresh_from_db()
+    assert done.state == JobState.COMPLETED
+    assert [(a.state, a.exit_code) for a in done.attempts.all()] == [(AttemptState.COMPLETED, 0)]
+    assert silent.state == JobState.PENDING and Attempt.objects.get(job=silent).state == AttemptState.NODE_LOST
+    assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
+    assert allocation_problems() == []
+
+
+def test_a_repeated_exit_changes_nothing_once_the_exit_report_was_handled(owner, sent, no_triggers, settings) -> None:
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    make_node("n1", 1)
+    job = placed_job(owner, {"n1": [0]})
+    t0 = timezone.now()
+    liveness.heartbeat("n1", [], t0)
+    exit_report(job, "n1", exit_code=4)  # the report arrives: the job failed
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5), exited={(job.pk, 1): _outcome(0)})
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert [(a.state, a.exit_code) for a in job.attempts.all()] == [(AttemptState.FAILED, 4)]
+
+
 def test_a_listed_attempt_clears_its_mark(owner, sent, no_triggers, settings) -> None:
     settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
     make_node("n1", 1)

@@ -69,3 +69,44 @@ def test_digit_string_job_ids_are_accepted(sent, no_triggers, django_capture_on_
         tasks.heartbeat(node="n1", running=[["17", 2]], sent_at=time.time(), token="")
     ((node, kw),) = sent.of(protocol.AGENT_KILL)
     assert (node, kw["job_id"], kw["attempt"]) == ("n1", 17, 2)
+
+
+def _repeated_exit(job_id: object = 5, **fields: object) -> dict[str, object]:
+    return {"job_id": job_id, "attempt": 1, "exit_code": 0, "signal": None, "ended_at": 100.0, "notice_at": None,
+            "checkpointed": False, "reason": None, "message": "", "peak_mem_bytes": None, "cpu_seconds": None, **fields}
+
+
+def test_a_heartbeat_hands_its_repeated_exits_to_liveness_by_attempt(sent, no_triggers, monkeypatch) -> None:
+    seen = {}
+    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: seen.update(exited))
+    tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="",
+                    exited=[_repeated_exit(5, exit_code=3, message="bye\x00"), _repeated_exit("6", signal=9)])
+    assert sorted(seen) == [(5, 1), (6, 1)]
+    assert (seen[(5, 1)]["exit_code"], seen[(5, 1)]["message"], seen[(6, 1)]["signal"]) == (3, "bye", 9)
+    assert seen[(5, 1)]["ended_at"].timestamp() == 100.0
+
+
+@pytest.mark.parametrize(("entry", "named"), [
+    (_repeated_exit(exit_code="0"), "exited[1].exit_code:"),
+    (_repeated_exit(job_id="abc"), "exited[1].job_id:"),
+    (_repeated_exit(ended_at=None), "exited[1].ended_at:"),
+    (_repeated_exit(checkpointed="yes"), "exited[1].checkpointed:"),
+    ("not an object", "exited[1] must be an object"),
+])
+def test_a_malformed_repeated_exit_is_left_out_naming_it_and_the_heartbeat_still_counts(
+        entry, named, sent, no_triggers, caplog, monkeypatch) -> None:
+    seen = {}
+    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: seen.update(exited))
+    with caplog.at_level(logging.WARNING, logger="cluster.tasks"):
+        tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="", exited=[_repeated_exit(7), entry])
+    assert named in caplog.text
+    assert list(seen) == [(7, 1)]
+
+
+def test_a_heartbeat_whose_exited_is_not_a_list_still_counts(sent, no_triggers, caplog) -> None:
+    tasks.register(**REGISTER)
+    before = Node.objects.get(name="n1").last_heartbeat
+    with caplog.at_level(logging.WARNING, logger="cluster.tasks"):
+        tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="", exited={"job_id": 1})
+    assert "exited must be a list" in caplog.text
+    assert Node.objects.get(name="n1").last_heartbeat > before

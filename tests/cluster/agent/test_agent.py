@@ -16,7 +16,7 @@ import pytest
 from tests.cluster.agent.agent_testlib import PY, SHELL_EXAMPLE, TRAIN, group_alive, step_numbers, train_command, wait_until
 
 from cluster import protocol
-from cluster.agent import __version__
+from cluster.agent import __version__, recent_exits
 from cluster.agent.config import default_advertise_address
 
 pytestmark = pytest.mark.redis
@@ -36,6 +36,29 @@ def test_register_and_heartbeats_carry_node_capacity_running_attempts_and_token(
     hb = node.reports.wait_heartbeat(lambda hb: hb["running"] == [["hb-job", 1]], "hb-job running")
     assert hb["token"] == node.token
     assert isinstance(hb["sent_at"], float)
+
+
+def test_heartbeats_repeat_recent_exits_also_after_an_agent_restart(make_node):
+    """The exit report is sent once; heartbeats repeat its fields, so a server that lost the report
+    still learns how the attempt ended (cluster/agent/recent_exits.py), and a restarted agent goes on."""
+    n = make_node()
+    n.start()
+    n.launch("quick", 1, "exit 3")
+    report = n.reports.wait(protocol.REPORT_EXITED, job_id="quick")
+
+    def repeated(hb):
+        return next((e for e in hb.get("exited", []) if (e["job_id"], e["attempt"]) == ("quick", 1)), None)
+
+    hb = n.reports.wait_heartbeat(repeated, "quick's exit repeated")
+    assert repeated(hb) == {k: report[k] for k in recent_exits.FIELDS}
+    assert repeated(hb)["exit_code"] == 3
+
+    n.stop_agent(signal.SIGKILL)
+    n.start()
+    n.reports.wait(protocol.REPORT_REGISTER)
+    hb = n.reports.wait_heartbeat(repeated, "quick's exit repeated by the restarted agent")
+    assert repeated(hb)["exit_code"] == 3
+    assert len(n.reports.all(protocol.REPORT_EXITED, job_id="quick")) == 1  # the report itself is not sent again
 
 
 def test_register_carries_the_advertised_address(make_node):
