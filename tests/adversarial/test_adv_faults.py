@@ -513,6 +513,14 @@ def _hold_job_row(database_url: str, job_id: int):  # noqa: ANN202 - a psycopg c
     return conn
 
 
+def _port_of(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    port = urlsplit(url).port
+    assert port is not None, url
+    return port
+
+
 def _waiting_on(holder, seen: set[int]) -> tuple[int, int] | None:  # noqa: ANN001
     """(backend pid, client port) of a new backend waiting for ``holder``'s lock on the job row (nothing
     but the exit report locks that row while the test holds it: the job neither starts nor is preempted).
@@ -536,15 +544,18 @@ def _waiting_on(holder, seen: set[int]) -> tuple[int, int] | None:  # noqa: ANN0
     return None
 
 
-def _process_with_local_port(port: int) -> int:
-    """The pid of the process owning the TCP socket whose local port is ``port`` (from /proc)."""
+def _process_with_local_port(port: int, server_port: int) -> int:
+    """The pid of the process owning the TCP connection from local port ``port`` to ``server_port``
+    (from /proc). The server's port must match too: another process (a test run alongside, with its
+    own database connections) may use the same local port towards another server."""
     import os
 
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for row in Path(table).read_text().splitlines()[1:]:
             fields = row.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+            local, remote = (int(f.rsplit(":", 1)[1], 16) for f in fields[1:3])
+            if (local, remote) == (port, server_port):
                 inodes.add(f"socket:[{fields[9]}]")
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -553,7 +564,7 @@ def _process_with_local_port(port: int) -> int:
                     return int(proc.name)
         except OSError:
             continue
-    raise AssertionError(f"no process owns local port {port}")
+    raise AssertionError(f"no process owns a connection from local port {port} to port {server_port}")
 
 
 def _job_waiting_for_its_exit(stack: stack_module.Stack, tmp_path: Path, visibility_timeout: float) -> tuple[Job, Path]:
@@ -605,7 +616,7 @@ def test_an_exit_report_whose_pool_process_dies_while_handling_it_is_handled_aga
     try:
         go.touch()
         _, port = wait_until(lambda: _waiting_on(holder, set()), "the exit report to be handled")
-        pool_process = _process_with_local_port(port)
+        pool_process = _process_with_local_port(port, _port_of(stack.database_url))
         assert pool_process != stack.procs["worker"].process.pid
         os_kill(pool_process)
     finally:
@@ -630,7 +641,7 @@ def test_an_exit_report_that_kills_its_pool_process_every_time_is_dropped_after_
         for i in range(MAX_REDELIVERIES + 1):
             backend, port = wait_until(lambda: _waiting_on(holder, seen), f"delivery {i + 1} of the exit report")
             seen.add(backend)
-            os_kill(_process_with_local_port(port))
+            os_kill(_process_with_local_port(port, _port_of(stack.database_url)))
         wait_until(lambda: "cluster.exited from node 'a' dropped: delivered again" in stack.procs["worker"].output(),
                    "the report to be dropped")
         assert _waiting_on(holder, seen) is None
