@@ -8,8 +8,9 @@ no locks); the supervisor answers with reports through ``emit(task, kwargs)``
 
 Idempotency by (job_id, attempt):
 
-* a launch of the attempt already running does nothing; a launch of an attempt
-  not newer than the newest one seen for the job is refused;
+* a launch of the attempt already running starts nothing and reports its start
+  again; a launch of an attempt not newer than the newest one seen for the job
+  is refused;
 * a launch of a newer attempt while an older one still runs here kills the
   older one (the server has moved on, so it is stale);
 * a preempt or kill of an attempt that is not running does nothing; repeating
@@ -266,10 +267,17 @@ class Supervisor:
         return att
 
     def _seen(self, cmd: protocol.LaunchCommand) -> str | None:
-        """"duplicate" if the attempt runs here, "refused" if it is not newer than one seen here, else None."""
+        """"duplicate" if the attempt runs here, "refused" if it is not newer than one seen here, else None.
+
+        A duplicate is answered with the attempt's REPORT_STARTED again: the server re-sends a launch
+        whose start it has not heard of (cluster/overdue.py), so that report was lost or is late, and
+        without it the job would show as starting for its whole run. The server ignores a repeat."""
         job = str(cmd.job_id)
-        if (job, cmd.attempt) in self.attempts:
-            log.info("launch of %s attempt %d: already running", job, cmd.attempt)
+        att = self.attempts.get((job, cmd.attempt))
+        if att is not None:
+            log.info("launch of %s attempt %d: already running; its start is reported again", job, cmd.attempt)
+            self.emit(protocol.REPORT_STARTED,
+                      {"job_id": cmd.job_id, "attempt": cmd.attempt, "pid": att.pgid, "started_at": att.started_at})
             return "duplicate"
         newest = self.newest.get(job)
         if newest is not None and cmd.attempt <= newest:

@@ -184,13 +184,15 @@ def test_cancel_kills_with_the_given_reason(node):
 
 
 def test_commands_are_idempotent_by_job_and_attempt(node):
-    # A repeated launch of a running attempt does nothing.
+    # A repeated launch of a running attempt starts nothing; it reports the same start again.
     node.launch("idem", 1, "echo run-1; sleep 60")
     node.launch("idem", 1, "echo run-1; sleep 60")
     # Commands are handled in order, so once "marker" has started both were handled.
     node.launch("marker", 1, "sleep 60")
     node.reports.wait(protocol.REPORT_STARTED, job_id="marker")
-    assert len(node.reports.all(protocol.REPORT_STARTED, job_id="idem", attempt=1)) == 1
+    first, again = node.reports.all(protocol.REPORT_STARTED, job_id="idem", attempt=1)
+    assert again == first
+    node.reports.wait_log("idem", 1, lambda line: line == "run-1", "run-1")
 
     # A newer attempt replaces an older one still running here (which is stale).
     node.launch("idem", 2, "echo run-2; sleep 60")
@@ -203,7 +205,8 @@ def test_commands_are_idempotent_by_job_and_attempt(node):
     node.send(protocol.AGENT_PREEMPT, job_id="idem", attempt=7, grace_period=0)
     node.launch("marker2", 1, "true")
     node.reports.wait(protocol.REPORT_EXITED, job_id="marker2")
-    assert len(node.reports.all(protocol.REPORT_STARTED, job_id="idem", attempt=1)) == 1
+    assert len(node.reports.all(protocol.REPORT_STARTED, job_id="idem", attempt=1)) == 2
+    assert node.reports.log_lines("idem", 1) == ["run-1"]  # one process ran it
     assert node.reports.all(protocol.REPORT_EXITED, job_id="idem", attempt=7) == []
     hb = node.reports.wait_heartbeat(lambda hb: True, "any")
     assert sorted(hb["running"]) == [["idem", 2], ["marker", 1]]

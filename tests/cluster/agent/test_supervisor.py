@@ -95,17 +95,22 @@ def test_marker_written_during_the_attempt_counts_even_when_killed(h):
 
 def test_idempotency_rules(h):
     assert h.launch("i", 2, "sleep 60") == "started"
+    (first,) = h.of(protocol.REPORT_STARTED)
     assert h.launch("i", 2, "sleep 60") == "duplicate"
+    assert h.of(protocol.REPORT_STARTED)[1] == first
     assert h.launch("i", 1, "sleep 60") == "refused"
     assert h.sup.preempt({"job_id": "i", "attempt": 1, "grace_period": 0}) is False
     assert h.sup.kill({"job_id": "other", "attempt": 1}) is False
     assert h.launch("i", 3, "sleep 60") == "started"
+    third = h.of(protocol.REPORT_STARTED)[-1]
     assert h.exited("i", 2)["reason"] == protocol.EXIT_STALE
     assert h.sup.running() == [["i", 3]]
     h.sup.kill({"job_id": "i", "attempt": 3, "grace_period": 0})
     h.exited("i", 3)
     assert h.launch("i", 3, "sleep 60") == "refused"
-    assert len(h.of(protocol.REPORT_STARTED)) == 2
+    # Attempt 2's duplicate launch repeated its start (the server asks again when it missed it).
+    assert [(r["attempt"], r["pid"]) for r in h.of(protocol.REPORT_STARTED)] == [
+        (2, first["pid"]), (2, first["pid"]), (3, third["pid"])]
 
 
 def test_reconcile_stops_only_attempts_not_kept(h):
