@@ -36,8 +36,7 @@ AGENT_RECONCILE = "agent.reconcile"  # kwargs: keep=[[job_id, attempt], ...]; ki
 # Reports, agent -> server.
 REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version, address
 REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token, exited
-# exited (optional, later than the rest): the REPORT_EXITED fields of the exits the agent reported in the
-# last minutes, [{job_id, attempt, exit_code, ...}, ...] (cluster/agent/recent_exits.py).
+# exited (optional, added later): [{REPORT_EXITED fields}, ...] of recent exits (cluster/agent/recent_exits.py)
 REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, token
 REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason,
 #                                   message, peak_mem_bytes, cpu_seconds

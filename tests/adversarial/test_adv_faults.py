@@ -653,7 +653,46 @@ def test_an_exit_report_that_kills_its_pool_process_every_time_is_dropped_after_
     assert stack.procs["worker"].alive()
 
 
-def os_kill(pid: int) -> None:
+def test_a_start_report_dropped_after_a_few_deliveries_comes_again_for_the_resent_launch(stack, tmp_path) -> None:
+    """The start report's handler is SIGKILLed on every delivery until the worker drops it, so the
+    job is still STARTING in the database while it runs. The tick re-sends the launch it has not heard
+    started; the agent starts nothing new and reports the same start again, and the job shows RUNNING."""
+    from cluster.tasks import MAX_REDELIVERIES
+
+    stack.settings.update(IN_FLIGHT_SETTINGS, BROKER_VISIBILITY_TIMEOUT="3600")
+    stack.worker()
+    start_agents(stack, ("a", 1))
+    agent = stack.procs["a"].process.pid
+    go = tmp_path / "go"
+    os_kill(agent, signal.SIGSTOP)  # the launch waits in its queue while the test takes the lock
+    try:
+        job = submit(make_user("alice"), "j", command=f"while [ ! -e {go} ]; do sleep 0.05; done", grace_period=1)
+        wait_until(lambda: Attempt.objects.filter(job=job, number=1, state=AttemptState.STARTING).exists(),
+                   "the job to be started")
+        holder = _hold_job_row(stack.database_url, job.pk)
+    finally:
+        os_kill(agent, signal.SIGCONT)
+    seen: set[int] = set()
+    try:
+        for i in range(MAX_REDELIVERIES + 1):
+            backend, port = wait_until(lambda: _waiting_on(holder, seen), f"delivery {i + 1} of the start report")
+            seen.add(backend)
+            os_kill(_process_with_local_port(port, _port_of(stack.database_url)))
+        wait_until(lambda: "cluster.started from node 'a' dropped: delivered again" in stack.procs["worker"].output(),
+                   "the report to be dropped")
+        assert Attempt.objects.get(job=job, number=1).state == AttemptState.STARTING
+    finally:
+        holder.close()
+    wait_until(lambda: Attempt.objects.filter(job=job, number=1, state=AttemptState.RUNNING).exists(),
+               "the start to be reported again", timeout=WAIT)
+    assert "already running; its start is reported again" in stack.procs["a"].output()
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    go.touch()
+    _assert_completed_once(job)
+
+
+def os_kill(pid: int, sig: int = signal.SIGKILL) -> None:
     import os
 
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, sig)
