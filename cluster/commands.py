@@ -46,6 +46,12 @@ def server_protocol_version() -> int:
     return protocol_versions.spoken_version(os.environ)
 
 
+def register_again(node: str) -> bool:
+    """Ask ``node``'s agent to register again: its heartbeats come from a node the database does not
+    know (a database restored from a backup taken before the node registered)."""
+    return send(node, protocol.AGENT_REGISTER_AGAIN, {})
+
+
 def refuse(node: str, reason: str) -> bool:
     """Tell ``node``'s agent that its messages are refused (a protocol version this server does not accept)."""
     return send(node, protocol_versions.AGENT_REFUSED, {"reason": reason})

@@ -10,6 +10,8 @@ heartbeats leave out for ``unseen_limit()`` ends the same way.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -61,7 +63,7 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
     running = set(running)
     with transaction.atomic():
         if Node.objects.filter(name=name).update(last_heartbeat=now) != 1:
-            log.warning("heartbeat from unknown node %r ignored (it registers when its agent starts)", name)
+            _ask_to_register(name)
             return []
         came_back = Node.objects.filter(name=name, state=NodeState.NODE_LOST).update(state=NodeState.UP) == 1
         expected = expected_attempts(name)
@@ -90,6 +92,24 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
         attempt_exited(name, job_id, attempt, exit_code=None, signal=None, ended_at=now, notice_at=None,
                        checkpointed=False, reason=protocol.EXIT_LOST, now=now)
     return stale
+
+
+#: Seconds between two requests to one unknown node's agent to register again (per worker process).
+REGISTER_AGAIN_INTERVAL_S = 30.0
+_asked_to_register: dict[str, float] = {}
+
+
+def _ask_to_register(name: str) -> None:
+    """A heartbeat from a node the database does not know (restored from a backup older than the
+    node's registration; the agent registers only when it starts or reconnects to the broker): ask
+    its agent to register again, at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's token
+    was checked for that node name, so only its own agent is asked."""
+    now = time.monotonic()
+    if now - _asked_to_register.get(name, -math.inf) < REGISTER_AGAIN_INTERVAL_S:
+        return
+    _asked_to_register[name] = now
+    log.warning("heartbeat from unknown node %r: asking its agent to register again", name)
+    commands.register_again(name)
 
 
 def _track_unseen(

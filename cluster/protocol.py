@@ -32,11 +32,11 @@ AGENT_LAUNCH = "agent.launch"  # kwargs: LaunchCommand fields
 AGENT_PREEMPT = "agent.preempt"  # kwargs: job_id, attempt, grace_period
 AGENT_KILL = "agent.kill"  # kwargs: job_id, attempt, grace_period, reason (cancel, timeout, stale)
 AGENT_RECONCILE = "agent.reconcile"  # kwargs: keep=[[job_id, attempt], ...]; kill everything else
+AGENT_REGISTER_AGAIN = "agent.register-again"  # no kwargs: the server does not know the node; send REPORT_REGISTER
 
 # Reports, agent -> server.
 REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version, address
-REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token, exited
-# exited (optional, added later): [{REPORT_EXITED fields}, ...] of recent exits (cluster/agent/recent_exits.py)
+REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token, exited (recent_exits.py)
 REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, token
 REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason,
 #                                   message, peak_mem_bytes, cpu_seconds

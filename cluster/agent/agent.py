@@ -93,6 +93,7 @@ class Agent:
             protocol.AGENT_PREEMPT: self.supervisor.preempt,
             protocol.AGENT_KILL: self.supervisor.kill,
             protocol.AGENT_RECONCILE: self.supervisor.reconcile,
+            protocol.AGENT_REGISTER_AGAIN: lambda _kwargs: self._queue_register(),
         }
 
     # ----- lifecycle ---------------------------------------------------------

@@ -71,11 +71,11 @@ def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(priva
                 page = body["next"]
             return found
 
-        def nodes_up() -> bool:
+        def nodes_up(*names: str) -> bool:
             return sorted(n["name"] for n in api.get(f"{stack.base_url}/api/v1/nodes/", timeout=10).json()
-                          if n["state"] == "UP") == ["a", "b"]
+                          if n["state"] == "UP") == list(names)
 
-        wait_until(nodes_up, "both nodes to register")
+        wait_until(lambda: nodes_up("a", "b"), "both nodes to register")
         ticks = tmp_path / "ticks"
         known = [_api_submit(stack.base_url, key, f"known{i}", ticking_command(ticks, 100)) for i in range(4)]
         short = [_api_submit(stack.base_url, key, f"short{i}", ticking_command(ticks, 30)) for i in range(2)]
@@ -86,6 +86,10 @@ def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(priva
         subprocess.run([str(private_postgres.bin / "pg_dump"), "--format=custom", f"--file={dump}", url],
                        check=True, capture_output=True, timeout=WAIT)
 
+        # A node that registers after the backup is unknown to the restored database.
+        stack.agent("c", 1, heartbeat=HEARTBEAT, token=node_token(SECRET, "c"),
+                    extra_args=("--fence-after", str(FENCE_AFTER)))
+        wait_until(lambda: nodes_up("a", "b", "c"), "node c to register")
         forgotten = [_api_submit(stack.base_url, key, f"forgotten{i}", ticking_command(ticks, 300)) for i in range(2)]
         assert None not in forgotten
         wait_until(lambda: sum(jobs()[j]["state"] == "RUNNING" for j in forgotten) == 2, "the later jobs to run")
@@ -97,6 +101,9 @@ def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(priva
         stack.portal()
         stack.worker()
 
+        # Its heartbeats, from a node the restored database does not know, make the server ask it to
+        # register again (the agent has not restarted nor lost the broker).
+        wait_until(lambda: nodes_up("a", "b", "c"), "node c to register again", timeout=60)
         for job_id in forgotten:
             assert api.get(f"{stack.base_url}/api/v1/jobs/{job_id}/", timeout=10).status_code == 404
 

@@ -32,9 +32,20 @@ def test_heartbeat_stops_attempts_the_database_does_not_expect(owner, sent, no_t
     assert Node.objects.get(name="n1").last_heartbeat > before
 
 
-def test_heartbeat_of_an_unknown_node_is_ignored(sent) -> None:
+def test_heartbeat_of_an_unknown_node_asks_its_agent_to_register_again_now_and_then(sent, monkeypatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(liveness.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(liveness, "_asked_to_register", {})
     assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
-    assert not Node.objects.exists() and sent.items == []
+    assert not Node.objects.exists()
+    assert sent.of(protocol.AGENT_REGISTER_AGAIN) == [("ghost", {})]
+    clock[0] += liveness.REGISTER_AGAIN_INTERVAL_S - 1
+    liveness.heartbeat("ghost", [(1, 1)], timezone.now())
+    liveness.heartbeat("other", [], timezone.now())
+    clock[0] += 1
+    liveness.heartbeat("ghost", [(1, 1)], timezone.now())
+    assert sent.of(protocol.AGENT_REGISTER_AGAIN) == [("ghost", {}), ("other", {}), ("ghost", {})]
+    assert not Node.objects.exists()
 
 
 def test_a_lost_node_that_heartbeats_again_is_up_and_reconciled(owner, sent, no_triggers,

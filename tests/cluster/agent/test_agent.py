@@ -61,6 +61,13 @@ def test_heartbeats_repeat_recent_exits_also_after_an_agent_restart(make_node):
     assert len(n.reports.all(protocol.REPORT_EXITED, job_id="quick")) == 1  # the report itself is not sent again
 
 
+def test_asked_to_register_again_the_agent_sends_its_register_again(node):
+    first = node.reports.wait(protocol.REPORT_REGISTER)
+    node.send(protocol.AGENT_REGISTER_AGAIN)
+    wait_until(lambda: len(node.reports.all(protocol.REPORT_REGISTER)) == 2, what="a second register")
+    assert node.reports.all(protocol.REPORT_REGISTER)[1] == first
+
+
 def test_register_carries_the_advertised_address(make_node):
     n = make_node("--advertise-address", "gpu-node-7.example.org")
     n.start()
