@@ -631,19 +631,11 @@ def test_an_exit_report_that_kills_its_pool_process_every_time_is_dropped_after_
     MAX_REDELIVERIES more, the worker drops the report instead of dying on it for ever; the attempt
     is then ended by the heartbeats' verdict (no longer listed), as the exit they repeat says: the job
     completed, and does not run again."""
-    from cluster.tasks import MAX_REDELIVERIES
-
     job, go = _job_waiting_for_its_exit(stack, tmp_path, visibility_timeout=3600)
     holder = _hold_job_row(stack.database_url, job.pk)
-    seen: set[int] = set()
     try:
         go.touch()
-        for i in range(MAX_REDELIVERIES + 1):
-            backend, port = wait_until(lambda: _waiting_on(holder, seen), f"delivery {i + 1} of the exit report")
-            seen.add(backend)
-            os_kill(_process_with_local_port(port, _port_of(stack.database_url)))
-        wait_until(lambda: "cluster.exited from node 'a' dropped: delivered again" in stack.procs["worker"].output(),
-                   "the report to be dropped")
+        seen = _kill_each_delivery_until_dropped(stack, holder, "cluster.exited")
         assert _waiting_on(holder, seen) is None
     finally:
         holder.close()
@@ -657,8 +649,6 @@ def test_a_start_report_dropped_after_a_few_deliveries_comes_again_for_the_resen
     """The start report's handler is SIGKILLed on every delivery until the worker drops it, so the
     job is still STARTING in the database while it runs. The tick re-sends the launch it has not heard
     started; the agent starts nothing new and reports the same start again, and the job shows RUNNING."""
-    from cluster.tasks import MAX_REDELIVERIES
-
     stack.settings.update(IN_FLIGHT_SETTINGS, BROKER_VISIBILITY_TIMEOUT="3600")
     stack.worker()
     start_agents(stack, ("a", 1))
@@ -672,14 +662,8 @@ def test_a_start_report_dropped_after_a_few_deliveries_comes_again_for_the_resen
         holder = _hold_job_row(stack.database_url, job.pk)
     finally:
         os_kill(agent, signal.SIGCONT)
-    seen: set[int] = set()
     try:
-        for i in range(MAX_REDELIVERIES + 1):
-            backend, port = wait_until(lambda: _waiting_on(holder, seen), f"delivery {i + 1} of the start report")
-            seen.add(backend)
-            os_kill(_process_with_local_port(port, _port_of(stack.database_url)))
-        wait_until(lambda: "cluster.started from node 'a' dropped: delivered again" in stack.procs["worker"].output(),
-                   "the report to be dropped")
+        _kill_each_delivery_until_dropped(stack, holder, "cluster.started")
         assert Attempt.objects.get(job=job, number=1).state == AttemptState.STARTING
     finally:
         holder.close()
@@ -690,6 +674,21 @@ def test_a_start_report_dropped_after_a_few_deliveries_comes_again_for_the_resen
     assert job.state == JobState.RUNNING
     go.touch()
     _assert_completed_once(job)
+
+
+def _kill_each_delivery_until_dropped(stack: stack_module.Stack, holder, task: str) -> set[int]:  # noqa: ANN001
+    """SIGKILL the pool process handling node a's ``task`` report (waiting on ``holder``'s lock) at each
+    of its deliveries, until the worker drops it; returns the backends that waited."""
+    from cluster.tasks import MAX_REDELIVERIES
+
+    seen: set[int] = set()
+    for i in range(MAX_REDELIVERIES + 1):
+        backend, port = wait_until(lambda: _waiting_on(holder, seen), f"delivery {i + 1} of the {task} report")
+        seen.add(backend)
+        os_kill(_process_with_local_port(port, _port_of(stack.database_url)))
+    wait_until(lambda: f"{task} from node 'a' dropped: delivered again" in stack.procs["worker"].output(),
+               "the report to be dropped")
+    return seen
 
 
 def os_kill(pid: int, sig: int = signal.SIGKILL) -> None:
