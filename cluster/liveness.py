@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,7 +42,7 @@ def unseen_limit() -> timedelta:
 
 
 def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
-              exited: Mapping[tuple[int, int], Mapping[str, Any]] | None = None) -> list[tuple[int, int]]:
+              exited: Callable[[], Mapping[tuple[int, int], Mapping[str, Any]]] | None = None) -> list[tuple[int, int]]:
     """Record that ``name`` is alive and compare what its agent runs with what the database expects.
 
     * An attempt the agent runs that the database does not expect there is
@@ -53,9 +53,10 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
       so its job is requeued (or, if it was being cancelled, cancelled).
       Waiting that long, rather than acting on one heartbeat, leaves time for
       an exit report handled in parallel by another worker. If the heartbeat
-      repeats the attempt's exit (``exited``: ``(job_id, attempt)`` to
-      ``reports.attempt_exited``'s outcome arguments, cluster/agent/recent_exits.py),
-      its exit report was lost or held up: the attempt ends as reported instead.
+      repeats the attempt's exit (``exited()``, called only then: ``(job_id,
+      attempt)`` to ``reports.attempt_exited``'s outcome arguments,
+      cluster/agent/recent_exits.py), its exit report was lost or held up: the
+      attempt ends as reported instead.
     * A node marked NODE_LOST that heartbeats again is UP again and reconciled.
 
     Returns the stale ``(job_id, attempt)`` told to stop.
@@ -79,8 +80,9 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
             announce.cluster_changed()
             transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
             transaction.on_commit(triggers.request_scheduling)
+    repeated = exited() if gone and exited is not None else {}
     for job_id, attempt in gone:
-        outcome = (exited or {}).get((job_id, attempt))
+        outcome = repeated.get((job_id, attempt))
         if outcome is not None:
             log.warning("node %s has not listed job %s attempt %d for over %s and its exit report has not arrived; "
                         "ending it as its heartbeats report it ended (exit code %s, signal %s)", name, job_id, attempt,

@@ -268,7 +268,9 @@ def register(node: str, gpus: Any = None, cpus: Any = 0.0, mem_gb: Any = 0.0, gp
 
 @report_task(protocol.REPORT_HEARTBEAT)
 def heartbeat(node: str, running: Any = (), exited: Any = (), **_extra: Any) -> None:
-    liveness.heartbeat(node, parse_running(running), dj_timezone.now(), exited=parse_reported_exits(node, exited))
+    # Read only when the heartbeat ends an attempt it no longer lists (rare): most heartbeats never need them.
+    liveness.heartbeat(node, parse_running(running), dj_timezone.now(),
+                       exited=lambda: parse_reported_exits(node, exited))
 
 
 @report_task(protocol.REPORT_STARTED)

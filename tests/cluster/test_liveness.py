@@ -139,12 +139,20 @@ def test_an_unlisted_attempt_whose_exit_the_heartbeats_repeat_ends_as_reported_n
     done = placed_job(owner, {"n1": [0]})
     silent = placed_job(owner, {"n1": [1]})
     repeated = {(done.pk, 1): _outcome(0), (silent.pk, 2): _outcome(1)}  # another attempt of silent's job
-    t0 = timezone.now()
-    liveness.heartbeat("n1", [], t0, exited=repeated)
-    liveness.heartbeat("n1", [], t0 + timedelta(seconds=3), exited=repeated)  # the report may still come
-    assert set(Job.objects.values_list("state", flat=True)) == {JobState.RUNNING}
+    reads = []
 
-    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5), exited=repeated)
+    def exited():
+        reads.append(1)
+        return repeated
+
+    t0 = timezone.now()
+    liveness.heartbeat("n1", [], t0, exited=exited)
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=3), exited=exited)  # the report may still come
+    assert set(Job.objects.values_list("state", flat=True)) == {JobState.RUNNING}
+    assert reads == []  # read only when an attempt is to be ended
+
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5), exited=exited)
+    assert reads == [1]
     done.refresh_from_db()
     silent.refresh_from_db()
     assert done.state == JobState.COMPLETED
@@ -161,7 +169,7 @@ def test_a_repeated_exit_changes_nothing_once_the_exit_report_was_handled(owner,
     t0 = timezone.now()
     liveness.heartbeat("n1", [], t0)
     exit_report(job, "n1", exit_code=4)  # the report arrives: the job failed
-    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5), exited={(job.pk, 1): _outcome(0)})
+    liveness.heartbeat("n1", [], t0 + timedelta(seconds=5), exited=lambda: {(job.pk, 1): _outcome(0)})
     job.refresh_from_db()
     assert job.state == JobState.FAILED
     assert [(a.state, a.exit_code) for a in job.attempts.all()] == [(AttemptState.FAILED, 4)]

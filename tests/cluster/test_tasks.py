@@ -78,7 +78,7 @@ def _repeated_exit(job_id: object = 5, **fields: object) -> dict[str, object]:
 
 def test_a_heartbeat_hands_its_repeated_exits_to_liveness_by_attempt(sent, no_triggers, monkeypatch) -> None:
     seen = {}
-    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: seen.update(exited))
+    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: seen.update(exited()))
     tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="",
                     exited=[_repeated_exit(5, exit_code=3, message="bye\x00"), _repeated_exit("6", signal=9)])
     assert sorted(seen) == [(5, 1), (6, 1)]
@@ -96,17 +96,21 @@ def test_a_heartbeat_hands_its_repeated_exits_to_liveness_by_attempt(sent, no_tr
 def test_a_malformed_repeated_exit_is_left_out_naming_it_and_the_heartbeat_still_counts(
         entry, named, sent, no_triggers, caplog, monkeypatch) -> None:
     seen = {}
-    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: seen.update(exited))
+    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: seen.update(exited()))
     with caplog.at_level(logging.WARNING, logger="cluster.tasks"):
         tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="", exited=[_repeated_exit(7), entry])
     assert named in caplog.text
     assert list(seen) == [(7, 1)]
 
 
-def test_a_heartbeat_whose_exited_is_not_a_list_still_counts(sent, no_triggers, caplog) -> None:
+def test_a_heartbeat_whose_exited_is_not_a_list_still_counts(sent, no_triggers, caplog, monkeypatch) -> None:
     tasks.register(**REGISTER)
     before = Node.objects.get(name="n1").last_heartbeat
+    tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="", exited={"job_id": 1})
+    assert Node.objects.get(name="n1").last_heartbeat > before
+
+    read = []
+    monkeypatch.setattr(tasks.liveness, "heartbeat", lambda node, running, now, exited: read.append(exited()))
     with caplog.at_level(logging.WARNING, logger="cluster.tasks"):
         tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="", exited={"job_id": 1})
-    assert "exited must be a list" in caplog.text
-    assert Node.objects.get(name="n1").last_heartbeat > before
+    assert "exited must be a list" in caplog.text and read == [{}]
