@@ -523,7 +523,8 @@ def _port_of(url: str) -> int:
 
 def _waiting_on(holder, seen: set[int]) -> tuple[int, int] | None:  # noqa: ANN001
     """(backend pid, client port) of a new backend waiting for ``holder``'s lock on the job row (nothing
-    but the exit report locks that row while the test holds it: the job neither starts nor is preempted).
+    but the report under test locks that row while the test holds it: the job is not started, preempted
+    or cancelled meanwhile).
     Waiters queue behind one another (the second waits for the first's tuple lock), hence the closure."""
     from django.db import connection
 
