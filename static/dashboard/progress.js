@@ -58,8 +58,29 @@ const JobProgress = (() => {
       const trace = { x, y: p.history.metrics[name], mode: "lines+markers", name, connectgaps: true };
       const layout = { title: { text: name, font: { size: 13 } }, height: 220, margin: { l: 50, r: 10, t: 30, b: 30 },
         xaxis: { title: { text: x === p.history.step ? "step" : "time" } } };
-      if (drawn.has(id)) Plotly.react(id, [trace], layout, Live.PLOT_CONFIG);
-      else { Plotly.newPlot(id, [trace], layout, Live.PLOT_CONFIG); drawn.add(id); }
+      if (drawn.has(id)) await Plotly.react(id, [trace], layout, Live.PLOT_CONFIG);
+      else { drawn.add(id); await Plotly.newPlot(id, [trace], layout, Live.PLOT_CONFIG); }
+    }
+  }
+
+  /* Charts are drawn one update at a time, the latest first: reports arrive faster than plotly.js
+   * loads, and drawings of one chart must not overlap (the asynchronous steps of one would find the
+   * chart's elements replaced by the other). Updates that arrive meanwhile are folded into the next drawing. */
+  let nextCharts = null; // the progress to draw next, while a drawing is under way
+  let charting = false;
+
+  async function drawCharts(p) {
+    nextCharts = p;
+    if (charting) return;
+    charting = true;
+    try {
+      while (nextCharts) {
+        const latest = nextCharts;
+        nextCharts = null;
+        await renderCharts(latest);
+      }
+    } finally {
+      charting = false;
     }
   }
 
@@ -71,7 +92,7 @@ const JobProgress = (() => {
     document.getElementById("progress-text").textContent = stepText(p);
     document.getElementById("progress-eta").textContent = etaText(p);
     renderMetrics(p);
-    renderCharts(p).catch(() => { /* plotly.js failed to load: the numbers above still update */ });
+    drawCharts(p).catch(() => { nextCharts = null; /* plotly.js failed to load: the numbers above still update */ });
   }
 
   render(Live.readJson("initial-progress"));

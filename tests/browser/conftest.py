@@ -195,7 +195,7 @@ def browser_page(chromium, web) -> Callable[..., Any]:  # noqa: ANN001
         context.set_default_timeout(UI_WAIT_MS)
         contexts.append(context)
         page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("pageerror", lambda exc: errors.append(f"{page.url}: {exc.stack or exc}"))
         page.goto("/accounts/login/")
         page.fill("input[name=username]", user.username)
         page.fill("input[name=password]", PASSWORD)
