@@ -63,9 +63,9 @@ const JobProgress = (() => {
     }
   }
 
-  /* Charts are drawn one update at a time, the latest first: reports arrive faster than plotly.js
-   * loads, and drawings of one chart must not overlap (the asynchronous steps of one would find the
-   * chart's elements replaced by the other). Updates that arrive meanwhile are folded into the next drawing. */
+  /* Charts are drawn one update at a time: reports arrive faster than plotly.js loads, and drawings
+   * of one chart must not overlap (the asynchronous steps of one would find the chart's elements
+   * replaced by the other). Of the updates that arrive during a drawing, only the latest is drawn next. */
   let nextCharts = null; // the progress to draw next, while a drawing is under way
   let charting = false;
 
