@@ -10,6 +10,10 @@ would not survive Celery's fork. A pooled connection is checked as it is handed 
 PostgreSQL restart a request gets a new connection instead of a dead one, and a lost PostgreSQL is
 tried again every second (``retry_lost_postgresql_every_second``, which the portal app calls when
 it starts with a pool).
+
+Every PostgreSQL session ends itself when it sits idle inside a transaction for
+``DATABASE_IDLE_IN_TRANSACTION_S`` seconds (default 60; 0 turns it off): see
+``idle_in_transaction_option``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from portal.env import env_bool, env_int, env_str
 
 PERSISTENT_S = 60
 POOL_TIMEOUT_S = 10
+IDLE_IN_TRANSACTION_S = 60
 
 
 def retry_lost_postgresql_every_second() -> None:
@@ -44,6 +49,22 @@ def retry_lost_postgresql_every_second() -> None:
     AttemptWithBackoff.DELAY_BACKOFF = 1.0
 
 
+def idle_in_transaction_option(seconds: int) -> str:
+    """The libpq ``options`` that make PostgreSQL end this session once it has been idle inside a
+    transaction for ``seconds`` ("" for 0: never).
+
+    A process that stops talking in the middle of a transaction (its host cut off from the database,
+    the process frozen or hung between two statements) keeps every row lock it took: PostgreSQL only
+    notices a silent peer through TCP keepalives, two hours by default. Meanwhile the scheduling
+    loop waits on the first of those rows it must write (a start, a pending reason) and every agent
+    report about that job waits too, each holding a worker process. Ended by the server, the session
+    gives its locks back, its transaction is rolled back (nothing half-written), and the process
+    gets an error on its next statement, as after any lost connection. No transaction of the portal
+    or the workers waits on anything but the database for longer than a few seconds.
+    """
+    return f"-c idle_in_transaction_session_timeout={seconds * 1000}" if seconds > 0 else ""
+
+
 def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """``DATABASES["default"]``; ImproperlyConfigured naming the variable when one is unusable."""
     url = env_str("DATABASE_URL", environ=environ)
@@ -59,6 +80,11 @@ def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.envir
         # transaction begins: the web server and the Celery processes write at once, and a transaction
         # that upgrades from read to write fails at once with "database is locked" instead of waiting.
         db.setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
+    if db["ENGINE"].endswith("postgresql"):
+        idle = env_int("DATABASE_IDLE_IN_TRANSACTION_S", IDLE_IN_TRANSACTION_S, environ=environ, minimum=0)
+        if option := idle_in_transaction_option(idle):
+            options = db.setdefault("OPTIONS", {})
+            options["options"] = f"{options['options']} {option}" if options.get("options") else option
     if env_bool("DATABASE_POOL", default=False, environ=environ) and db["ENGINE"].endswith("postgresql"):
         db["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
         db["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on each hand-out

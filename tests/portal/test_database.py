@@ -201,3 +201,60 @@ except PoolTimeout:
 @pytest.mark.django_db
 def test_a_postgresql_back_after_an_outage_is_reached_within_a_request_s_wait() -> None:
     assert _run_pool_script(RECONNECT_AFTER_AN_OUTAGE, _database_url()) == "connected"
+
+
+# --- a session idle inside a transaction ------------------------------------------------------------
+
+
+def test_every_postgresql_session_ends_itself_after_a_minute_idle_in_a_transaction(tmp_path: Path) -> None:
+    from portal.database import default_database
+
+    def options(**env: str) -> object:
+        return default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "postgres://u@db:5432/portal", **env}
+                                ).get("OPTIONS", {}).get("options")
+
+    assert options() == "-c idle_in_transaction_session_timeout=60000"
+    assert options(DATABASE_IDLE_IN_TRANSACTION_S="5") == "-c idle_in_transaction_session_timeout=5000"
+    assert options(DATABASE_IDLE_IN_TRANSACTION_S="0") is None
+    assert options(DATABASE_POOL="true") == "-c idle_in_transaction_session_timeout=60000"
+    db = default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "postgres://u@db/p?options=-c%20search_path%3Dx"})
+    assert db["OPTIONS"]["options"] == "-c search_path=x -c idle_in_transaction_session_timeout=60000"
+    assert "options" not in default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "sqlite:///x.sqlite3"})["OPTIONS"]
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "1.5"])
+def test_a_bad_idle_in_transaction_limit_stops_start_up_naming_it(value: str) -> None:
+    assert "DATABASE_IDLE_IN_TRANSACTION_S" in database_settings(DATABASE_IDLE_IN_TRANSACTION_S=value)
+
+
+def test_the_test_process_s_own_connection_has_no_such_limit() -> None:
+    """pytest-django keeps it in a transaction for a whole test (portal/settings_test.py)."""
+    from django.conf import settings
+
+    assert "idle_in_transaction" not in str(settings.DATABASES["default"].get("OPTIONS", {}))
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_postgresql_ends_a_session_idle_in_a_transaction_and_its_locks_go_with_it() -> None:
+    """What a process cut off in the middle of a transaction leaves behind: a session that holds a
+    lock and says nothing. With the option every process connects with, PostgreSQL ends it."""
+    import psycopg
+
+    from portal.database import idle_in_transaction_option
+
+    url = _database_url()
+    stuck = psycopg.connect(url, options=idle_in_transaction_option(1))
+    other = psycopg.connect(url, autocommit=True)
+    try:
+        stuck.execute("SELECT pg_advisory_xact_lock(424242)")
+        assert other.execute("SELECT pg_try_advisory_lock(424242)").fetchone() == (False,)
+        deadline = time.monotonic() + 30
+        while other.execute("SELECT pg_try_advisory_lock(424242)").fetchone() != (True,):
+            assert time.monotonic() < deadline, "the idle session still holds its lock"
+            time.sleep(0.2)
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            stuck.execute("SELECT 1")
+    finally:
+        stuck.close()
+        other.close()

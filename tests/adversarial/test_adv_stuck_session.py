@@ -1,0 +1,82 @@
+"""A database session that stops talking in the middle of a transaction while it holds a job's row
+lock: what a portal or worker host cut off from the database leaves behind, or a process frozen
+between two statements. PostgreSQL keeps such a lock until it notices the silent peer (TCP
+keepalives: two hours by default) and the scheduling loop waits on it meanwhile; every process of
+the system connects with ``DATABASE_IDLE_IN_TRANSACTION_S`` (portal/database.py), so PostgreSQL
+ends the session and the loop goes on.
+
+The stuck session here is a connection of the test made with the same option as the system's
+processes, kept talking until the loop is seen waiting on its lock, then silent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from portal.database import idle_in_transaction_option
+from scheduler.models import Attempt, AttemptState, Job, JobState
+from tests.adversarial.test_adv_faults import SETTINGS, WAIT, start_agents
+from tests.support.live_helpers import allocation_problems, make_user, submit
+from tests.support.livestack import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
+
+IDLE_LIMIT_S = 2
+
+
+def _keep_talking(holder: psycopg.Connection, stop: threading.Event) -> None:
+    """A statement every 0.2 s until ``stop``: an idle limit counts from the session's last one."""
+    while not stop.is_set():
+        holder.execute("SELECT 1")
+        stop.wait(0.2)
+
+
+def _waiting_on(holder: psycopg.Connection) -> list[tuple[int, str]]:
+    """(pid, query) of the sessions waiting on ``holder``'s locks."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid, query FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                       [holder.info.backend_pid])
+        return cursor.fetchall()
+
+
+def test_a_session_gone_silent_holding_a_job_s_row_lock_stalls_the_loop_only_until_postgresql_ends_it(
+        live_stack, tmp_path) -> None:  # noqa: ANN001
+    live_stack.settings.update(SETTINGS, DATABASE_IDLE_IN_TRANSACTION_S=str(IDLE_LIMIT_S))
+    alice = make_user("alice")
+    job = submit(alice, "held", command="true", grace_period=1)
+    other = submit(alice, "other", command="true", grace_period=1)
+    holder = psycopg.connect(live_stack.database_url, options=idle_in_transaction_option(IDLE_LIMIT_S))
+    try:
+        holder.execute("SELECT id FROM scheduler_job WHERE id = %s FOR UPDATE", (job.pk,))
+        stop = threading.Event()
+        talking = threading.Thread(target=_keep_talking, args=(holder, stop), daemon=True)
+        talking.start()
+        try:
+            live_stack.worker()
+            start_agents(live_stack, ("a", 2))
+            wait_until(lambda: _waiting_on(holder), "the loop to wait on the job's row lock")
+            # The loop's cycle, the only writer: it locks the rows of the jobs it starts, or writes
+            # their pending reasons (in job id order: the held job comes first). Nothing starts.
+            waiters = _waiting_on(holder)
+            assert waiters and all("scheduler_job" in query for _, query in waiters), waiters
+            time.sleep(2 * IDLE_LIMIT_S)  # a session that keeps talking is never ended
+            assert _waiting_on(holder) and not Attempt.objects.filter(job__in=[job, other]).exists()
+        finally:
+            stop.set()  # from here on the session says nothing
+            talking.join()
+
+        wait_until(lambda: Job.objects.filter(pk__in=[job.pk, other.pk], state=JobState.COMPLETED).count() == 2,
+                   "both jobs to complete once the silent session is ended", timeout=WAIT)
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            holder.execute("SELECT 1")
+    finally:
+        holder.close()
+    for j in (job, other):
+        assert [(a.number, a.state) for a in Attempt.objects.filter(job=j)] == [(1, AttemptState.COMPLETED)]
+    assert allocation_problems() == []
