@@ -13,7 +13,8 @@ it starts with a pool).
 
 Every PostgreSQL session ends itself when it sits idle inside a transaction for
 ``DATABASE_IDLE_IN_TRANSACTION_S`` seconds (default 60; 0 turns it off): see
-``idle_in_transaction_option``.
+``idle_in_transaction_option``. Both ends of every connection probe a silent peer after
+``DATABASE_KEEPALIVE_S`` seconds (default 30; 0: the system's two hours): see ``keepalive_options``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from portal.env import env_bool, env_int, env_str
 PERSISTENT_S = 60
 POOL_TIMEOUT_S = 10
 IDLE_IN_TRANSACTION_S = 60
+KEEPALIVE_S = 30
+KEEPALIVE_PROBES = 3
 
 
 def retry_lost_postgresql_every_second() -> None:
@@ -65,6 +68,28 @@ def idle_in_transaction_option(seconds: int) -> str:
     return f"-c idle_in_transaction_session_timeout={seconds * 1000}" if seconds > 0 else ""
 
 
+def keepalive_options(seconds: int) -> tuple[str, dict[str, int]]:
+    """TCP keepalives for a connection, as (server ``options``, client libpq parameters); ("", {}) for 0.
+
+    A peer that vanished without closing (its host cut off or powered off) is noticed only by
+    probing it: without this, after the system's default two hours, or about fifteen minutes of
+    retransmissions when it vanished while data to it was unacknowledged. On the server, every
+    session of a portal host that died holds a connection slot meanwhile (a pool keeps up to 20
+    per web process), so a replacement host can find ``max_connections`` used up; on a worker, a
+    query whose answer never comes waits as long. Each end sends its first probe after
+    ``seconds`` of silence, ``KEEPALIVE_PROBES`` of them a third of that apart, and gives up once
+    the peer has answered nothing (probe or data) for about twice ``seconds`` (the TCP user timeout).
+    """
+    if seconds <= 0:
+        return "", {}
+    interval = max(1, seconds // KEEPALIVE_PROBES)
+    give_up_ms = 1000 * (seconds + KEEPALIVE_PROBES * interval)
+    server = (f"-c tcp_keepalives_idle={seconds} -c tcp_keepalives_interval={interval} "
+              f"-c tcp_keepalives_count={KEEPALIVE_PROBES} -c tcp_user_timeout={give_up_ms}")
+    return server, {"keepalives": 1, "keepalives_idle": seconds, "keepalives_interval": interval,
+                    "keepalives_count": KEEPALIVE_PROBES, "tcp_user_timeout": give_up_ms}
+
+
 def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """``DATABASES["default"]``; ImproperlyConfigured naming the variable when one is unusable."""
     url = env_str("DATABASE_URL", environ=environ)
@@ -82,9 +107,12 @@ def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.envir
         db.setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
     if db["ENGINE"].endswith("postgresql"):
         idle = env_int("DATABASE_IDLE_IN_TRANSACTION_S", IDLE_IN_TRANSACTION_S, environ=environ, minimum=0)
-        if option := idle_in_transaction_option(idle):
-            options = db.setdefault("OPTIONS", {})
-            options["options"] = f"{options['options']} {option}" if options.get("options") else option
+        server, client = keepalive_options(env_int("DATABASE_KEEPALIVE_S", KEEPALIVE_S, environ=environ, minimum=0))
+        options = db.setdefault("OPTIONS", {})
+        options.update(client)
+        server = " ".join(o for o in (options.get("options"), idle_in_transaction_option(idle), server) if o)
+        if server:
+            options["options"] = server
     if env_bool("DATABASE_POOL", default=False, environ=environ) and db["ENGINE"].endswith("postgresql"):
         db["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
         db["CONN_HEALTH_CHECKS"] = True  # with a pool: psycopg_pool's check on each hand-out

@@ -9,7 +9,8 @@ Variables (all optional unless noted):
 * ``DATABASE_URL``: any URL dj-database-url understands; default SQLite at
   ``var/db.sqlite3``. ``DATABASE_POOL``, ``DATABASE_POOL_MAX_SIZE`` and
   ``DATABASE_IDLE_IN_TRANSACTION_S`` (60; PostgreSQL ends a session of ours idle
-  that long inside a transaction): portal/database.py.
+  that long inside a transaction), ``DATABASE_KEEPALIVE_S`` (30; both ends probe
+  a silent peer): portal/database.py.
 * ``REDIS_URL``: default ``redis://127.0.0.1:6379/0``; used by Celery (broker)
   and the Channels layer unless ``CELERY_BROKER_URL`` / ``CHANNEL_LAYER_URL``
   say otherwise. ``REDIS_PASSWORD_FILE``: a file holding the Redis password,

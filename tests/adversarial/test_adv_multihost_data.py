@@ -81,3 +81,35 @@ def test_the_data_host_cut_off_pauses_the_system_and_after_the_heal_nothing_is_l
     report(f"data host cut {cut_seconds:g} s", {**counts, "refused_while_cut": refused[0],
                                                 "unanswered_while_cut": unanswered[0]},
            restarted_after_heal=restarted)
+
+
+def test_the_app_host_cut_off_has_its_database_sessions_ended_and_after_the_heal_new_jobs_complete(
+        netns_cluster) -> None:  # noqa: F811
+    """The host of the portal, the worker and beat cut off, silently (its link down): PostgreSQL
+    probes their sessions after ``DATABASE_KEEPALIVE_S`` (1 s here) and ends them, where it would
+    otherwise keep them, each holding a connection slot, for the system's two hours. After the heal
+    the processes connect again and new jobs complete."""
+    cluster = netns_cluster(agents=1, gpus=1, settings={"DATABASE_KEEPALIVE_S": "1"})
+    app = cluster.net.address("app")
+
+    def sessions() -> int:
+        return cluster.sql("SELECT count(*) FROM pg_stat_activity WHERE client_addr = %s::inet", (app,))[0][0]
+
+    before = wait(sessions, "sessions from the app host")
+    cut_at = time.monotonic()
+    cluster.net.cut("app")
+    try:
+        wait(lambda: sessions() == 0, "PostgreSQL to end the cut-off host's sessions", timeout=60)
+        ended_after = time.monotonic() - cut_at
+    finally:
+        cluster.net.heal("app")
+    restarted = [name for name in ("portal", "worker", "beat") if not cluster.procs[name].alive()]
+    for name in restarted:  # what a restart policy (compose, systemd) does; reported below
+        getattr(cluster, f"start_{name}")()
+    jobs = [submit(cluster, f"after{i}", steps=10) for i in range(2)]
+    wait(lambda: set(job_states(cluster, jobs).values()) == {"COMPLETED"}, "the new jobs to complete", timeout=WAIT)
+
+    counts = tally(cluster.sql, cluster.checkpoints, jobs)
+    assert counts["ran_twice_at_once"] == 0 and counts["lost"] == 0 and counts["finished"] == len(jobs)
+    report("app host cut", counts, sessions_before_cut=before, sessions_ended_after_s=round(ended_after, 1),
+           restarted_after_heal=restarted)

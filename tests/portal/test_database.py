@@ -206,25 +206,46 @@ def test_a_postgresql_back_after_an_outage_is_reached_within_a_request_s_wait() 
 # --- a session idle inside a transaction ------------------------------------------------------------
 
 
+def _postgres_options(tmp_path: Path, **env: str) -> dict:
+    from portal.database import default_database
+
+    return default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "postgres://u@db:5432/portal", **env}
+                            ).get("OPTIONS", {})
+
+
+KEEPALIVE_30 = ("-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3 "
+                "-c tcp_user_timeout=60000")
+
+
 def test_every_postgresql_session_ends_itself_after_a_minute_idle_in_a_transaction(tmp_path: Path) -> None:
     from portal.database import default_database
 
-    def options(**env: str) -> object:
-        return default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "postgres://u@db:5432/portal", **env}
-                                ).get("OPTIONS", {}).get("options")
+    def server(**env: str) -> object:
+        return _postgres_options(tmp_path, DATABASE_KEEPALIVE_S="0", **env).get("options")
 
-    assert options() == "-c idle_in_transaction_session_timeout=60000"
-    assert options(DATABASE_IDLE_IN_TRANSACTION_S="5") == "-c idle_in_transaction_session_timeout=5000"
-    assert options(DATABASE_IDLE_IN_TRANSACTION_S="0") is None
-    assert options(DATABASE_POOL="true") == "-c idle_in_transaction_session_timeout=60000"
+    assert server() == "-c idle_in_transaction_session_timeout=60000"
+    assert server(DATABASE_IDLE_IN_TRANSACTION_S="5") == "-c idle_in_transaction_session_timeout=5000"
+    assert server(DATABASE_IDLE_IN_TRANSACTION_S="0") is None
+    assert server(DATABASE_POOL="true") == "-c idle_in_transaction_session_timeout=60000"
     db = default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "postgres://u@db/p?options=-c%20search_path%3Dx"})
-    assert db["OPTIONS"]["options"] == "-c search_path=x -c idle_in_transaction_session_timeout=60000"
+    assert db["OPTIONS"]["options"] == f"-c search_path=x -c idle_in_transaction_session_timeout=60000 {KEEPALIVE_30}"
     assert "options" not in default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "sqlite:///x.sqlite3"})["OPTIONS"]
 
 
+def test_both_ends_of_every_postgresql_connection_probe_a_silent_peer_after_30_s(tmp_path: Path) -> None:
+    options = _postgres_options(tmp_path, DATABASE_IDLE_IN_TRANSACTION_S="0")
+    assert options == {"options": KEEPALIVE_30, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                       "keepalives_count": 3, "tcp_user_timeout": 60000}
+    fast = _postgres_options(tmp_path, DATABASE_IDLE_IN_TRANSACTION_S="0", DATABASE_KEEPALIVE_S="1")
+    assert (fast["options"], fast["keepalives_interval"]) == (
+        "-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 -c tcp_user_timeout=4000", 1)
+    assert _postgres_options(tmp_path, DATABASE_IDLE_IN_TRANSACTION_S="0", DATABASE_KEEPALIVE_S="0") == {}
+
+
+@pytest.mark.parametrize("variable", ["DATABASE_IDLE_IN_TRANSACTION_S", "DATABASE_KEEPALIVE_S"])
 @pytest.mark.parametrize("value", ["-1", "soon", "1.5"])
-def test_a_bad_idle_in_transaction_limit_stops_start_up_naming_it(value: str) -> None:
-    assert "DATABASE_IDLE_IN_TRANSACTION_S" in database_settings(DATABASE_IDLE_IN_TRANSACTION_S=value)
+def test_a_bad_session_limit_stops_start_up_naming_it(variable: str, value: str) -> None:
+    assert variable in database_settings(**{variable: value})
 
 
 def test_the_test_process_s_own_connection_has_no_such_limit() -> None:
