@@ -56,14 +56,16 @@ def idle_in_transaction_option(seconds: int) -> str:
     """The libpq ``options`` that make PostgreSQL end this session once it has been idle inside a
     transaction for ``seconds`` ("" for 0: never).
 
-    A process that stops talking in the middle of a transaction (its host cut off from the database,
-    the process frozen or hung between two statements) keeps every row lock it took: PostgreSQL only
-    notices a silent peer through TCP keepalives, two hours by default. Meanwhile the scheduling
-    loop waits on the first of those rows it must write (a start, a pending reason) and every agent
-    report about that job waits too, each holding a worker process. Ended by the server, the session
-    gives its locks back, its transaction is rolled back (nothing half-written), and the process
-    gets an error on its next statement, as after any lost connection. No transaction of the portal
-    or the workers waits on anything but the database for longer than a few seconds.
+    A process that stops talking in the middle of a transaction (hung or frozen between two
+    statements, or its host cut off) keeps every row lock it took: PostgreSQL notices a vanished
+    host through TCP keepalives (``keepalive_options``; two hours without them), but the kernel of
+    a process that is alive and stuck answers them for as long as it stays stuck. Meanwhile the
+    scheduling loop waits on the first of those rows it must write (a start, a pending reason) and
+    every agent report about that job waits too, each holding a worker process. Ended by the
+    server, the session gives its locks back, its transaction is rolled back (nothing
+    half-written), and the process gets an error on its next statement, as after any lost
+    connection. No transaction of the portal or the workers waits on anything but the database for
+    longer than a few seconds.
     """
     return f"-c idle_in_transaction_session_timeout={seconds * 1000}" if seconds > 0 else ""
 
