@@ -46,7 +46,7 @@ def _waiting_on(holder: psycopg.Connection) -> list[tuple[int, str]]:
 
 
 def test_a_session_gone_silent_holding_a_job_s_row_lock_stalls_the_loop_only_until_postgresql_ends_it(
-        live_stack, tmp_path) -> None:  # noqa: ANN001
+        live_stack) -> None:  # noqa: ANN001
     live_stack.settings.update(SETTINGS, DATABASE_IDLE_IN_TRANSACTION_S=str(IDLE_LIMIT_S))
     alice = make_user("alice")
     job = submit(alice, "held", command="true", grace_period=1)
