@@ -28,16 +28,14 @@ from scheduler.core.perf.__main__ import morphling_dir  # noqa: E402
 from scheduler.core.perf.catalog import CATALOG  # noqa: E402
 from scheduler.core.perf.data import load_placements  # noqa: E402
 from scheduler.core.perf.throughput import ThroughputModel  # noqa: E402
-from scheduler.core.perf.validate import OFFLOAD_THREADS  # noqa: E402
+from scheduler.core.perf.validate import predict_rows  # noqa: E402
 
 GRID_GBPS = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0, 50.0, 100.0)
 
 
-def errors_pct(tm: ThroughputModel, model: str, rows: list, bandwidth: float | None) -> list[float]:
-    """Relative errors in percent of ``rows`` predicted at ``bandwidth`` (None: the model's own)."""
-    queries = [(r.plan, r.placement, sum(r.placement) * (OFFLOAD_THREADS if r.plan.memory == "zero-offload" else 1.0),
-                bandwidth) for r in rows]
-    return [100.0 * abs(p - r.iter_s) / r.iter_s for p, r in zip(tm.iter_times(model, queries), rows)]
+def errors_pct(tm: ThroughputModel, model: str, rows: list, bandwidth: float) -> list[float]:
+    """Relative errors in percent of ``rows`` predicted at ``bandwidth``."""
+    return [100.0 * r.error for r in predict_rows(tm, model, rows, bandwidth=bandwidth)]
 
 
 def per_model(tm: ThroughputModel, root: Path) -> list[dict]:
@@ -47,11 +45,11 @@ def per_model(tm: ThroughputModel, root: Path) -> list[dict]:
                 if len(r.placement) > 1 and not r.plan.is_3d]
         if not rows:
             continue
-        default = errors_pct(tm, name, rows, None)
-        by_grid = {b: errors_pct(tm, name, rows, b) for b in GRID_GBPS + (tm.fit(name).env.net_gbps,)}
+        net = tm.fit(name).env.net_gbps
+        by_grid = {b: errors_pct(tm, name, rows, b) for b in (*GRID_GBPS, net)}
         best = min(by_grid, key=lambda b: sum(by_grid[b]))
-        out.append({"model": name, "rows": len(rows), "net_gbps": tm.fit(name).env.net_gbps,
-                    "avg_pct": sum(default) / len(rows), "max_pct": max(default), "best_net_gbps": best,
+        out.append({"model": name, "rows": len(rows), "net_gbps": net,
+                    "avg_pct": sum(by_grid[net]) / len(rows), "max_pct": max(by_grid[net]), "best_net_gbps": best,
                     "best_avg_pct": sum(by_grid[best]) / len(rows), "best_max_pct": max(by_grid[best])})
     return out
 

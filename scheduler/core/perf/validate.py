@@ -154,12 +154,13 @@ GROUP_ORDER = ("ga", "gc", "zero-dp", "zero-dp+gc", "zero-offload", "zero-offloa
 
 
 def predict_rows(tm: ThroughputModel, model: str, rows: Sequence[PlacementRow],
-                 seen: Collection[RowKey] = frozenset()) -> list[RowResult]:
+                 seen: Collection[RowKey] = frozenset(), bandwidth: float | None = None) -> list[RowResult]:
     """Predictions for one model's measured rows (vectorized); ``seen`` names
-    the rows the fit used (``holdout.row_key``)."""
+    the rows the fit used (``holdout.row_key``); ``bandwidth`` (GB/s) replaces
+    the model's inter-node bandwidth for multi-node rows when given."""
     queries = [
         (r.plan, r.placement,
-         sum(r.placement) * (OFFLOAD_THREADS if r.plan.memory == "zero-offload" else 1.0), None)
+         sum(r.placement) * (OFFLOAD_THREADS if r.plan.memory == "zero-offload" else 1.0), bandwidth)
         for r in rows
     ]
     predicted = tm.iter_times(model, queries)

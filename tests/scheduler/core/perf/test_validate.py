@@ -145,3 +145,19 @@ def test_validate_command_prints_the_like_for_like_view_and_the_fixed_bandwidth_
     assert fixed["command"].endswith("--fixed-nvlink")
     assert {c["nvlink_gbps"] for c in fixed["coefficients"]} == {150.0}
     assert len({round(c["nvlink_gbps"], 3) for c in fitted["coefficients"]}) > 1
+
+
+def test_a_bandwidth_given_to_predict_rows_prices_only_multi_node_rows(fitted, placements) -> None:
+    from scheduler.core.perf.validate import predict_rows
+
+    rows = [r for r in placements["bert"] if not r.plan.is_3d]
+    own = predict_rows(fitted, "bert", rows)
+    at_own = predict_rows(fitted, "bert", rows, bandwidth=fitted.fit("bert").env.net_gbps)
+    slow = predict_rows(fitted, "bert", rows, bandwidth=1.0)
+    assert [r.predicted_s for r in at_own] == [r.predicted_s for r in own]
+    for base, r in zip(own, slow):
+        if r.multi_node:
+            assert r.predicted_s > base.predicted_s, r
+        else:
+            assert r.predicted_s == base.predicted_s, r
+    assert any(r.multi_node for r in slow)
