@@ -104,6 +104,28 @@ class RankedNodes:
             return None
         return facts[1] + (name, self._version.get(name, 0), None)
 
+    def _first_heap(self, need: Need, shared_view: ViewOf) -> list[HeapEntry]:
+        """Every node's ``_heap_entry``, heapified: the loop of ``_heap_entry``
+        and ``_node_facts`` written out, as it runs over every node of the
+        cluster once per job shape (the facts, computed for the first shape,
+        are reused by the others)."""
+        facts_of, version, now = self._facts, self._version, need.now
+        plain, gpus, units = not (need.cpg or need.mpg), need.gpus, need.units
+        heap: list[HeapEntry] = []
+        append = heap.append
+        for name in self._cap.gpus:
+            facts = facts_of.get(name, _MISSING)
+            if facts is _MISSING or (facts is not None and facts[0] != now):  # type: ignore[index]
+                facts = self._node_facts(name, now, shared_view)
+            if facts is None:
+                continue
+            g, c, m = facts[2]  # type: ignore[index]
+            if (g if plain else units(g, c, m)) < gpus:
+                continue
+            append(facts[1] + (name, version.get(name, 0), None))  # type: ignore[index]
+        heapq.heapify(heap)
+        return heap
+
     def best(self, need: Need, shared_view: ViewOf,
              exclude: frozenset[str] = frozenset()) -> tuple[HostView, list[Candidate], float | None] | None:
         """The feasible shared node of least ``rank`` outside ``exclude``, as
@@ -121,8 +143,7 @@ class RankedNodes:
         key = (need.shape, need.now)
         held = self._heaps.get(key)
         if held is None:
-            heap = [e for name in self._cap.gpus if (e := self._heap_entry(name, need, shared_view)) is not None]
-            heapq.heapify(heap)
+            heap = self._first_heap(need, shared_view)
             held = self._heaps[key] = _ShapeHeap(heap, len(self._dropped), exclude)
         else:
             heap = held.heap

@@ -89,7 +89,19 @@ class RunningIndex:
                 demoted = spec.job_class is te
                 if demoted and not is_demoted_te(r, now, limit):
                     continue
-                c = Candidate(r, spec.id, spec.num_gpus, spec.grace_period, r.preemptions, r.attempt_start, demoted, _parts(r))
+                g = spec.num_gpus
+                placed = r.placement.parts
+                if len(placed) == 1:  # ``_parts`` written out for the usual one-node job: every running job of a cycle
+                    ((name, k),) = placed
+                    c = Candidate(r, spec.id, g, spec.grace_period, r.preemptions, r.attempt_start, demoted,
+                                  {name: (k, spec.num_cpus * k / g, spec.mem_gb * k / g)})
+                    lst = by_node.get(name)
+                    if lst is None:
+                        by_node[name] = [c]
+                    else:
+                        lst.append(c)
+                    continue
+                c = Candidate(r, spec.id, g, spec.grace_period, r.preemptions, r.attempt_start, demoted, _parts(r))
                 for name in c.parts:
                     lst = by_node.get(name)
                     if lst is None:

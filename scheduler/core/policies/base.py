@@ -24,6 +24,7 @@ live loop keeps the default.
 from __future__ import annotations
 
 import math
+from itertools import islice
 from typing import Sequence
 
 from scheduler.core.decisions import Decision, Pend, Reason, Start
@@ -66,6 +67,9 @@ def hold_reason(job: PendingJob) -> Reason:
 
 
 def describe_placement(placement: Placement) -> str:
+    if len(placement.parts) == 1:  # the usual placement, thousands in a large cycle: no generator and join
+        ((n, g),) = placement.parts
+        return f"{n} ({g} GPU{'s' if g != 1 else ''})"
     return ", ".join(f"{n} ({g} GPU{'s' if g != 1 else ''})" for n, g in placement.parts)
 
 
@@ -329,11 +333,10 @@ class QueuePolicy:
         # (reason, message) per shape: whether a job would fit on the reserved
         # nodes depends only on its shape, unless it excludes nodes or has a plan.
         verdicts: dict[tuple[int, float, float], tuple[Reason, str]] = {}
-        append, no_skip = out.append, skip is None
-        for k in range(first, len(queue)):  # tens of thousands of jobs: the loop is kept lean
-            job = queue[k]
+        append, skip_ids = out.append, skip if skip is not None else NO_NODES
+        for job in islice(queue, first, None):  # tens of thousands of jobs: the loop is kept lean
             spec = job.spec
-            if not no_skip and spec.id in skip:  # type: ignore[operator]
+            if spec.id in skip_ids:
                 continue
             if job.hold_reason is not None:
                 cyc.pend_hold(job)
@@ -348,7 +351,7 @@ class QueuePolicy:
                     verdict = (resources, cyc.resources_message(job))
                 if not own:
                     verdicts[shape] = verdict
-            append(Pend(spec.id, *verdict))
+            append(Pend(spec.id, verdict[0], verdict[1]))
 
     def _reserved_for_message(self, r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))

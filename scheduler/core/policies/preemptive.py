@@ -125,28 +125,48 @@ class PreemptivePolicy(TePriority):
     def victim_message(self, te_id: str, v: Candidate, plan: PreemptionPlan) -> str:
         if len(v.parts) == 1:
             ((node, (gpus, _, _)),) = v.parts.items()
-            here = f"{gpus_text(gpus)} on {node}"
+            here = f"{gpus} GPU{'s' if gpus != 1 else ''} on {node}"  # ``gpus_text`` written out
         else:
             here = ", ".join(f"{gpus_text(v.parts[n][0])} on {n}" for n in sorted(v.parts))
-        msg = f"preempted for TE job {te_id}: grace {v.grace:g} s, {here}"
+        grace = _GRACE_TEXT.get(v.grace)
+        if grace is None:
+            grace = f"{v.grace:g}"
+            if len(_GRACE_TEXT) < _TEXT_CACHE_SIZE:
+                _GRACE_TEXT[v.grace] = grace
+        msg = f"preempted for TE job {te_id}: grace {grace} s, {here}"
         if v.demoted_te:
             msg += f" (TE job past its {self.te_time_limit:g} s TE time limit, treated as BE)"
         if plan.score is not None:
-            msg += f"; victim score {plan.score:.1f}"
+            msg = f"{msg}; victim score {plan.score:.1f}"
         return msg
 
     @staticmethod
     def waiting_message(cyc: Cycle, plan: PreemptionPlan) -> str:
-        if len(plan.victims) == 1 and not plan.waits_on:  # the usual plan: no sets to build
-            ids = [plan.victims[0].id]
-        else:
-            ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
+        wait = plan.until - cyc.now
+        within = _WITHIN_TEXT.get(wait)  # few distinct values: the victims' grace periods
+        if within is None:
+            within = duration_text(wait if wait > 0.0 else 0.0)
+            if len(_WITHIN_TEXT) < _TEXT_CACHE_SIZE:
+                _WITHIN_TEXT[wait] = within
+        if len(plan.victims) == 1 and not plan.waits_on and len(plan.parts) == 1:
+            # The usual plan, thousands of them in a large cycle: no sets, sorts or joins.
+            return (f"waiting for preempted job {plan.victims[0].id} to vacate {next(iter(plan.parts))}; "
+                    f"expected within {within}")
+        ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
         where = next(iter(plan.parts)) if len(plan.parts) == 1 else ", ".join(sorted(plan.parts))
         shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
         return (
             f"waiting for preempted job{'s' if len(ids) != 1 else ''} {shown} to vacate {where}; "
-            f"expected within {duration_text(max(0.0, plan.until - cyc.now))}"
+            f"expected within {within}"
         )
+
+
+#: Texts of grace periods and of expected waits, which take few distinct values (the
+#: jobs' grace periods) across thousands of preemptions; bounded so that a process
+#: running for months keeps a small cache.
+_GRACE_TEXT: dict[float, str] = {}
+_WITHIN_TEXT: dict[float, str] = {}
+_TEXT_CACHE_SIZE = 4096
 
 
 class PreemptRandom(PreemptivePolicy):

@@ -30,3 +30,22 @@ def test_preempt_message_says_why():
     msg = next(d for d in out if isinstance(d, Preempt)).message
     assert msg == "preempted for TE job t: grace 600 s, 2 GPUs on b"
     assert next(d for d in out if isinstance(d, Preempt)).reason is Reason.PREEMPTED_FOR_TE
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_messages_read_the_same_whether_their_texts_are_cached_or_not(monkeypatch, full):
+    """The grace and wait texts are cached per value, up to a bound: past it, a new value is written
+    out as before and the cache stops growing."""
+    from scheduler.core.policies import preemptive
+
+    monkeypatch.setattr(preemptive, "_GRACE_TEXT", {})
+    monkeypatch.setattr(preemptive, "_WITHIN_TEXT", {})
+    if full:
+        monkeypatch.setattr(preemptive, "_TEXT_CACHE_SIZE", 0)
+    for _ in range(2):  # the second time from the cache, unless it is full
+        out = make_policy("fitgpp").decide(short_grace_vs_newest(), 100.0)
+        preempt = next(d for d in out if isinstance(d, Preempt))
+        waiting = next(d for d in out if d.job_id == "t")
+        assert preempt.message.startswith("preempted for TE job t: grace 30 s, 1 GPU on a; victim score ")
+        assert waiting.message == f"waiting for preempted job {preempt.job_id} to vacate a; expected within 30 s"
+    assert (len(preemptive._GRACE_TEXT), len(preemptive._WITHIN_TEXT)) == ((0, 0) if full else (1, 1))
