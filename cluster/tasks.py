@@ -35,6 +35,7 @@ from audit import services as audit
 from audit.models import Action
 from cluster import auth, commands, liveness, protocol, protocol_versions, registration, reports, tick as safety_tick
 from cluster.protocol import ProtocolError
+from scheduler import row_locks
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,10 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 return None
             try:
                 node = check_sender(kwargs)
-                result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
+                # A row held by another transaction past the limit fails the report, which is retried:
+                # waiting on it would hold a worker process that the scheduling loop may need.
+                with row_locks.session_waiting_at_most():
+                    result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
             except protocol_versions.UnsupportedVersion as exc:
                 log.error("%s from node %r refused: %s", name, node, exc)
                 if name == protocol.REPORT_REGISTER:
@@ -140,7 +144,11 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 log.error("%s dropped: %s", name, exc)
                 audit_refusal(name, node, str(exc))
             except (db.OperationalError, db.InterfaceError) as exc:
-                log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
+                if row_locks.is_lock_timeout(exc):
+                    log.warning("%s from node %r: a row it writes is held by another transaction for over "
+                                "SCHEDULER_ROW_LOCK_WAIT; retrying", name, node)
+                else:
+                    log.warning("%s from node %r: database unreachable (%s); retrying", name, node, exc)
                 raise self.retry(countdown=DB_RETRY_DELAY_S, max_retries=DB_RETRIES) from None
             else:
                 if once:

@@ -24,6 +24,9 @@ Variables (all optional unless noted):
 * ``SCHEDULER_FAIR_SHARE`` (false), ``SCHEDULER_FAIR_SHARE_HALF_LIFE`` (3600),
   ``SCHEDULER_RECLAIM_MIN_RUNTIME`` (600): fair share among projects on the
   live cluster (docs/policies.md).
+* ``SCHEDULER_ROW_LOCK_WAIT`` (1): seconds a scheduling cycle waits for a row
+  another transaction holds before passing over it (that job waits for a later
+  cycle, the others go on; scheduler/row_locks.py); 0: wait as long as it takes.
 * ``SCHEDULER_TICK_SECONDS`` (5), ``SCHEDULER_LOCK_TIMEOUT`` (60),
   ``SCHEDULER_RESUME_OVERHEAD`` (30), ``AGENT_HEARTBEAT_SECONDS`` (5),
   ``NODE_LOST_HEARTBEATS`` (3), ``GPUSCHED_AGENT_TOKEN`` (empty),
@@ -264,6 +267,8 @@ GPUSCHED_TRACES_DIR = env_str("GPUSCHED_TRACES_DIR", "") or ""
 SCHEDULER_TICK_SECONDS = env_float("SCHEDULER_TICK_SECONDS", 5.0, positive=True)
 # A cycle holding the loop's Redis lock longer than this loses it.
 SCHEDULER_LOCK_TIMEOUT = env_float("SCHEDULER_LOCK_TIMEOUT", 60.0, positive=True)
+# Seconds a cycle waits for a row lock held by another transaction before passing over that row.
+SCHEDULER_ROW_LOCK_WAIT = env_float("SCHEDULER_ROW_LOCK_WAIT", 1.0, minimum=0)
 # Seconds a resumed attempt spends restoring its checkpoint: not counted as progress.
 SCHEDULER_RESUME_OVERHEAD = env_float("SCHEDULER_RESUME_OVERHEAD", 30.0, minimum=0)
 # The agents' --heartbeat; a node silent for NODE_LOST_HEARTBEATS of them is NODE_LOST.

@@ -13,7 +13,9 @@ steps: *lock, check, write*.
    the starts use with another (GPU rows after job rows, each in id order, so
    concurrent loops take their locks in the same order and cannot deadlock
    each other). A lock waits for a concurrent writer to commit and then reads
-   its result.
+   its result, for at most ``SCHEDULER_ROW_LOCK_WAIT`` seconds: a row held
+   longer is passed over and its job waits for a later cycle, so that one
+   stuck transaction holds up only its own rows (``scheduler.row_locks``).
 2. Check, in Python, against what the snapshot read: a Start needs its job
    still ``PENDING`` with the attempt count read, and enough free GPUs on
    every node of its placement (GPUs are handed out in the policy's order,
@@ -60,7 +62,7 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
-from scheduler import pending_reasons, quotas, reconfigure, starts_and_preemptions
+from scheduler import pending_reasons, quotas, reconfigure, row_locks, starts_and_preemptions
 from scheduler.applied import Applied, guarded
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.models import Job
@@ -171,9 +173,11 @@ def _one(done: bool, row: JobRow, into: list[int]) -> None:
 
 
 def _starts_and_preemptions(todo: _Sorted, at: datetime, out: Applied) -> None:
-    current = _lock_jobs([row.pk for _, row in todo.preempts] + [row.pk for _, row in todo.starts])
-    preempts = [(d, row) for d, row in todo.preempts if starts_and_preemptions.may_preempt(row, current.get(row.pk), out)]
-    starts = [(d, row) for d, row in todo.starts if starts_and_preemptions.may_start(row, current.get(row.pk), out)]
+    current, held = _lock_jobs([row.pk for _, row in todo.preempts] + [row.pk for _, row in todo.starts])
+    preempts = [(d, row) for d, row in todo.preempts
+                if starts_and_preemptions.may_preempt(row, current.get(row.pk, held), out)]
+    starts = [(d, row) for d, row in todo.starts
+              if starts_and_preemptions.may_start(row, current.get(row.pk, held), out)]
     starts_and_preemptions.write_preemptions(preempts, at, out)
     claims = starts_and_preemptions.claim_gpus(starts, out)
     # Starts are stamped once their GPUs are locked: a GPU freed by an exit committed after ``at`` may be
@@ -181,8 +185,10 @@ def _starts_and_preemptions(todo: _Sorted, at: datetime, out: Applied) -> None:
     starts_and_preemptions.write_starts(claims, max(at, timezone.now()), out)
 
 
-def _lock_jobs(ids: list[int]) -> dict[int, tuple[str, int]]:
-    """Lock the jobs (in id order) and return their ``(state, attempt_count)`` as of now."""
-    rows = (Job.objects.filter(pk__in=ids).order_by("pk").select_for_update()
-            .values_list("pk", "state", "attempt_count"))
-    return {pk: (state, attempts) for pk, state, attempts in rows}
+def _lock_jobs(ids: list[int]) -> tuple[dict[int, tuple[str, int]], starts_and_preemptions.Held | None]:
+    """Lock the jobs (in id order) and return their ``(state, attempt_count)`` as of now, and
+    ``HELD`` when some row was passed over, held by another transaction (``scheduler.row_locks``):
+    a job missing from the result was then deleted or is held."""
+    rows, passed_over = row_locks.locked(
+        Job.objects.filter(pk__in=ids).order_by("pk").values_list("pk", "state", "attempt_count"), what="job rows")
+    return {pk: (state, attempts) for pk, state, attempts in rows}, starts_and_preemptions.HELD if passed_over else None

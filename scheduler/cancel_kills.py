@@ -9,6 +9,7 @@ from django.db.models import F
 
 from cluster import commands
 from cluster.protocol import EXIT_CANCEL
+from scheduler import row_locks
 from scheduler.applied import Applied, guarded
 from scheduler.models import Attempt, JobState
 
@@ -31,11 +32,10 @@ def request_cancel_kills(now: datetime) -> list[int]:
 
 
 def _cancel_kills(now: datetime, out: Applied) -> None:
-    attempts = list(
+    attempts, _ = row_locks.locked(  # an attempt held by another transaction waits for a later cycle
         Attempt.objects.filter(job__state=JobState.CANCELLING, number=F("job__attempt_count"), notice_at__isnull=True)
-        .order_by("job_id").select_for_update(of=("self",))
-        .values_list("pk", "job_id", "number", "gpu_allocation", "job__grace_period")
-    )
+        .order_by("job_id").values_list("pk", "job_id", "number", "gpu_allocation", "job__grace_period"),
+        of=("self",), what="cancelled jobs' attempt rows")
     if not attempts:
         return
     Attempt.objects.filter(pk__in=[pk for pk, *_ in attempts]).update(notice_at=now)

@@ -15,9 +15,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 
-from scheduler import announce
+from scheduler import announce, row_locks
 from scheduler.bulkwrite import update_each
 from scheduler.core.decisions import Pend
 from scheduler.models import MESSAGE_LENGTH, Job, JobState
@@ -46,9 +46,7 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
     for start in range(0, len(ids), PEND_BATCH):
         batch = {pk: pends[pk] for pk in ids[start:start + PEND_BATCH]}
         try:
-            with transaction.atomic():  # a savepoint: a deadlock loses only this batch's reasons
-                changed = update_each(Job, ["pending_reason", "pending_message"], batch,
-                                      where={"state": JobState.PENDING})
+            changed = _write_batch(batch)
         except DatabaseError as exc:
             log.warning("pending reasons of %d jobs not written (next cycle retries): %s", len(batch), exc)
             continue
@@ -58,6 +56,23 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
             announce.jobs_changed(batch)
         written += changed
     return written
+
+
+def _write_batch(batch: dict[int, tuple[str, str]]) -> int:
+    """One batch's UPDATE, in a savepoint (a deadlock loses only this batch's reasons). When a row
+    of the batch is held by another transaction past the wait limit (``scheduler.row_locks``), the
+    rows free then are written and the held ones keep their reasons until a later cycle."""
+    fields, where = ["pending_reason", "pending_message"], {"state": JobState.PENDING}
+    try:
+        with transaction.atomic(), row_locks.waiting_at_most():
+            return update_each(Job, fields, batch, where=where)
+    except OperationalError as exc:
+        if not row_locks.is_lock_timeout(exc):
+            raise
+    with transaction.atomic():
+        free, _ = row_locks.locked(Job.objects.filter(pk__in=list(batch), **where).order_by("pk")
+                                   .values_list("pk", flat=True), what="pending jobs' rows", wait=False)
+        return update_each(Job, fields, {pk: batch[pk] for pk in free}, where=where)
 
 
 #: From this many changed reasons on, ``write_pends_beside`` writes them from a thread of their own.

@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 
 from cluster import commands
 from cluster.models import Gpu, NodeState
-from scheduler import confinement, reconfigure, transitions
+from scheduler import confinement, reconfigure, row_locks, transitions
 from scheduler.applied import Applied
 from scheduler.bulkwrite import insert_objects, update_each
 from scheduler.core.decisions import Preempt, Start
@@ -29,21 +29,36 @@ from scheduler.transitions import Conflict
 PREEMPTIBLE = (JobState.STARTING, JobState.RUNNING)
 
 
-def may_start(row: JobRow, now: tuple[str, int] | None, out: Applied) -> bool:
+class Held:
+    """What a job's lock found when its row was passed over (``scheduler.row_locks``)."""
+
+
+#: A job whose row another transaction held past the wait limit, or that was deleted.
+HELD = Held()
+
+
+def may_start(row: JobRow, now: tuple[str, int] | Held | None, out: Applied) -> bool:
     if now == (JobState.PENDING, row.attempt_count):
         return True
-    out.skip(row.pk, "no longer PENDING with the attempt count read" if now else "deleted")
+    out.skip(row.pk, _gone(now) or "no longer PENDING with the attempt count read")
     return False
 
 
-def may_preempt(row: JobRow, now: tuple[str, int] | None, out: Applied) -> bool:
+def may_preempt(row: JobRow, now: tuple[str, int] | Held | None, out: Applied) -> bool:
     if row.state not in PREEMPTIBLE:
         out.skip(row.pk, f"cannot preempt a job read as {row.state}")
     elif now != (row.state, row.attempt_count):
-        out.skip(row.pk, f"no longer {row.state} in attempt {row.attempt_count}")
+        out.skip(row.pk, _gone(now) or f"no longer {row.state} in attempt {row.attempt_count}")
     else:
         return True
     return False
+
+
+def _gone(now: tuple[str, int] | Held | None) -> str:
+    """Why a job's row was not found when locked, or "" when it was."""
+    if now is HELD:
+        return "row held by another transaction past SCHEDULER_ROW_LOCK_WAIT, or deleted: a later cycle tries again"
+    return "deleted" if now is None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +82,11 @@ def claim_gpus(starts: list[tuple[Start, JobRow]], out: Applied) -> list[_Claim]
         return []
     nodes = {node for d, _ in starts for node, _ in d.placement.parts}
     free: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    rows = (Gpu.objects.filter(node__name__in=nodes, node__state=NodeState.UP, allocated_to__isnull=True,
-                               healthy=True, index__lt=F("node__gpus"))
-            .order_by("pk").select_for_update(of=("self",)).values_list("node__name", "index", "pk"))
+    # A GPU row another transaction holds past the wait limit counts as not free in this cycle.
+    rows, _ = row_locks.locked(
+        Gpu.objects.filter(node__name__in=nodes, node__state=NodeState.UP, allocated_to__isnull=True,
+                           healthy=True, index__lt=F("node__gpus"))
+        .order_by("pk").values_list("node__name", "index", "pk"), of=("self",), what="GPU rows")
     for node, index, pk in rows:
         free[node].append((index, pk))
     for pairs in free.values():

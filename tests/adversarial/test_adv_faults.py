@@ -507,7 +507,9 @@ def test_duplicated_and_late_agent_reports_change_nothing(stack, tmp_path) -> No
 # held longer than the broker's visibility timeout is delivered again even though its worker lives:
 # the tests where only a pool process dies (handed back at once) set it far beyond their duration.
 
-IN_FLIGHT_SETTINGS = {"NODE_LOST_HEARTBEATS": "20"}
+# The reports wait on the held row as long as it is held (no SCHEDULER_ROW_LOCK_WAIT, which would fail
+# them after a second and retry them as new messages): the kills must find them mid-handling.
+IN_FLIGHT_SETTINGS = {"NODE_LOST_HEARTBEATS": "20", "SCHEDULER_ROW_LOCK_WAIT": "0"}
 
 
 def _hold_job_row(database_url: str, job_id: int):  # noqa: ANN202 - a psycopg connection

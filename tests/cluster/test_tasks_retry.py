@@ -10,6 +10,10 @@ from django import db
 
 from cluster import liveness, reports, tasks
 
+# The reports run inside the test's transaction: the database is reached only to set no lock wait limit
+# (scheduler/row_locks.py; a report about a held row is tested in tests/scheduler/test_row_locks.py).
+pytestmark = pytest.mark.django_db
+
 
 @pytest.mark.parametrize("error", [db.OperationalError("server closed the connection"), db.InterfaceError("gone")])
 def test_a_report_is_retried_while_the_database_is_unreachable(monkeypatch, error) -> None:

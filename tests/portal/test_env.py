@@ -55,6 +55,8 @@ def load_settings(**env: str) -> subprocess.CompletedProcess:
     ({"SECRET_KEY": "k", "SCHEDULER_AUTORUN": "sometimes"}, "SCHEDULER_AUTORUN"),
     ({"SECRET_KEY": "k", "CSRF_TRUSTED_ORIGINS": "example.org"}, "CSRF_TRUSTED_ORIGINS"),
     ({"SECRET_KEY": "k", "LOG_LEVEL": "LOUD"}, "LOG_LEVEL"),
+    ({"SECRET_KEY": "k", "SCHEDULER_ROW_LOCK_WAIT": "-1"}, "SCHEDULER_ROW_LOCK_WAIT"),
+    ({"SECRET_KEY": "k", "SCHEDULER_ROW_LOCK_WAIT": "a second"}, "SCHEDULER_ROW_LOCK_WAIT"),
 ])
 def test_bad_environment_fails_start_up_naming_the_variable(env, variable) -> None:
     result = load_settings(**env)
