@@ -71,12 +71,14 @@ class Planner:
         self._ranked = RankedNodes(bounded, cap, self._views) if bounded is not None else None
         cap.touched.clear()
 
-    def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None) -> PreemptionPlan | None:
+    def plan(self, job: PendingJob, now: float, avoid: Callable[[], frozenset[str]] | None = None,
+             unit: tuple[float, float] | None = None) -> PreemptionPlan | None:
         """A plan for ``job`` (not yet committed), or None when no preemption
         can make room. Nodes in ``avoid()`` get victims only if nothing else
-        works (called only when victims are needed)."""
+        works (called only when victims are needed). ``unit``: the job's
+        ``per_unit``, when the caller has it."""
         self._sync()
-        cpg, mpg = per_unit(job.spec)
+        cpg, mpg = unit if unit is not None else per_unit(job.spec)
         need = Need(job, job.spec.num_gpus, cpg, mpg, now)
         plan = self._wait_plan(need)
         if plan is not None:
@@ -105,11 +107,11 @@ class Planner:
                 return plan
         return self._victim_plan(need, views)
 
-    def commit(self, need_job: PendingJob, plan: PreemptionPlan) -> None:
+    def commit(self, need_job: PendingJob, plan: PreemptionPlan, unit: tuple[float, float] | None = None) -> None:
         """Hold the plan's free capacity for the job and mark its victims and
-        vacating jobs as spoken for, so later jobs in this cycle cannot use them."""
-        spec = need_job.spec
-        cpg, mpg = per_unit(spec)
+        vacating jobs as spoken for, so later jobs in this cycle cannot use them
+        (``unit`` as for ``plan``)."""
+        cpg, mpg = unit if unit is not None else per_unit(need_job.spec)
         changed: set[str] = set()
         for name, k in plan.parts.items():
             vg, vc, vm = 0, 0.0, 0.0
@@ -139,6 +141,10 @@ class Planner:
                         if c is v:
                             del cands[i]
                             break
+        touched = self.cap.touched  # the claims' nodes (and any changed before): dropped now, not again at the next plan
+        if touched:
+            changed |= touched
+            touched.clear()
         for name in changed:
             self._drop(name)
 

@@ -129,17 +129,17 @@ class Cycle:
         reason = hold_reason(job)
         self.out.append(Pend(job.spec.id, reason, job.hold_message or f"held by the scheduler: {reason.value}"))
 
-    def cluster_units(self, job: PendingJob) -> int:
-        """Units of the job's shape the whole (empty) cluster holds."""
-        shape = per_unit(job.spec)
+    def cluster_units(self, job: PendingJob, unit: tuple[float, float] | None = None) -> int:
+        """Units of the job's shape (its ``per_unit``, given or not) the whole (empty) cluster holds."""
+        shape = unit if unit is not None else per_unit(job.spec)
         units = self._capacity.get(shape)
         if units is None:
             units = sum(capacity_units(n, *shape) for n in self.snapshot.nodes)
             self._capacity[shape] = units
         return units
 
-    def can_ever_fit(self, job: PendingJob) -> bool:
-        return job.spec.num_gpus <= self.cluster_units(job)
+    def can_ever_fit(self, job: PendingJob, unit: tuple[float, float] | None = None) -> bool:
+        return job.spec.num_gpus <= self.cluster_units(job, unit)
 
     def resources_message(self, job: PendingJob) -> str:
         """Why a job does not fit, in words; cached per job shape while the

@@ -90,19 +90,20 @@ class PreemptivePolicy(TePriority):
         return cyc.planner  # type: ignore[return-value]
 
     def te_no_fit(self, cyc: Cycle, job: PendingJob, guard: StarvationGuard | None) -> None:
-        if not cyc.can_ever_fit(job):
+        spec = job.spec
+        unit = per_unit(spec)  # once per job: the planner needs it three times
+        if not cyc.can_ever_fit(job, unit):
             if cyc.explain:
                 cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
             return
         planner = self._get_planner(cyc)
-        spec = job.spec
-        shape = (spec.num_gpus, *per_unit(spec))
+        shape = (spec.num_gpus, *unit)
         # Capacity only shrinks within a cycle, so a shape that found no plan
         # finds none later, unless the job has resources vacating for it.
         if shape in cyc.no_plan and spec.id not in cyc.claimants:
             plan = None
         else:
-            plan = planner.plan(job, cyc.now, guard.avoid if guard is not None else None)
+            plan = planner.plan(job, cyc.now, guard.avoid if guard is not None else None, unit)
         if plan is None:
             if spec.id not in cyc.claimants:
                 cyc.no_plan.add(shape)
@@ -114,7 +115,7 @@ class PreemptivePolicy(TePriority):
                     f"nor jobs already preempted {self.max_preemptions} times)",
                 )
             return
-        planner.commit(job, plan)
+        planner.commit(job, plan, unit)
         for v in plan.victims:
             cyc.out.append(Preempt(v.id, spec.id, Reason.PREEMPTED_FOR_TE, self.victim_message(spec.id, v, plan)))
         if cyc.explain:
