@@ -15,6 +15,9 @@ Every PostgreSQL session ends itself when it sits idle inside a transaction for
 ``DATABASE_IDLE_IN_TRANSACTION_S`` seconds (default 60; 0 turns it off): see
 ``idle_in_transaction_option``. Both ends of every connection probe a silent peer after
 ``DATABASE_KEEPALIVE_S`` seconds (default 30; 0: the system's two hours): see ``keepalive_options``.
+A statement waits at most ``DATABASE_LOCK_WAIT_S`` seconds for a row lock another transaction holds
+(default 0: as long as it takes; ``scripts/serve.sh web`` sets 5 for the web server): see
+``lock_wait_option``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_int, env_str
+from portal.env import env_bool, env_float, env_int, env_str
 
 PERSISTENT_S = 60
 POOL_TIMEOUT_S = 10
@@ -68,6 +71,22 @@ def idle_in_transaction_option(seconds: int) -> str:
     longer than a few seconds.
     """
     return f"-c idle_in_transaction_session_timeout={seconds * 1000}" if seconds > 0 else ""
+
+
+def lock_wait_option(seconds: float) -> str:
+    """The libpq ``options`` that make a statement of this session fail (SQLSTATE 55P03, which
+    ``portal.held_rows`` answers with 503) once it has waited ``seconds`` for a lock another
+    transaction holds ("" for 0: wait as long as it takes).
+
+    For the web server: a request that must write a row someone else holds (a job an agent's report
+    is recording, a user's row that a ``psql`` session left in ``BEGIN`` keeps locked) would otherwise
+    wait as long as the holder, and with it one of the server's threads and pooled connections; enough
+    such requests and every user's pages hang. Bounded, only the requests that touch the held row fail,
+    with an answer that says to try again, and nothing of theirs is written. The workers keep waiting:
+    the scheduling cycle has its own, shorter limit (``SCHEDULER_ROW_LOCK_WAIT``) and passes over held
+    rows, and a task failing on a lock would lose its work where a request is simply sent again.
+    """
+    return f"-c lock_timeout={round(seconds * 1000)}" if seconds > 0 else ""
 
 
 def keepalive_options(seconds: int) -> tuple[str, dict[str, int]]:
@@ -112,7 +131,9 @@ def default_database(default_sqlite: Path, environ: Mapping[str, str] = os.envir
         server, client = keepalive_options(env_int("DATABASE_KEEPALIVE_S", KEEPALIVE_S, environ=environ, minimum=0))
         options = db.setdefault("OPTIONS", {})
         options.update(client)
-        server = " ".join(o for o in (options.get("options"), idle_in_transaction_option(idle), server) if o)
+        lock_wait = env_float("DATABASE_LOCK_WAIT_S", 0.0, environ=environ, minimum=0)
+        server = " ".join(o for o in (options.get("options"), idle_in_transaction_option(idle),
+                                      lock_wait_option(lock_wait), server) if o)
         if server:
             options["options"] = server
     if env_bool("DATABASE_POOL", default=False, environ=environ) and db["ENGINE"].endswith("postgresql"):

@@ -10,7 +10,9 @@ Variables (all optional unless noted):
   ``var/db.sqlite3``. ``DATABASE_POOL``, ``DATABASE_POOL_MAX_SIZE`` and
   ``DATABASE_IDLE_IN_TRANSACTION_S`` (60; PostgreSQL ends a session of ours idle
   that long inside a transaction), ``DATABASE_KEEPALIVE_S`` (30; both ends probe
-  a silent peer): portal/database.py.
+  a silent peer), ``DATABASE_LOCK_WAIT_S`` (0; ``scripts/serve.sh web`` sets 5: a
+  request waits that long for a row another transaction holds, then gets 503,
+  portal/held_rows.py): portal/database.py.
 * ``REDIS_URL``: default ``redis://127.0.0.1:6379/0``; used by Celery (broker)
   and the Channels layer unless ``CELERY_BROKER_URL`` / ``CHANNEL_LAYER_URL``
   say otherwise. ``REDIS_PASSWORD_FILE``: a file holding the Redis password,
@@ -127,6 +129,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "portal.middleware.ApiBodyLimitMiddleware",
+    "portal.held_rows.HeldRowMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

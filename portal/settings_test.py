@@ -17,8 +17,10 @@ from portal.settings import *  # noqa: E402,F401,F403
 
 # pytest-django holds the test process's connection in a transaction for as long as a test runs, so
 # the session limit of every real process (portal/database.py) would end it in a long test: not here.
+# The web server's wait for held rows is set by the tests that need it, on their own connection.
 DATABASES = {"default": default_database(BASE_DIR / "var" / "db.sqlite3",  # noqa: F405
-                                         {**os.environ, "DATABASE_IDLE_IN_TRANSACTION_S": "0"})}
+                                         {**os.environ, "DATABASE_IDLE_IN_TRANSACTION_S": "0",
+                                          "DATABASE_LOCK_WAIT_S": "0"})}
 SCHEDULER_AUTORUN = False
 # Unit tests drive agent reports with the shared token or none; tests of the refusal turn this off.
 GPUSCHED_AGENT_DEV_MODE = True

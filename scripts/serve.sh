@@ -32,9 +32,11 @@ case "$component" in
         exec "$VENV/bin/python" manage.py demo_users \
             --url "${GPUSCHED_PUBLIC_URL:-http://${HOST:-127.0.0.1}:${PORT:-8000}}" "$@" ;;
     web)
-        # A pool of PostgreSQL connections for the web server only (portal/database.py says why);
-        # several daphne processes on one socket, supervised (portal/web_processes.py).
-        DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/python" -m portal.web_processes ;;
+        # A pool of PostgreSQL connections and a bounded wait for held rows, for the web server only
+        # (portal/database.py says why); several daphne processes on one socket, supervised
+        # (portal/web_processes.py).
+        DATABASE_POOL="${DATABASE_POOL:-true}" DATABASE_LOCK_WAIT_S="${DATABASE_LOCK_WAIT_S:-5}" \
+            exec "$VENV/bin/python" -m portal.web_processes ;;
     worker)
         exec "$VENV/bin/celery" -A portal worker --loglevel "${CELERY_LOG_LEVEL:-info}" \
             --queues "${WORKER_QUEUES:-celery}" --concurrency "${WORKER_CONCURRENCY:-2}" \

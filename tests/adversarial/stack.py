@@ -293,11 +293,12 @@ class Stack:
                        capture_output=True, timeout=600)
 
     def portal(self, name: str = "portal", **env: str) -> Proc:
-        """daphne on a free port, one process as scripts/serve.sh web runs each (``env`` added to its
-        environment); returns once it answers."""
+        """daphne on a free port, one process as scripts/serve.sh web runs each, with its defaults
+        (``env`` added to its environment); returns once it answers."""
         self.portal_port = self.portal_port or free_port()
         proc = self._proc(name, [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.portal_port),
-                                 "portal.asgi:application"], **{"DATABASE_POOL": "true", **env})
+                                 "portal.asgi:application"],
+                          **{"DATABASE_POOL": "true", "DATABASE_LOCK_WAIT_S": "5", **env})
         wait_for(lambda: self._answers("/accounts/login/") or not proc.alive(), "the portal to answer")
         if not proc.alive():
             raise RuntimeError(f"the portal exited:\n{proc.output()[-3000:]}")

@@ -74,9 +74,10 @@ def test_an_unusable_url_names_the_variable(tmp_path: Path) -> None:
         default_database(tmp_path / "db.sqlite3", {"DATABASE_URL": "nosuchdb://x"})
 
 
-def test_serve_web_turns_the_pool_on() -> None:
+def test_serve_web_turns_the_pool_and_the_bounded_lock_wait_on() -> None:
     text = (ROOT / "scripts" / "serve.sh").read_text()
-    assert 'DATABASE_POOL="${DATABASE_POOL:-true}" exec "$VENV/bin/python" -m portal.web_processes' in text
+    assert ('DATABASE_POOL="${DATABASE_POOL:-true}" DATABASE_LOCK_WAIT_S="${DATABASE_LOCK_WAIT_S:-5}" \\\n'
+            '            exec "$VENV/bin/python" -m portal.web_processes') in text
 
 
 def _sessions(cursor) -> int:  # noqa: ANN001
@@ -246,6 +247,19 @@ def test_both_ends_of_every_postgresql_connection_probe_a_silent_peer_after_30_s
 @pytest.mark.parametrize("value", ["-1", "soon", "1.5"])
 def test_a_bad_session_limit_stops_start_up_naming_it(variable: str, value: str) -> None:
     assert variable in database_settings(**{variable: value})
+
+
+def test_a_statement_of_the_web_server_waits_at_most_its_limit_for_a_held_row(tmp_path: Path) -> None:
+    def server(**env: str) -> object:
+        return _postgres_options(tmp_path, DATABASE_KEEPALIVE_S="0", DATABASE_IDLE_IN_TRANSACTION_S="0",
+                                 **env).get("options")
+
+    assert server() is None  # workers and commands wait as long as it takes
+    assert server(DATABASE_LOCK_WAIT_S="5") == "-c lock_timeout=5000"
+    assert server(DATABASE_LOCK_WAIT_S="0.25") == "-c lock_timeout=250"
+    assert server(DATABASE_LOCK_WAIT_S="0") is None
+    for value in ("-1", "soon", "inf"):
+        assert "DATABASE_LOCK_WAIT_S" in database_settings(DATABASE_LOCK_WAIT_S=value)
 
 
 def test_the_test_process_s_own_connection_has_no_such_limit() -> None:
