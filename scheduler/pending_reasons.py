@@ -41,12 +41,13 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
     """Store pending reasons with one conditional UPDATE per batch of jobs, each row its own
     reason and message (``scheduler.bulkwrite``): with thousands of jobs waiting, an UPDATE per
     job, or per distinct message, made the cycle seconds long. Returns the rows written."""
-    written = 0
+    written, held = 0, False
     ids = sorted(pends)  # id order, as every writer of job rows
     for start in range(0, len(ids), PEND_BATCH):
         batch = {pk: pends[pk] for pk in ids[start:start + PEND_BATCH]}
         try:
-            changed = _write_batch(batch)
+            changed, held_here = _write_batch(batch)
+            held = held or held_here
         except DatabaseError as exc:
             log.warning("pending reasons of %d jobs not written (next cycle retries): %s", len(batch), exc)
             continue
@@ -55,24 +56,30 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
             # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
             announce.jobs_changed(batch)
         written += changed
+    row_locks.passed_over(PENDING_ROWS, held)  # the next cycle's batches wait briefly while a row stays held
     return written
 
 
-def _write_batch(batch: dict[int, tuple[str, str]]) -> int:
-    """One batch's UPDATE, in a savepoint (a deadlock loses only this batch's reasons). When a row
-    of the batch is held by another transaction past the wait limit (``scheduler.row_locks``), the
-    rows free then are written and the held ones keep their reasons until a later cycle."""
+#: The kind of row lock (``scheduler.row_locks``) the reasons' writes take.
+PENDING_ROWS = "pending jobs' rows"
+
+
+def _write_batch(batch: dict[int, tuple[str, str]]) -> tuple[int, bool]:
+    """One batch's UPDATE, in a savepoint (a deadlock loses only this batch's reasons), and whether
+    a row was passed over. When a row of the batch is held by another transaction past the wait limit
+    (``scheduler.row_locks``), the rows free then are written and the held ones keep their reasons
+    until a later cycle."""
     fields, where = ["pending_reason", "pending_message"], {"state": JobState.PENDING}
     try:
-        with transaction.atomic(), row_locks.waiting_at_most():
-            return update_each(Job, fields, batch, where=where)
+        with transaction.atomic(), row_locks.waiting_at_most(PENDING_ROWS):
+            return update_each(Job, fields, batch, where=where), False
     except OperationalError as exc:
         if not row_locks.is_lock_timeout(exc):
             raise
     with transaction.atomic():
         free, _ = row_locks.locked(Job.objects.filter(pk__in=list(batch), **where).order_by("pk")
-                                   .values_list("pk", flat=True), what="pending jobs' rows", wait=False)
-        return update_each(Job, fields, {pk: batch[pk] for pk in free}, where=where)
+                                   .values_list("pk", flat=True), what=PENDING_ROWS, wait=False)
+        return update_each(Job, fields, {pk: batch[pk] for pk in free}, where=where), True
 
 
 #: From this many changed reasons on, ``write_pends_beside`` writes them from a thread of their own.

@@ -8,6 +8,11 @@ report, a process frozen between two statements) is passed over: the cycle goes 
 other row and only the job whose row is held waits for a later cycle. Without the limit one held
 row stopped the starts of every user's jobs until its holder finished.
 
+A row held that long is likely still held at the next cycle, and waiting the whole limit for it
+again in every cycle would delay every start by as much. So once a statement of one kind (``what``:
+job rows, GPU rows, ...) has passed over a row, the next statements of that kind in this process
+wait at most ``BRIEF_WAIT_MS``, until one of them gets every row it asked for.
+
 PostgreSQL only (``lock_timeout``, then ``SKIP LOCKED``); on other databases, or with the limit
 set to 0, locks wait as long as it takes.
 """
@@ -28,12 +33,34 @@ log = logging.getLogger("scheduler.apply")
 #: PostgreSQL's SQLSTATE for a lock not granted within ``lock_timeout``.
 LOCK_NOT_AVAILABLE = "55P03"
 
+#: How long statements of a kind that passed over a held row wait, until one gets all its rows: long
+#: enough for the writes that hold a row briefly (a report, a cancellation: a few milliseconds).
+BRIEF_WAIT_MS = 50
+
+#: The kinds of statement (``what``) whose last attempt in this process passed over a held row.
+_held_before: set[str] = set()
+
 
 def wait_limit_ms() -> int:
     """The limit in milliseconds, 0 when locks wait without one (setting 0, or not PostgreSQL)."""
     if connection.vendor != "postgresql":
         return 0
     return max(0, round(float(getattr(settings, "SCHEDULER_ROW_LOCK_WAIT", 0.0)) * 1000))
+
+
+def limit_ms(what: str | None = None) -> int:
+    """The wait for a statement of kind ``what``: ``wait_limit_ms``, or at most ``BRIEF_WAIT_MS``
+    while the last statement of that kind passed over a held row."""
+    limit = wait_limit_ms()
+    return min(limit, BRIEF_WAIT_MS) if what in _held_before else limit
+
+
+def passed_over(what: str, held: bool) -> None:
+    """Record whether the last statement of kind ``what`` passed over a held row."""
+    if held:
+        _held_before.add(what)
+    else:
+        _held_before.discard(what)
 
 
 def is_lock_timeout(exc: BaseException) -> bool:
@@ -50,12 +77,12 @@ def _set_limit(value: str, *, local: bool) -> str:
 
 
 @contextmanager
-def waiting_at_most() -> Iterator[None]:
-    """Within the block a statement waiting longer than the limit for a lock fails with
+def waiting_at_most(what: str | None = None) -> Iterator[None]:
+    """Within the block a statement waiting longer than ``limit_ms(what)`` for a lock fails with
     ``OperationalError`` (``is_lock_timeout``). Enter it inside a savepoint the error leaves
     (``transaction.atomic``): its rollback also restores the connection's own limit, which the
     block restores itself when it ends without an error."""
-    limit = wait_limit_ms()
+    limit = limit_ms(what)
     if not limit:
         yield
         return
@@ -91,19 +118,24 @@ def locked(rows: QuerySet, *, of: tuple[str, ...] = (), what: str = "rows",
 
     Must run inside a transaction; ``what`` names the rows in the warning logged when some are
     passed over."""
-    if not wait_limit_ms():
+    limit = limit_ms(what)
+    if not limit:
         return list(rows.select_for_update(of=of)), False
     if wait:
         try:
-            with transaction.atomic(), waiting_at_most():
-                return list(rows.select_for_update(of=of)), False
+            with transaction.atomic(), waiting_at_most(what):
+                got = list(rows.select_for_update(of=of))
+            passed_over(what, False)
+            return got, False
         except OperationalError as exc:
             if not is_lock_timeout(exc):
                 raise
     free = list(rows.select_for_update(of=of, skip_locked=True))
-    log.warning("%s held by another transaction for over %s s: passed over in this cycle",
-                what, settings.SCHEDULER_ROW_LOCK_WAIT)
+    passed_over(what, True)
+    log.warning("%s held by another transaction for over %g s: passed over in this cycle",
+                what, (limit if wait else wait_limit_ms()) / 1000)
     return free, True
 
 
-__all__ = ["is_lock_timeout", "locked", "session_waiting_at_most", "wait_limit_ms", "waiting_at_most"]
+__all__ = ["BRIEF_WAIT_MS", "is_lock_timeout", "limit_ms", "locked", "passed_over", "session_waiting_at_most",
+           "wait_limit_ms", "waiting_at_most"]

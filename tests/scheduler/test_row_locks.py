@@ -35,6 +35,14 @@ def holder(settings) -> Iterator[psycopg.Connection]:  # noqa: ANN001
         conn.close()
 
 
+@pytest.fixture(autouse=True)
+def no_row_held_before() -> Iterator[None]:
+    """Each test starts with no kind of statement marked as having passed over a row."""
+    row_locks._held_before.clear()  # noqa: SLF001
+    yield
+    row_locks._held_before.clear()  # noqa: SLF001
+
+
 def _hold(conn: psycopg.Connection, table: str, pk: int) -> None:
     conn.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", (pk,))
 
@@ -58,6 +66,33 @@ def test_rows_held_past_the_limit_are_passed_over_and_the_session_keeps_its_own_
         assert _lock_timeout() == before == "0"
     assert (rows, passed_over) == ([jobs[0].pk, jobs[2].pk], True)
     assert waited >= WAIT_S
+
+
+def test_while_a_row_stays_held_statements_of_its_kind_wait_briefly_then_fully_again_once_all_come_through(
+        holder) -> None:  # noqa: ANN001
+    """A row held past the limit is likely held at the next cycle too: waiting the whole limit for it
+    in every cycle would delay every start by as much."""
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(3)]
+    rows_of = Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk").values_list("pk", flat=True)
+    _hold(holder, "scheduler_job", jobs[1].pk)
+
+    def lock() -> tuple[list[int], bool, float]:
+        t0 = time.monotonic()
+        with transaction.atomic():
+            rows, passed = row_locks.locked(rows_of, what="job rows")
+        return rows, passed, time.monotonic() - t0
+
+    rows, passed, waited = lock()
+    assert (rows, passed) == ([jobs[0].pk, jobs[2].pk], True) and waited >= WAIT_S
+    assert row_locks.limit_ms("job rows") == row_locks.BRIEF_WAIT_MS
+    assert row_locks.limit_ms("GPU rows") == 1000 * WAIT_S  # other kinds of statement are not affected
+    rows, passed, waited = lock()
+    assert (rows, passed) == ([jobs[0].pk, jobs[2].pk], True) and waited < WAIT_S  # it waited briefly
+
+    holder.rollback()
+    assert lock()[:2] == ([j.pk for j in jobs], False)
+    assert row_locks.limit_ms("job rows") == 1000 * WAIT_S
 
 
 def test_a_row_released_within_the_limit_is_waited_for(holder, settings) -> None:  # noqa: ANN001
@@ -130,6 +165,11 @@ def test_pending_reasons_are_written_to_every_row_but_a_held_one(holder) -> None
     assert written == 2
     got = dict(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pk", "pending_message"))
     assert got == {jobs[0].pk: "", jobs[1].pk: f"reason {jobs[1].pk}", jobs[2].pk: f"reason {jobs[2].pk}"}
+    # The next cycle's reasons wait for the row briefly, and fully again once every row was written.
+    assert row_locks.limit_ms(pending_reasons.PENDING_ROWS) == row_locks.BRIEF_WAIT_MS
+    holder.rollback()
+    assert pending_reasons.write_pends({jobs[0].pk: ("Resources", "now")}) == 1
+    assert row_locks.limit_ms(pending_reasons.PENDING_ROWS) == 1000 * WAIT_S
 
 
 def test_cancel_kills_pass_over_an_attempt_row_held_by_another_transaction(holder, sent) -> None:  # noqa: ANN001
