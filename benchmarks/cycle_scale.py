@@ -34,6 +34,8 @@ Then, on the cluster as the first cycle left it, the start-time forecasts
 
 * ``forecast_s``: the whole recomputation (snapshot read, history read, the
   policy run forward on the simulator's engine, the Redis hash written);
+* ``forecast_draws``: the runs the recomputation made (each job's forecast is
+  its median start over them; as many as fit in ``scheduler.forecasts.DRAW_BUDGET_S``);
 * ``forecast_core_s``: the forward run alone (``forecast_starts``), median of
   ``--repeat`` runs; ``forecast_batches``: its decide calls; ``forecast_unstarted``:
   pending jobs not started within the horizon.
@@ -211,7 +213,8 @@ def _forecast(repeat: int) -> dict:
         run = ForecastRun(policy, cycle.snapshot, now.timestamp(), estimator)
         starts = run.forecast()
         times.append(time.perf_counter() - t)
-    return {"forecast_s": forecast_s, "forecast_core_s": statistics.median(times), "forecast_pending": report.pending,
+    return {"forecast_s": forecast_s, "forecast_draws": report.draws,
+            "forecast_core_s": statistics.median(times), "forecast_pending": report.pending,
             "forecast_batches": run.decide_calls if run else 0,
             "forecast_unstarted": sum(1 for v in starts.values() if v is None)}
 

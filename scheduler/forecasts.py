@@ -11,6 +11,11 @@ the jobs whose forecast changed, so their pages refresh.
 A running job that reports its progress (steps and total steps, ``gpusched.job``)
 has its remaining time measured instead of estimated (``scheduler.measured``).
 
+Each forecast is the median start over up to ``FORECAST_DRAWS`` runs with their own
+run-time draws (``scheduler.sim.forecast``, "Several futures"), as many as fit in
+``DRAW_BUDGET_S`` seconds: all of them on a cluster of tens of nodes, one run at a
+thousand nodes with ten thousand jobs waiting, where one run takes about a second.
+
 It runs as the Celery task ``scheduler.recompute_forecasts``, asked for after
 every scheduling cycle and debounced to at most two runs per
 ``FORECAST_INTERVAL_S`` (``scheduler.triggers.request_forecasts``).
@@ -28,9 +33,11 @@ from django.utils import timezone
 
 from scheduler import announce, forecast_store, loop, measured, snapshot
 from scheduler.core.model import JobClass
-from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimator, WithReported
+from scheduler.core.model import Snapshot
+from scheduler.core.policy import Policy
+from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, with_draw
 from scheduler.models import Job, JobState
-from scheduler.sim.forecast import ForecastLimits, forecast_starts, queue_positions
+from scheduler.sim.forecast import ForecastLimits, forecast_starts, median_starts, queue_positions
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +45,21 @@ log = logging.getLogger(__name__)
 HISTORY_JOBS = 5000
 #: States of a job that ran to an end the estimator can learn its run time from.
 FINISHED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT)
+#: Runs per forecast at most (odd): each job's forecast is its median start over them.
+FORECAST_DRAWS = 7
+#: No further pair of runs is started once it would take the forecast past this many seconds
+#: (judged from the runs so far), so a large cluster's recomputation stays one run long.
+DRAW_BUDGET_S = 1.0
 
 
 @dataclass(frozen=True)
 class ForecastReport:
-    """One recomputation: pending jobs forecast, how many changed, seconds taken."""
+    """One recomputation: pending jobs forecast, how many changed, seconds taken, runs made."""
 
     pending: int
     changed: int
     seconds: float
+    draws: int = 1
 
 
 def history_estimator(limit: int = HISTORY_JOBS) -> RuntimeEstimator:
@@ -69,13 +82,36 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     at = now.timestamp()
     reported = measured.remaining_seconds((int(r.spec.id) for r in cycle.snapshot.running), now)
     estimator = WithReported(history_estimator(), reported)
-    starts = forecast_starts(loop.current_policy(explain=False), cycle.snapshot, at, estimator,
-                             limits=limits, resume_overhead=float(settings.SCHEDULER_RESUME_OVERHEAD))
+    starts, draws = starts_within_budget(loop.current_policy(explain=False), cycle.snapshot, at, estimator, limits,
+                                         float(settings.SCHEDULER_RESUME_OVERHEAD))
     positions = queue_positions(cycle.snapshot)
     entries = {int(jid): (starts.get(jid), positions[jid]) for jid in positions}
     changed = forecast_store.write(entries, at)
     if changed:
         announce.forecasts_changed(sorted(changed))
-    report = ForecastReport(len(entries), len(changed), time.perf_counter() - started)
-    log.debug("forecasts: %d pending, %d changed, %.3f s", report.pending, report.changed, report.seconds)
+    report = ForecastReport(len(entries), len(changed), time.perf_counter() - started, draws)
+    log.debug("forecasts: %d pending, %d changed, %.3f s, %d runs", report.pending, report.changed, report.seconds,
+              report.draws)
     return report
+
+
+def starts_within_budget(policy: Policy, snap: Snapshot, at: float, estimator: RuntimeEstimate,
+                         limits: ForecastLimits, resume_overhead: float, draws: int | None = None,
+                         budget: float | None = None) -> tuple[dict[str, float | None], int]:
+    """Each pending job's median forecast over 1, 3, ... up to ``draws`` runs (sets of draws 0, 1,
+    ...; default ``FORECAST_DRAWS``), adding a pair only while the runs so far say it ends within
+    ``budget`` seconds (default ``DRAW_BUDGET_S``); with the number of runs made."""
+    draws = FORECAST_DRAWS if draws is None else draws
+    budget = DRAW_BUDGET_S if budget is None else budget
+    runs: list[dict[str, float | None]] = []
+    began = time.perf_counter()
+    for k in range(draws):
+        if k % 2 == 1:
+            spent = time.perf_counter() - began
+            if spent + 2 * spent / k > budget:
+                break
+        runs.append(forecast_starts(policy, snap, at, with_draw(estimator, k), limits=limits,
+                                    resume_overhead=resume_overhead))
+    if len(runs) % 2 == 0:  # ``draws`` was even: keep the median one of the runs
+        runs.pop()
+    return (runs[0] if len(runs) == 1 else median_starts(runs)), len(runs)

@@ -5,19 +5,24 @@ pending job's remaining run time, which no scheduler knows. Users' time limits
 are the classic answer (Slurm's ``squeue --start``), but limits are padded and
 often absent, so the estimate here prefers history and uses the limit as a cap:
 
-1. the median run time of the owner's last ``window`` finished jobs of the same
-   class and GPU count;
-2. else of the owner's last finished jobs of the same class;
-3. else of everyone's last finished jobs of the same class;
+1. the owner's last ``window`` finished jobs of the same class and GPU count,
+   when there are at least ``min_runs`` of them;
+2. else the owner's last finished jobs of the same class (as many);
+3. else everyone's last finished jobs of the same class (as many);
 4. else the job's time limit, else ``default[class]``.
+
+``min_runs`` is 30: a quantile read from a handful of runs is mostly noise,
+and the wider history does better until the owner's own has that many
+(measured on the forecasts, docs/results.md: 5, 15, 30 and 60 runs).
 
 Whatever the source, a declared time limit caps the estimate (the job is
 stopped there). The *owner* is the job's user, or its tenant when the job
 names no user (the Philly trace has virtual clusters but no users).
 
 A running job that has already worked ``progress`` seconds has a remaining
-time of ``median(r - progress for r in similar runs longer than progress)``:
-the history conditioned on what the job has already survived. When no similar
+time of ``r - progress`` for one ``r`` of the similar runs longer than
+``progress`` (which one: below): the history conditioned on what the job has
+already survived. When no similar
 run lasted that long, the remaining time is the time limit's rest if any,
 else a quarter of the work done so far (at least ``minimum``): a job that has
 outlived its history is taken to be near its end, but not at it.
@@ -26,12 +31,20 @@ A running job that reports its own progress (steps done, total steps) says
 better than any history how long it has left: :class:`WithReported` takes
 those measured remainders and asks the history only for the other jobs.
 
+Which of the similar runs a job is taken to be like is a fixed draw per job
+(``spread``), not the median: a forecast built on medians has every job end at
+the same typical time, and the first of many completions, which decides when
+a waiting job starts, comes far too late. One set of draws is one possible
+future; ``drawn(k)`` gives the same history with the draws of set ``k``, so a
+forecast can take each job's median start over several futures.
+
 Pure: no clock, no randomness, no I/O; the caller feeds finished runs in the
 order they finished.
 """
 
 from __future__ import annotations
 
+import copy
 import zlib
 from bisect import bisect_right
 from collections import deque
@@ -63,6 +76,12 @@ class RuntimeEstimate(Protocol):
         ...
 
 
+def with_draw(estimator: RuntimeEstimate, draw: int) -> RuntimeEstimate:
+    """``estimator.drawn(draw)`` when it draws (``RuntimeEstimator``), else ``estimator`` itself."""
+    drawn = getattr(estimator, "drawn", None)
+    return drawn(draw) if drawn is not None else estimator
+
+
 def owner_of(spec: JobSpec) -> str:
     """The job's user, or its tenant when it names no user."""
     return spec.user or spec.tenant
@@ -71,8 +90,8 @@ def owner_of(spec: JobSpec) -> str:
 class RuntimeEstimator:
     """Run-time estimates from a rolling window of finished jobs (see module doc)."""
 
-    def __init__(self, window: int = 100, default: Mapping[JobClass, float] = DEFAULT_RUNTIME,
-                 minimum: float = 60.0, min_runs: int = 5) -> None:
+    def __init__(self, window: int = 300, default: Mapping[JobClass, float] = DEFAULT_RUNTIME,
+                 minimum: float = 60.0, min_runs: int = 30) -> None:
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.window = window
@@ -81,6 +100,14 @@ class RuntimeEstimator:
         self.min_runs = min_runs
         self._runs: dict[tuple, deque[float]] = {}
         self._ordered: dict[tuple, list[float]] = {}
+        self._draw = 0
+
+    def drawn(self, draw: int) -> RuntimeEstimator:
+        """This estimator with the per-job draws of set ``draw`` (0: the usual ones). It shares
+        the history: runs added to either are seen by both."""
+        other = copy.copy(self)
+        other._draw = draw
+        return other
 
     def add(self, run: FinishedRun) -> None:
         """Learn from one finished job."""
@@ -112,7 +139,7 @@ class RuntimeEstimator:
             runs = self._sorted(*found)
             longer = runs[bisect_right(runs, progress):]
             if longer:
-                rest = longer[int(spread(spec.id) * len(longer))] - progress
+                rest = longer[int(spread(spec.id, self._draw) * len(longer))] - progress
         elif spec.time_limit:
             rest = spec.time_limit - progress if spec.time_limit > progress else None
         elif self.default[spec.job_class] > progress:
@@ -130,9 +157,10 @@ class RuntimeEstimator:
         return cached
 
 
-def spread(job_id: str) -> float:
-    """A fixed number in [0, 1) per job id, evenly spread over many ids (CRC-32)."""
-    return zlib.crc32(job_id.encode()) / 2**32
+def spread(job_id: str, draw: int = 0) -> float:
+    """A fixed number in [0, 1) per job id and set of draws, evenly spread over many ids (CRC-32)."""
+    key = job_id if not draw else f"{draw}:{job_id}"
+    return zlib.crc32(key.encode()) / 2**32
 
 
 class WithReported:
@@ -143,6 +171,11 @@ class WithReported:
     def __init__(self, fallback: RuntimeEstimate, reported: Mapping[str, float]) -> None:
         self.fallback = fallback
         self.reported = dict(reported)
+
+    def drawn(self, draw: int) -> WithReported:
+        """The fallback's draws of set ``draw`` (``RuntimeEstimator.drawn``); the measured
+        remainders are the same in every set."""
+        return WithReported(with_draw(self.fallback, draw), self.reported)
 
     def remaining(self, spec: JobSpec, progress: float) -> float:
         """The measured remainder of ``spec`` if it has one, else the fallback's (> 0 either way)."""

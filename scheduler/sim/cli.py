@@ -29,7 +29,7 @@ from scheduler.sim.morphling import TESTBED, load_morphling
 from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table
 from scheduler.core.fairshare import DEFAULT_HALF_LIFE
 from scheduler.sim.fairness import DEFAULT_WINDOW
-from scheduler.sim.eta import waited_count, write_eta_csv
+from scheduler.sim.eta import DEFAULT_DRAWS, waited_count, write_eta_csv
 from scheduler.sim.jobs_csv import write_jobs_csv
 from scheduler.sim.shares import load_shares
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="forecast the start of K jobs drawn at random at their submission, with only what was "
                         "known then, and compare with their actual start (JSON: eta)")
     p.add_argument("--eta-seed", type=int, default=0, help="seed of the --eta-sample draw (default 0)")
+    p.add_argument("--eta-draws", type=int, default=DEFAULT_DRAWS, metavar="N",
+                   help=f"with --eta-sample: each forecast is the median start over N runs with their own "
+                        f"run-time draws (odd; default {DEFAULT_DRAWS}; 1: one run)")
     p.add_argument("--eta-csv", metavar="FILE",
                    help="with --eta-sample: write each forecast (policy, job_id, job_class, submit_time, "
                         "forecast_start, actual_start)")
@@ -212,13 +215,14 @@ def _fair_share(args: argparse.Namespace) -> dict:
     return {"shares": shares, "half_life": half_life}
 
 
-def _eta(args: argparse.Namespace) -> tuple[int, int] | None:
-    """``(K, seed)`` of ``--eta-sample``/``--eta-seed``; None when not asked."""
+def _eta(args: argparse.Namespace) -> tuple[int, int, int] | None:
+    """``(K, seed, draws)`` of ``--eta-sample``/``--eta-seed``/``--eta-draws``; None when not asked."""
     if args.eta_sample is None:
         _check(args.eta_csv is None, "--eta-csv applies only with --eta-sample")
         return None
     _check(args.eta_sample >= 1, f"--eta-sample must be >= 1, got {args.eta_sample}")
-    return args.eta_sample, args.eta_seed
+    _check(args.eta_draws >= 1 and args.eta_draws % 2 == 1, f"--eta-draws must be an odd number >= 1, got {args.eta_draws}")
+    return args.eta_sample, args.eta_seed, args.eta_draws
 
 
 def _eta_line(run: RunResult) -> str:

@@ -23,6 +23,14 @@ than the horizon, or never: a held job whose hold the forecast cannot lift).
 Fair share: the snapshot's tenant usage is kept as it is at ``now`` for the
 whole forecast (the forecast does not age or charge usage).
 
+Several futures: each job's run time is one draw from its owner's history
+(``scheduler.core.runtime_estimate``), so one run is one possible future and
+its starts are as spread as the futures are. With ``draws`` = K > 1 the run is
+made K times, with the sets of draws 0 to K - 1 (``with_draw``), and a job's
+forecast is the median of its K starts (``median_starts``): the point that
+errs least in absolute terms over the futures the history allows. K = 1 is one
+run with the estimator as given.
+
 Pure: no clock, no randomness, no I/O. The input snapshot is never mutated.
 """
 
@@ -37,7 +45,7 @@ from scheduler.core.decisions import Reason
 from scheduler.core.dependencies import Outcome, awaited
 from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
 from scheduler.core.policy import Policy
-from scheduler.core.runtime_estimate import RuntimeEstimate
+from scheduler.core.runtime_estimate import RuntimeEstimate, with_draw
 from scheduler.sim.dependencies import DependencyTracker
 from scheduler.sim.engine import Simulator
 from scheduler.sim.job_state import COMPLETE, PENDING, PREEMPTING, RUNNING, VACATE, LiveRunningJob, SimJobState
@@ -255,16 +263,37 @@ class ForecastRun(Simulator):
 
 def forecast_starts(policy: Policy, snapshot: Snapshot, now: float, estimator: RuntimeEstimate,
                     targets: Iterable[str] | None = None, limits: ForecastLimits = ForecastLimits(),
-                    resume_overhead: float = SimConfig().resume_overhead) -> dict[str, float | None]:
+                    resume_overhead: float = SimConfig().resume_overhead, draws: int = 1,
+                    ) -> dict[str, float | None]:
     """Forecast start time of each target pending job (default: all) of
-    ``snapshot`` at ``now`` under ``policy``; see the module docstring.
+    ``snapshot`` at ``now`` under ``policy``; see the module docstring. With
+    ``draws`` > 1, each job's median start over that many runs, each with its
+    own set of run-time draws (``draws`` must be odd, so that a median is one of them).
 
     Every forecast is ``>= now``. Raises ``ValueError`` for a snapshot that is
-    inconsistent (a job twice, a placement over a node's capacity) and
-    ``SimulationError`` for a policy bug.
+    inconsistent (a job twice, a placement over a node's capacity) or an even
+    ``draws``, and ``SimulationError`` for a policy bug.
     """
-    run = ForecastRun(policy, snapshot, now, estimator, resume_overhead, limits)
-    return run.forecast(targets)
+    if draws < 1 or draws % 2 == 0:
+        raise ValueError(f"draws must be an odd number >= 1, got {draws}")
+    targets = None if targets is None else list(targets)
+    estimators = [estimator] if draws == 1 else [with_draw(estimator, k) for k in range(draws)]
+    runs = [ForecastRun(policy, snapshot, now, e, resume_overhead, limits).forecast(targets) for e in estimators]
+    return runs[0] if draws == 1 else median_starts(runs)
+
+
+def median_starts(runs: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Each job's median forecast over ``runs`` (an odd number of forecasts of the same jobs); a
+    start past the limits (None) counts as later than any, so the median is None when more than
+    half the runs found none."""
+    if not runs or len(runs) % 2 == 0:
+        raise ValueError(f"need an odd number of runs, got {len(runs)}")
+    middle = len(runs) // 2
+    out: dict[str, float | None] = {}
+    for jid in runs[0]:
+        starts = sorted(math.inf if (t := run.get(jid)) is None else t for run in runs)
+        out[jid] = None if starts[middle] == math.inf else starts[middle]
+    return out
 
 
 def queue_positions(snapshot: Snapshot) -> dict[str, int]:
@@ -279,4 +308,4 @@ def queue_positions(snapshot: Snapshot) -> dict[str, int]:
 
 
 __all__ = ["DEFAULT_HORIZON", "DEFAULT_MAX_BATCHES", "ForecastLimits", "ForecastRun", "SimulationError",
-           "forecast_starts", "freeze"]
+           "forecast_starts", "freeze", "median_starts"]

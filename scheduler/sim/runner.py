@@ -193,12 +193,13 @@ def run_policy(
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
     policy: Policy | None = None,
-    eta: tuple[int, int] | None = None,
+    eta: tuple[int, int, int] | None = None,
 ) -> RunResult:
     """Simulate one policy (built from ``spec`` unless given) and summarise it.
 
-    ``eta = (K, seed)``: forecast start times at K seeded submissions during
-    the run (``scheduler.sim.eta``); the forecasts add to ``wall_seconds``."""
+    ``eta = (K, seed, draws)``: forecast start times at K seeded submissions during
+    the run, each the median of ``draws`` runs (``scheduler.sim.eta``); the forecasts
+    add to ``wall_seconds``."""
     policy = policy if policy is not None else build_policy(spec, config.resume_overhead, config.reconfigure_overhead)
     # The attempt log feeds the per-tenant results and the fair-share attainment.
     config = replace(config, record_attempts=True)
@@ -207,7 +208,7 @@ def run_policy(
     if eta is None:
         sim = simulate(policy, nodes, workload.jobs, config, progress)
     else:
-        sim, samples = sample_run(policy, nodes, workload.jobs, config, eta[0], eta[1])
+        sim, samples = sample_run(policy, nodes, workload.jobs, config, eta[0], eta[1], draws=eta[2])
     wall = time.perf_counter() - t0
     span = makespan(sim.outcomes)
     return RunResult(
@@ -229,7 +230,7 @@ def run_all(
     nodes: Sequence[NodeCapacity],
     config: SimConfig = SimConfig(),
     progress_for: Callable[[str], ProgressCallback | None] | None = None,
-    eta: tuple[int, int] | None = None,
+    eta: tuple[int, int, int] | None = None,
 ) -> list[RunResult]:
     """Every policy on the identical workload and cluster, in the given order.
 

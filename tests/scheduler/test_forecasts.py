@@ -81,7 +81,7 @@ def test_a_queued_job_waits_for_the_running_job_to_reach_its_time_limit(
 
 def test_history_of_the_owner_replaces_the_class_default(alice, nodes, store) -> None:
     nodes(("n1", 1))
-    for i in range(6):
+    for i in range(30):  # the estimator trusts an owner's history from 30 runs on
         finish(submit(alice, f"old{i}"), 120.0)
     estimator = forecasts.history_estimator()
     spec_user = str(alice.pk)
@@ -163,3 +163,30 @@ def test_an_array_task_held_by_its_limit_is_forecast_when_a_running_task_ends(
     got = forecast_store.read([t.pk for t in tasks[1:]])
     assert got[tasks[1].pk].start == pytest.approx(started + 300, abs=1.0)
     assert got[tasks[2].pk].start == pytest.approx(started + 600, abs=1.0)
+
+
+def test_a_small_cluster_s_forecast_is_the_median_over_every_draw_and_a_slow_one_makes_one_run(
+        alice, nodes, store, heard, monkeypatch) -> None:
+    nodes(("n1", 2))
+    for i in range(30):
+        finish(submit(alice, f"old{i}", num_gpus=2), 60.0 * (i + 1))
+    jobs = [submit(alice, f"p{i}", num_gpus=2) for i in range(3)]
+    now = timezone.now()
+    report = forecasts.recompute(now, limits=ForecastLimits(step=0.0))
+    assert report.draws == forecasts.FORECAST_DRAWS
+    # The stored forecasts are the median of the runs with the sets of draws 0 to 6.
+    from scheduler import snapshot
+    from scheduler.core.runtime_estimate import with_draw
+    from scheduler.sim.forecast import forecast_starts, median_starts
+
+    cycle = snapshot.build(now)
+    est = forecasts.history_estimator()
+    runs = [forecast_starts(loop.current_policy(explain=False), cycle.snapshot, now.timestamp(), with_draw(est, k),
+                            limits=ForecastLimits(step=0.0)) for k in range(forecasts.FORECAST_DRAWS)]
+    assert len({tuple(sorted(r.items())) for r in runs}) > 1  # the draws are different futures
+    expected = median_starts(runs)
+    got = forecast_store.read([j.pk for j in jobs])
+    assert {j.pk: got[j.pk].start for j in jobs} == {j.pk: pytest.approx(expected[str(j.pk)]) for j in jobs}
+
+    monkeypatch.setattr(forecasts, "DRAW_BUDGET_S", 0.0)  # as if one run took the whole budget
+    assert forecasts.recompute(now).draws == 1

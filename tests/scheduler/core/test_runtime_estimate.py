@@ -9,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.model import JobClass, JobSpec
-from scheduler.core.runtime_estimate import DEFAULT_RUNTIME, FinishedRun, RuntimeEstimator, owner_of, spread
+from scheduler.core.runtime_estimate import (
+    DEFAULT_RUNTIME,
+    FinishedRun,
+    RuntimeEstimator,
+    WithReported,
+    owner_of,
+    spread,
+    with_draw,
+)
 
 BE, TE = JobClass.BE, JobClass.TE
 
@@ -99,3 +107,33 @@ def test_a_measured_remainder_replaces_the_history_for_that_job_only():
     assert measured.remaining(spec("j", limit=100.0), 50.0) == 50.0  # the time limit still caps it
     assert measured.remaining(spec("done"), 10.0) == 1.0  # at its end: one second, as every estimate
     assert measured.remaining(spec("other"), 0.0) == est.remaining(spec("other"), 0.0) == DEFAULT_RUNTIME[BE]
+
+
+def test_each_set_of_draws_takes_its_own_similar_run_per_job_and_shares_the_history():
+    est = RuntimeEstimator(min_runs=3)
+    learn(est, "alice", BE, 1, [100.0 * (i + 1) for i in range(50)])
+    jobs = [spec(f"j{i}") for i in range(40)]
+    usual = [est.total(j) for j in jobs]
+    assert [est.drawn(0).total(j) for j in jobs] == usual  # set 0 is the usual draw
+    other = est.drawn(3)
+    assert [other.total(j) for j in jobs] != usual and [est.drawn(3).total(j) for j in jobs] == [other.total(j) for j in jobs]
+    assert {other.total(j) for j in jobs} <= {100.0 * (i + 1) for i in range(50)}  # always one of the similar runs
+    learn(other, "bob", TE, 2, [7.0] * 5)  # the history is shared
+    assert est.total(spec(cls=TE, gpus=2, user="bob")) == 7.0
+    assert spread("j1", 0) == spread("j1") != spread("j1", 1)
+
+
+def test_draws_pass_through_measured_remainders_and_leave_other_estimators_alone():
+    est = RuntimeEstimator(min_runs=3)
+    learn(est, "alice", BE, 1, [100.0 * (i + 1) for i in range(50)])
+    measured = WithReported(est, {"j0": 42.0})
+    drawn = with_draw(measured, 5)
+    assert drawn.remaining(spec("j0"), 0.0) == 42.0
+    assert drawn.remaining(spec("j1"), 0.0) == est.drawn(5).remaining(spec("j1"), 0.0)
+
+    class Fixed:
+        def remaining(self, spec, progress):  # noqa: ANN001, ANN202
+            return 5.0
+
+    fixed = Fixed()
+    assert with_draw(fixed, 2) is fixed

@@ -16,6 +16,8 @@ SMALL = ["--workload", "synthetic", "--jobs", "80", "--cluster", "4x4", "--no-pr
     (["--eta-sample", "0"], "--eta-sample must be >= 1"),
     (["--eta-sample", "x"], "invalid int value"),
     (["--eta-csv", "out.csv"], "--eta-csv applies only with --eta-sample"),
+    (["--eta-sample", "5", "--eta-draws", "4"], "--eta-draws must be an odd number >= 1, got 4"),
+    (["--eta-sample", "5", "--eta-draws", "0"], "--eta-draws must be an odd number >= 1, got 0"),
 ])
 def test_bad_eta_options_exit_2_naming_the_option(capsys, argv, fragment):
     assert main(["--policy", "fitgpp", *SMALL, *argv]) == 2

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from scheduler.core.dependencies import parse
 from scheduler.core.model import JobClass, JobSpec
 from scheduler.core.policy import make_policy, policy_names
-from scheduler.core.runtime_estimate import RuntimeEstimator
+from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimator, with_draw
 from scheduler.sim.eta import sample_run
-from scheduler.sim.forecast import ForecastLimits, forecast_starts, freeze, queue_positions
+from scheduler.sim.forecast import ForecastLimits, forecast_starts, freeze, median_starts, queue_positions
 from scheduler.sim.cluster import make_nodes
 from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
@@ -181,3 +181,26 @@ def test_an_array_with_a_limit_starts_its_held_tasks_as_its_running_ones_end():
     # Two at once on 8 free GPUs: a2 when a0 ends (100), a3 when a1 ends (200), a4 when a2 ends (100 + 300).
     assert out == {"a2": 100.0, "a3": 200.0, "a4": 400.0}
     assert s == before
+
+
+def test_the_median_of_several_futures_counts_a_start_past_the_limits_as_latest():
+    runs = [{"a": 10.0, "b": None, "c": 5.0}, {"a": 30.0, "b": 7.0, "c": None}, {"a": 20.0, "b": None, "c": 6.0}]
+    assert median_starts(runs) == {"a": 20.0, "b": None, "c": 6.0}
+    for bad in ([], runs[:2]):
+        with pytest.raises(ValueError, match="odd number of runs"):
+            median_starts(bad)
+
+
+def test_a_forecast_over_several_draws_is_each_job_s_median_start_over_them():
+    est = RuntimeEstimator(min_runs=3)
+    for r in range(60):
+        est.add(FinishedRun("alice", JobClass.BE, 1, 60.0 * (1 + r % 30)))
+    s = snap(nodes(("n1", 4)), running=[run(f"r{i}", {"n1": 1}, user="alice") for i in range(4)],
+             pending=[pend(f"p{i}", 1 + i % 3, submit=float(i), user="alice") for i in range(6)])
+    limits = ForecastLimits(step=0.0)
+    single = [forecast_starts(make_policy("fitgpp"), s, 10.0, with_draw(est, k), limits=limits) for k in range(5)]
+    assert len({tuple(sorted(f.items())) for f in single}) > 1  # the draws are different futures
+    assert forecast_starts(make_policy("fitgpp"), s, 10.0, est, limits=limits, draws=5) == median_starts(single)
+    assert forecast_starts(make_policy("fitgpp"), s, 10.0, est, limits=limits, draws=1) == single[0]
+    with pytest.raises(ValueError, match="draws must be an odd number"):
+        forecast_starts(make_policy("fitgpp"), s, 10.0, est, draws=2)
