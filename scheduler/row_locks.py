@@ -20,6 +20,7 @@ set to 0, locks wait as long as it takes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -39,6 +40,11 @@ BRIEF_WAIT_MS = 50
 
 #: The kinds of statement (``what``) whose last attempt in this process passed over a held row.
 _held_before: set[str] = set()
+
+#: While rows of a kind stay held, a warning is logged at most this often (the other cycles that pass
+#: over them log at debug level), so a row held for hours does not write a warning every cycle.
+WARN_EVERY_S = 60.0
+_warned_at: dict[str, float] = {}
 
 
 def wait_limit_ms() -> int:
@@ -61,6 +67,20 @@ def passed_over(what: str, held: bool) -> None:
         _held_before.add(what)
     else:
         _held_before.discard(what)
+        _warned_at.pop(what, None)
+
+
+def _log_passed_over(what: str, waited_ms: int) -> None:
+    """A warning when rows of kind ``what`` are first passed over and every ``WARN_EVERY_S`` while
+    they stay held; debug lines in between."""
+    now = time.monotonic()
+    last = _warned_at.get(what)
+    if last is None or now - last >= WARN_EVERY_S:
+        _warned_at[what] = now
+        log.warning("%s held by another transaction for over %g s: passed over in this cycle%s", what,
+                    waited_ms / 1000, "" if last is None else " (still held; said again every %g s)" % WARN_EVERY_S)
+    else:
+        log.debug("%s still held by another transaction: passed over in this cycle", what)
 
 
 def is_lock_timeout(exc: BaseException) -> bool:
@@ -132,8 +152,7 @@ def locked(rows: QuerySet, *, of: tuple[str, ...] = (), what: str = "rows",
                 raise
     free = list(rows.select_for_update(of=of, skip_locked=True))
     passed_over(what, True)
-    log.warning("%s held by another transaction for over %g s: passed over in this cycle",
-                what, (limit if wait else wait_limit_ms()) / 1000)
+    _log_passed_over(what, limit if wait else wait_limit_ms())
     return free, True
 
 

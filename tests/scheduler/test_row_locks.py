@@ -39,8 +39,10 @@ def holder(settings) -> Iterator[psycopg.Connection]:  # noqa: ANN001
 def no_row_held_before() -> Iterator[None]:
     """Each test starts with no kind of statement marked as having passed over a row."""
     row_locks._held_before.clear()  # noqa: SLF001
+    row_locks._warned_at.clear()  # noqa: SLF001
     yield
     row_locks._held_before.clear()  # noqa: SLF001
+    row_locks._warned_at.clear()  # noqa: SLF001
 
 
 def _hold(conn: psycopg.Connection, table: str, pk: int) -> None:
@@ -93,6 +95,32 @@ def test_while_a_row_stays_held_statements_of_its_kind_wait_briefly_then_fully_a
     holder.rollback()
     assert lock()[:2] == ([j.pk for j in jobs], False)
     assert row_locks.limit_ms("job rows") == 1000 * WAIT_S
+
+
+def test_a_row_that_stays_held_is_warned_about_once_a_minute_not_every_cycle(holder, caplog, monkeypatch) -> None:  # noqa: ANN001
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(2)]
+    rows_of = Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk").values_list("pk", flat=True)
+    _hold(holder, "scheduler_job", jobs[0].pk)
+    clock = [1000.0]
+    monkeypatch.setattr(row_locks.time, "monotonic", lambda: clock[0])
+
+    def warnings_after_a_cycle(seconds_later: float) -> list[str]:
+        clock[0] += seconds_later
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="scheduler.apply"), transaction.atomic():
+            row_locks.locked(rows_of, what="job rows")
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    assert warnings_after_a_cycle(0) == ["job rows held by another transaction for over 0.5 s: passed over in this cycle"]
+    assert warnings_after_a_cycle(5) == [] and warnings_after_a_cycle(5) == []  # debug lines only
+    assert warnings_after_a_cycle(row_locks.WARN_EVERY_S) == [
+        "job rows held by another transaction for over 0.05 s: passed over in this cycle (still held; said again "
+        "every 60 s)"]
+    holder.rollback()
+    assert warnings_after_a_cycle(5) == []
+    _hold(holder, "scheduler_job", jobs[1].pk)  # held again later: said at once
+    assert len(warnings_after_a_cycle(5)) == 1
 
 
 def test_a_row_released_within_the_limit_is_waited_for(holder, settings) -> None:  # noqa: ANN001
