@@ -32,8 +32,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduler import announce, forecast_store, loop, measured, snapshot
-from scheduler.core.model import JobClass
-from scheduler.core.model import Snapshot
+from scheduler.core.model import JobClass, Snapshot
 from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, with_draw
 from scheduler.models import Job, JobState
