@@ -14,7 +14,7 @@ has its remaining time measured instead of estimated (``scheduler.measured``).
 Each forecast is the median start over up to ``FORECAST_DRAWS`` runs with their own
 run-time draws (``scheduler.sim.forecast``, "Several futures"), as many as fit in
 ``DRAW_BUDGET_S`` seconds: all of them on a cluster of tens of nodes, one run at a
-thousand nodes with ten thousand jobs waiting, where one run takes about a second.
+thousand nodes with ten thousand jobs waiting, where one run takes most of a second.
 
 It runs as the Celery task ``scheduler.recompute_forecasts``, asked for after
 every scheduling cycle and debounced to at most two runs per
@@ -47,8 +47,11 @@ FINISHED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT)
 #: Runs per forecast at most (odd): each job's forecast is its median start over them.
 FORECAST_DRAWS = 7
 #: No further pair of runs is started once it would take the forecast past this many seconds
-#: (judged from the runs so far), so a large cluster's recomputation stays one run long.
-DRAW_BUDGET_S = 1.0
+#: (judged from the runs so far). Forecasts are recomputed up to twice per FORECAST_INTERVAL_S (3 s)
+#: while jobs come and go, so this bounds what the extra runs cost a worker to about a sixth of a
+#: core; a queue of a thousand jobs on a small cluster still gets all seven (about 0.15 s), a
+#: thousand nodes with ten thousand jobs waiting one.
+DRAW_BUDGET_S = 0.25
 
 
 @dataclass(frozen=True)
