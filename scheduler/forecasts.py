@@ -48,10 +48,11 @@ FINISHED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT)
 FORECAST_DRAWS = 7
 #: No further pair of runs is started once it would take the forecast past this many seconds
 #: (judged from the runs so far). Forecasts are recomputed up to twice per FORECAST_INTERVAL_S (3 s)
-#: while jobs come and go, so this bounds what the extra runs cost a worker to about a sixth of a
-#: core; a queue of a thousand jobs on a small cluster still gets all seven (about 0.15 s), a
-#: thousand nodes with ten thousand jobs waiting one.
-DRAW_BUDGET_S = 0.25
+#: while jobs come and go, so the extra runs must stay cheap: with a budget of 0.25 s, and still with
+#: 0.1 s, a burst of 1,000 single submissions cost the worker 0.3-0.5 ms more CPU per job
+#: (docs/results.md). With 0.05 s, up to about 300 jobs waiting on a small cluster get all seven
+#: runs, and a queue of a thousand, or a thousand nodes, one.
+DRAW_BUDGET_S = 0.05
 
 
 @dataclass(frozen=True)
