@@ -152,7 +152,7 @@ def locked(rows: QuerySet, *, of: tuple[str, ...] = (), what: str = "rows",
                 raise
     free = list(rows.select_for_update(of=of, skip_locked=True))
     passed_over(what, True)
-    _log_passed_over(what, limit if wait else wait_limit_ms())
+    _log_passed_over(what, limit)  # with wait=False, the limit the caller waited with
     return free, True
 
 
