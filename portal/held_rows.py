@@ -3,10 +3,11 @@
 The web server's sessions give up waiting for a row lock after ``DATABASE_LOCK_WAIT_S`` seconds
 (``portal.database.lock_wait_option``): PostgreSQL fails the statement with SQLSTATE 55P03 and the
 transaction it ran in is rolled back, so the change it was part of is not written (a submission, a
-cancellation, a form's save: each one transaction; cancelling an array is one per task, and the tasks
-cancelled before the held one stay cancelled). Sending the request again is safe. This middleware turns that error
-into ``503 Service Unavailable`` with ``Retry-After``: JSON ``{"detail": ...}`` under ``/api/``, a
-short page elsewhere. Any other database error goes on to Django's usual handling.
+cancellation, an admin form's save: each one transaction; cancelling an array is one per task, and
+the tasks cancelled before the held one stay cancelled). Sending the request again is safe. This
+middleware turns that error into ``503 Service Unavailable`` with ``Retry-After``: JSON
+``{"detail": ...}`` under ``/api/``, a short page elsewhere. Any other database error goes on to
+Django's usual handling.
 """
 
 from __future__ import annotations
