@@ -56,7 +56,8 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
             # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
             announce.jobs_changed(batch)
         written += changed
-    row_locks.passed_over(PENDING_ROWS, held)  # the next cycle's batches wait briefly while a row stays held
+    if ids:  # the next cycle's batches wait briefly while a row stays held
+        row_locks.passed_over(PENDING_ROWS, held)
     return written
 
 
