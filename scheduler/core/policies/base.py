@@ -29,10 +29,12 @@ from typing import Sequence
 
 from scheduler.core.decisions import Decision, Pend, Reason, Start
 from scheduler.core.model import PendingJob, Placement, Snapshot
-from scheduler.core.fair_queue import FairView, reclaim
+from scheduler.core.fair_queue import FairView
+from scheduler.core.fair_reclaim import reclaim
 from scheduler.core.placement import FreeCapacity, per_unit
 from scheduler.core.queue_order import by_priority, uniform_priority
-from scheduler.core.reservation import Reservation, capacity_units, reserve
+from scheduler.core.policies.starvation import NO_NODES, StarvationGuard, free_outside
+from scheduler.core.reservation import Reservation, capacity_units
 
 DEFAULT_STARVATION_THRESHOLD = 6 * 3600.0
 """Seconds the oldest BE job may wait before it gets a reservation. Six hours:
@@ -46,8 +48,6 @@ it can be stopped again, and short next to the hours a BE job runs."""
 
 DEFAULT_RECLAIM_MAX_PREEMPTIONS = 3
 """Preemption limit of reclaim for policies without their own ``max_preemptions``."""
-
-NO_NODES: frozenset[str] = frozenset()
 
 _REASONS = {r.value: r for r in Reason} | {r.name: r for r in Reason}
 
@@ -213,8 +213,7 @@ class QueuePolicy:
             be = by_priority(pending, uniform)
         skip = {p.spec.id for p in te} if te else None
         cyc.te_queue = te
-        # The oldest job starves, whatever its priority: arrival order here.
-        guard = self.starving(cyc, pending, skip)
+        guard = self.starving(cyc, pending, skip, fair, be)
         if te:
             self.te_pass(cyc, te, guard)
         self.be_pass(cyc, be, skip, guard)
@@ -230,9 +229,19 @@ class QueuePolicy:
 
     # --- anti-starvation ------------------------------------------------------
 
-    def starving(self, cyc: Cycle, pending: Sequence[PendingJob], skip: set[str] | None) -> "StarvationGuard | None":
-        """A guard for the oldest eligible job of the BE queue when it has
-        waited past the threshold (its reservation is computed only if needed)."""
+    def starving(self, cyc: Cycle, pending: Sequence[PendingJob], skip: set[str] | None,
+                 fair: FairView | None = None, be: Sequence[PendingJob] = ()) -> StarvationGuard | None:
+        """A guard for the job the cycle may reserve nodes for: with fair share
+        on, the head of the fair order ``be`` when it keeps its tenant within its
+        entitlement (``scheduler.core.fair_queue``); else the oldest eligible
+        job of the BE queue when it has waited past the threshold, whatever its
+        priority (arrival order). Its reservation is computed only if needed."""
+        if fair is not None:
+            head = fair.head_within(be, skip)
+            if head is not None:
+                t = head.spec.tenant or "(none)"
+                return StarvationGuard(cyc, head, f"fair share: tenant {t} holds {fair.alloc.get(head.spec.tenant, 0):g} "
+                                                  f"GPUs, below its entitlement of {fair.entitled[head.spec.tenant]:.3g}")
         if self.starvation_threshold is None:
             return None
         for job in pending:
@@ -303,7 +312,8 @@ class QueuePolicy:
                         blocked = reservation.nodes
                         usable = free_outside(cap, blocked)
                     if explain:
-                        msg = self._reserved_for_message(reservation) if reservation else cyc.resources_message(job)
+                        msg = (self._reserved_for_message(reservation, guard.why)  # type: ignore[union-attr]
+                               if reservation else cyc.resources_message(job))
                         cyc.pend(job, Reason.RESOURCES, msg)
             elif spec.num_gpus <= usable and (placement := cap.place(spec, blocked)) is not None:
                 cyc.start(job, placement)
@@ -353,47 +363,14 @@ class QueuePolicy:
                     verdicts[shape] = verdict
             append(Pend(spec.id, verdict[0], verdict[1]))
 
-    def _reserved_for_message(self, r: Reservation) -> str:
+    def _reserved_for_message(self, r: Reservation, why: str | None = None) -> str:
         nodes = ", ".join(sorted(r.nodes))
-        return (
-            f"waited {duration_text(r.waited)}, over the {duration_text(self.starvation_threshold or 0.0)} "
-            f"starvation threshold: {nodes} reserved for it; no other job of its queue starts there until it does"
-        )
+        if why is None:
+            why = (f"waited {duration_text(r.waited)}, over the {duration_text(self.starvation_threshold or 0.0)} "
+                   f"starvation threshold")
+        return f"{why}: {nodes} reserved for it; no other job of its queue starts there until it does"
 
     @staticmethod
     def _blocked_message(r: Reservation) -> str:
         nodes = ", ".join(sorted(r.nodes))
         return f"would fit only on {nodes}, reserved for job {r.job_id} which has waited {duration_text(r.waited)}"
-
-
-def free_outside(cap: FreeCapacity, blocked: frozenset[str]) -> int:
-    """Free GPUs on the nodes not in ``blocked``."""
-    gpus = cap.gpus
-    return cap.total_gpus - sum(g for n in blocked if (g := gpus[n]) > 0)
-
-
-class StarvationGuard:
-    """The oldest eligible BE job, past the starvation threshold. Its
-    reservation is computed at most once per cycle, and only when asked: while
-    the job fits, or while nothing else could start anyway, it is not needed."""
-
-    __slots__ = ("cyc", "job", "_done", "_reservation")
-
-    def __init__(self, cyc: Cycle, job: PendingJob) -> None:
-        self.cyc = cyc
-        self.job = job
-        self._done = False
-        self._reservation: Reservation | None = None
-
-    def reservation(self) -> Reservation | None:
-        """The reservation, or None if the job fits now or never can."""
-        if not self._done:
-            self._done = True
-            cyc = self.cyc
-            if cyc.cap.place(self.job.spec) is None:
-                self._reservation = reserve(self.job, cyc.snapshot.nodes, cyc.cap, cyc.snapshot.running, cyc.now)
-        return self._reservation
-
-    def avoid(self) -> frozenset[str]:
-        r = self.reservation()
-        return r.nodes if r is not None else NO_NODES

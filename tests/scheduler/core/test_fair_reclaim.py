@@ -1,0 +1,85 @@
+"""Fair-share reclaim: the threshold below which a tenant reclaims, and the
+overshoot that lets an indivisible job bring its tenant closer to its part."""
+
+from __future__ import annotations
+
+from scheduler.core.decisions import Pend, Preempt, Reason
+from scheduler.core.fair_queue import FairView
+from scheduler.core.fair_reclaim import RECLAIM_BELOW, _overshoots_closer
+from scheduler.core.fairshare import TenantUsage
+from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.policy import make_policy
+
+NOW = 100_000.0
+
+
+def pend(jid: str, gpus: int, tenant: str) -> PendingJob:
+    return PendingJob(JobSpec(jid, JobClass.BE, gpus, 0.0, tenant=tenant))
+
+
+def run(jid: str, node: str, gpus: int, tenant: str, grace: float = 30.0) -> RunningJob:
+    spec = JobSpec(jid, JobClass.BE, gpus, 0.0, grace_period=grace, tenant=tenant)
+    return RunningJob(spec, Placement.of({node: gpus}), NOW - 3600, NOW - 3600)
+
+
+def reclaimed(nodes, running, pending, names=("a", "b")) -> dict[str, str]:
+    tenants = {t: TenantUsage(1.0, 0.0) for t in names}
+    out = make_policy("fitgpp").decide(Snapshot(nodes, running, pending, tenants=tenants), NOW)
+    return {d.job_id: d.for_job for d in out if isinstance(d, Preempt) and d.reason is Reason.PREEMPTED_FOR_PRIORITY}
+
+
+def test_a_tenant_near_its_entitlement_does_not_reclaim():
+    # 20 GPUs, a and b backlogged: 10 each. b holds 9 (0.9 of its part) and wants 1 more: no preemption.
+    nodes = [NodeCapacity("n1", 10), NodeCapacity("n2", 10)]
+    running = [run(f"a{i}", "n1", 1, "a") for i in range(10)] + [run("a10", "n2", 1, "a")]
+    running += [run(f"b{i}", "n2", 1, "b") for i in range(9)]
+    pending = [pend("b-next", 1, "b"), pend("b-more", 2, "b"), pend("a-next", 1, "a")]
+    assert RECLAIM_BELOW < 0.9
+    assert reclaimed(nodes, running, pending) == {}
+    # Holding 8 (0.8 of its part), it takes one GPU back from a, which borrows two.
+    running = [r for r in running if r.spec.id != "b8"] + [run("a11", "n2", 1, "a")]
+    assert reclaimed(nodes, running, pending) == {"a0": "b-next"}
+
+
+def two_tenants_one_short():
+    # 16 GPUs on two nodes, entitlement 8 each. b holds 2; a holds 14 (borrows 6). b's next job needs 8:
+    # it takes b beyond its part (10), yet closer to it (|10 - 8| < |2 - 8|).
+    nodes = [NodeCapacity("n1", 8), NodeCapacity("n2", 8)]
+    running = [run("b0", "n1", 2, "b")] + [run(f"a{i}", "n1", 2, "a", grace=5.0) for i in range(3)]
+    running += [run(f"a{i}", "n2", 2, "a", grace=60.0) for i in range(3, 7)]
+    return nodes, running
+
+
+def test_an_indivisible_job_that_brings_its_tenant_closer_reclaims_a_whole_node():
+    nodes, running = two_tenants_one_short()
+    out = reclaimed(nodes, running, [pend("b-big", 8, "b"), pend("a-more", 2, "a")])
+    # n1 cannot hold it (b0 is not a's to give): all of a's jobs on n2, and a keeps 6 > b's level of 2.
+    assert out == {f"a{i}": "b-big" for i in range(3, 7)}
+
+
+def test_an_overshoot_must_bring_its_tenant_closer_to_its_part_from_far_below():
+    # 16 GPUs, a and b backlogged: 8 each; b holds ``held`` and asks for ``gpus`` more.
+    def closer(held: int, gpus: int) -> bool:
+        running = [run("a0", "n1", 8, "a")] + ([run("b0", "n2", held, "b")] if held else [])
+        snap = Snapshot([NodeCapacity("n1", 8), NodeCapacity("n2", 8)], running,
+                        [pend("a1", 8, "a"), pend("b1", 16, "b")], tenants={"a": TenantUsage(), "b": TenantUsage()})
+        return _overshoots_closer(FairView(snap, snap.tenants), pend("job", gpus, "b"))
+
+    assert closer(2, 8)  # 10 is nearer 8 than 2 is
+    assert not closer(4, 8)  # 12 is as far from 8 as 4: no gain for a preemption
+    assert not closer(2, 6)  # within the part: the ordinary reclaim serves it
+
+
+def test_one_overshoot_per_cycle_and_its_job_is_told_why_it_waits():
+    # 24 GPUs, three tenants (8 each); a holds 20, b and c hold 2 each and both want 8.
+    nodes = [NodeCapacity(f"n{i}", 8) for i in range(3)]
+    running = [run("b0", "n0", 2, "b"), run("c0", "n0", 2, "c")] + [run("a-n0", "n0", 4, "a")]
+    running += [run(f"a{n}{i}", n, 2, "a") for n in ("n1", "n2") for i in range(4)]
+    tenants = {t: TenantUsage(1.0, 0.0) for t in "abc"}
+    pending = [pend("b-big", 8, "b"), pend("c-big", 8, "c"), pend("a-more", 2, "a")]
+    out = make_policy("fitgpp").decide(Snapshot(nodes, running, pending, tenants=tenants), NOW)
+    served = {d.for_job for d in out if isinstance(d, Preempt)}
+    assert len(served) == 1 and served < {"b-big", "c-big"}
+    (job,) = served
+    (pend_of_job,) = [d for d in out if isinstance(d, Pend) and d.job_id == job]
+    assert pend_of_job.reason is Reason.WAITING_FOR_PREEMPTION and "fair share" in pend_of_job.message
