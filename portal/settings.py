@@ -24,7 +24,7 @@ Variables (all optional unless noted):
 * ``SCHEDULER_AUTORUN``: whether a submission or cancellation enqueues a
   scheduling cycle; default true.
 * ``SCHEDULER_FAIR_SHARE`` (false), ``SCHEDULER_FAIR_SHARE_HALF_LIFE`` (3600),
-  ``SCHEDULER_RECLAIM_MIN_RUNTIME`` (600): fair share among projects on the
+  ``SCHEDULER_RECLAIM_MIN_RUNTIME`` (1800): fair share among projects on the
   live cluster (docs/policies.md).
 * ``SCHEDULER_ROW_LOCK_WAIT`` (1): seconds a scheduling cycle waits for a row
   another transaction holds before passing over it (that job waits for a later
@@ -259,7 +259,7 @@ SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
 # fair share may reclaim its GPUs for an under-share project.
 SCHEDULER_FAIR_SHARE = env_bool("SCHEDULER_FAIR_SHARE", default=False)
 SCHEDULER_FAIR_SHARE_HALF_LIFE = env_float("SCHEDULER_FAIR_SHARE_HALF_LIFE", 3600.0, positive=True)
-SCHEDULER_RECLAIM_MIN_RUNTIME = env_float("SCHEDULER_RECLAIM_MIN_RUNTIME", 600.0, minimum=0)
+SCHEDULER_RECLAIM_MIN_RUNTIME = env_float("SCHEDULER_RECLAIM_MIN_RUNTIME", 1800.0, minimum=0)
 # Traces folder holding morphling/ (the performance model of reconfigurable jobs,
 # scheduler/elastic.py); empty: ../shared/traces next to the repository.
 GPUSCHED_TRACES_DIR = env_str("GPUSCHED_TRACES_DIR", "") or ""
