@@ -36,7 +36,7 @@ def cases(draw):
         cap.take(spec, placement)
         start = rng.choice([NOW - 60.0, NOW - 5000.0, rng.uniform(0, NOW)])
         preempting = rng.random() < 0.1
-        running.append(RunningJob(spec, placement, start, start, preemptions=rng.choice([0, 1, 3]),
+        running.append(RunningJob(spec, placement, start, start, preemptions=rng.choice([0, 1, 2, 3]),
                                   preempting=preempting, notice_time=NOW - 1.0 if preempting else None,
                                   preempted_for=rng.choice([None, "p0", "p1"]) if preempting else None))
     pending = []
@@ -55,7 +55,8 @@ def cases(draw):
 def test_fair_share_decisions_are_complete_feasible_and_safe(case):
     name, params, snap = case
     before = copy.deepcopy(snap)
-    out = make_policy(name, **params).decide(snap, NOW)
+    policy = make_policy(name, **params)
+    out = policy.decide(snap, NOW)
     assert snap == before
     pending = {p.spec.id: p for p in snap.pending}
     running = {r.spec.id: r for r in snap.running}
@@ -83,6 +84,8 @@ def test_fair_share_decisions_are_complete_feasible_and_safe(case):
             assert params.get("reclaim_min_runtime") is not None
             assert victim.spec.job_class is JobClass.BE and victim.spec.tenant != job.spec.tenant
             assert NOW - victim.attempt_start >= params["reclaim_min_runtime"]
+            # A policy that preempts for TE jobs keeps each job's last preemption for them.
+            assert victim.preemptions < getattr(policy, "max_preemptions", 4) - 1
         else:
             assert d.reason is Reason.PREEMPTED_FOR_TE and job.spec.job_class is JobClass.TE
     # Reclaim takes only from borrowing tenants and never below their own entitlement, except for an

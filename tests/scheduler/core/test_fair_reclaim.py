@@ -17,9 +17,9 @@ def pend(jid: str, gpus: int, tenant: str) -> PendingJob:
     return PendingJob(JobSpec(jid, JobClass.BE, gpus, 0.0, tenant=tenant))
 
 
-def run(jid: str, node: str, gpus: int, tenant: str, grace: float = 30.0) -> RunningJob:
+def run(jid: str, node: str, gpus: int, tenant: str, grace: float = 30.0, preemptions: int = 0) -> RunningJob:
     spec = JobSpec(jid, JobClass.BE, gpus, 0.0, grace_period=grace, tenant=tenant)
-    return RunningJob(spec, Placement.of({node: gpus}), NOW - 3600, NOW - 3600)
+    return RunningJob(spec, Placement.of({node: gpus}), NOW - 3600, NOW - 3600, preemptions=preemptions)
 
 
 def reclaimed(nodes, running, pending, names=("a", "b")) -> dict[str, str]:
@@ -83,3 +83,15 @@ def test_one_overshoot_per_cycle_and_its_job_is_told_why_it_waits():
     (job,) = served
     (pend_of_job,) = [d for d in out if isinstance(d, Pend) and d.job_id == job]
     assert pend_of_job.reason is Reason.WAITING_FOR_PREEMPTION and "fair share" in pend_of_job.message
+
+
+def test_reclaim_keeps_a_jobs_last_preemption_for_te_jobs():
+    # a holds all 8 GPUs (entitlement 4); b wants 4. a's jobs were preempted twice already.
+    nodes = [NodeCapacity("n1", 8)]
+    running = [run(f"a{i}", "n1", 2, "a", preemptions=2) for i in range(4)]
+    tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
+    snap = Snapshot(nodes, running, [pend("b1", 4, "b"), pend("a-more", 2, "a")], tenants=tenants)
+    # fitgpp preempts for TE jobs at most 3 times: the third preemption is theirs, not reclaim's.
+    assert not [d for d in make_policy("fitgpp").decide(snap, NOW) if isinstance(d, Preempt)]
+    # fifo never preempts for TE: reclaim may use all three.
+    assert len([d for d in make_policy("fifo").decide(snap, NOW) if isinstance(d, Preempt)]) == 2
