@@ -10,7 +10,7 @@ limit when it preempts for TE jobs), chosen through the shared victim planner
 already vacating for a job are counted first, so it never preempts twice for
 the same need.
 
-* **Threshold.** Only a tenant holding at most ``RECLAIM_BELOW`` of its
+* **Threshold.** Only a tenant holding at most ``fair_queue.RECLAIM_BELOW`` of its
   entitlement reclaims. Tenants near their part swap a few GPUs back and forth
   as demand shifts; each swap costs a checkpoint and uses up one of the
   victim's preemptions, and a job at its limit can never be reclaimed again
@@ -40,10 +40,6 @@ from scheduler.core.victim_choosers import NodeMemo, prefix_cover
 from scheduler.core.victim_planner import Planner
 from scheduler.core.victims import Candidate, HostView, Need, PreemptionPlan, RunningIndex
 
-RECLAIM_BELOW = 0.8
-"""Part of its entitlement a tenant holds at most before it reclaims. 0.8,
-measured (docs/results.md, fair share): on the synthetic workload, four seeds,
-it cut reclaim preemptions by a third at the same attainment."""
 
 class ReclaimIndex(RunningIndex):
     """Victim candidates for reclaim: BE jobs of tenants with ``room`` for
@@ -115,10 +111,10 @@ def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | N
     ]
     if not eligible or not _excess(view):
         return
-    within = [p for p in eligible if _far_below(view, p.spec.tenant) and view.below(p.spec.tenant, p.spec.num_gpus)]
+    within = [p for p in eligible if view.far_below(p.spec.tenant) and view.below(p.spec.tenant, p.spec.num_gpus)]
     state = _Pass(cyc)
     planner = _reclaim_within(cyc, view, within, state, min_runtime, max_preemptions) if within else None
-    over = [p for p in eligible if p.spec.id not in state.served and _overshoots_closer(view, p)]
+    over = [p for p in eligible if p.spec.id not in state.served and view.overshoots_closer(p)]
     if over:
         _reclaim_overshoot(cyc, view, over, planner, state, min_runtime, max_preemptions)
 
@@ -151,19 +147,6 @@ class _Pass:
             _replace_pend(cyc, self.pends, Pend(spec.id, Reason.WAITING_FOR_PREEMPTION,
                                                 f"fair share: reclaiming GPUs from borrowing tenants on "
                                                 f"{', '.join(sorted(plan.parts))}"))
-
-
-def _far_below(view: FairView, tenant: str) -> bool:
-    """True when the tenant holds at most ``RECLAIM_BELOW`` of its (non-zero) entitlement."""
-    entitled = view.entitled.get(tenant, 0.0)
-    return entitled > 0 and view.alloc.get(tenant, 0.0) <= RECLAIM_BELOW * entitled + EPS
-
-
-def _overshoots_closer(view: FairView, job: PendingJob) -> bool:
-    """True when the job takes its tenant beyond its entitlement, yet closer to it than it is now."""
-    t, g = job.spec.tenant, job.spec.num_gpus
-    return (_far_below(view, t) and not view.below(t, g)
-            and view.alloc.get(t, 0.0) + g / 2 < view.entitled.get(t, 0.0) - EPS)
 
 
 def _reclaim_within(cyc, view: FairView, wanting: Sequence[PendingJob], state: _Pass, min_runtime: float,
@@ -209,7 +192,7 @@ def _reclaim_overshoot(cyc, view: FairView, over: Sequence[PendingJob], within: 
     for job in over:
         spec = job.spec
         key = (spec.tenant, spec.num_gpus, *per_unit(spec))
-        if key in failed or not _overshoots_closer(view, job):
+        if key in failed or not view.overshoots_closer(job):
             continue
         plan = planner.plan(job, cyc.now)
         if plan is None or not _stays_above(view, plan.victims, view.level(spec.tenant)):

@@ -238,11 +238,11 @@ class QueuePolicy:
                  fair: FairView | None = None, be: Sequence[PendingJob] = ()) -> StarvationGuard | None:
         """A guard for the job the cycle may reserve nodes for: with fair share
         on, the head of the fair order ``be`` when it keeps its tenant within its
-        entitlement (``scheduler.core.fair_queue``); else the oldest eligible
+        entitlement or brings it closer (``FairView.head_due``); else the oldest eligible
         job of the BE queue when it has waited past the threshold, whatever its
         priority (arrival order). Its reservation is computed only if needed."""
         if fair is not None:
-            head = fair.head_within(be, skip)
+            head = fair.head_due(be, skip)
             if head is not None:
                 t = head.spec.tenant or "(none)"
                 return StarvationGuard(cyc, head, f"fair share: tenant {t} holds {fair.alloc.get(head.spec.tenant, 0):g} "

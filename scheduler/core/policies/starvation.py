@@ -2,7 +2,8 @@
 
 ``StarvationGuard`` holds it: the oldest eligible job past the starvation
 threshold, or, with fair share on, the head of the fair order when it keeps
-its tenant within its entitlement (``scheduler.core.fair_queue``). Its
+its tenant within its entitlement or brings it closer to it
+(``scheduler.core.fair_queue``, ``FairView.head_due``). Its
 reservation (``scheduler.core.reservation``) is computed at most once per
 cycle, and only when asked: while the job fits, or while nothing else could
 start anyway, it is not needed.

@@ -4,8 +4,7 @@ overshoot that lets an indivisible job bring its tenant closer to its part."""
 from __future__ import annotations
 
 from scheduler.core.decisions import Pend, Preempt, Reason
-from scheduler.core.fair_queue import FairView
-from scheduler.core.fair_reclaim import RECLAIM_BELOW, _overshoots_closer
+from scheduler.core.fair_queue import RECLAIM_BELOW, FairView
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policy import make_policy
@@ -63,7 +62,7 @@ def test_an_overshoot_must_bring_its_tenant_closer_to_its_part_from_far_below():
         running = [run("a0", "n1", 8, "a")] + ([run("b0", "n2", held, "b")] if held else [])
         snap = Snapshot([NodeCapacity("n1", 8), NodeCapacity("n2", 8)], running,
                         [pend("a1", 8, "a"), pend("b1", 16, "b")], tenants={"a": TenantUsage(), "b": TenantUsage()})
-        return _overshoots_closer(FairView(snap, snap.tenants), pend("job", gpus, "b"))
+        return FairView(snap, snap.tenants).overshoots_closer(pend("job", gpus, "b"))
 
     assert closer(2, 8)  # 10 is nearer 8 than 2 is
     assert not closer(4, 8)  # 12 is as far from 8 as 4: no gain for a preemption

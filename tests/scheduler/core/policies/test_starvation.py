@@ -58,18 +58,19 @@ def fair_cluster() -> Snapshot:
 def test_with_fair_share_the_head_of_the_fair_order_gets_the_reservation():
     s = fair_cluster()
     view = FairView(s, s.tenants)
-    assert view.head_within(view.order(s.pending), None).spec.id == "b2"
+    assert view.head_due(view.order(s.pending), None).spec.id == "b2"
     out = {d.job_id: d for d in make_policy("fifo", starvation_threshold=None, reclaim_min_runtime=None).decide(s, NOW)}
     # b2 (within b's entitlement of 8) does not fit: n2 is reserved for it and a3 may not start there.
     assert out["b2"].reason.value == "Resources" and out["a3"].reason.value == "Reservation"
     assert out["b2"].message.startswith("fair share: tenant b holds 2 GPUs, below its entitlement of 8: n2 reserved")
 
 
-def test_without_fair_share_or_beyond_the_entitlement_the_head_gets_none():
+def test_without_fair_share_or_further_from_the_entitlement_the_head_gets_none():
     s = fair_cluster()
     out = {d.job_id: d for d in make_policy("fifo", starvation_threshold=None).decide(
         Snapshot(s.nodes, s.running, s.pending), NOW)}
     assert out["a3"].__class__.__name__ == "Start"
     view = FairView(s, s.tenants)
-    assert view.head_within([be("b3", 8, "b")], None) is None  # 2 + 8 > 8: beyond b's part
-    assert view.head_within([be("b3", 6, "b")], {"b3"}) is None  # skipped jobs are not the head
+    assert view.head_due([be("b3", 8, "b")], None).spec.id == "b3"  # 10 is beyond 8, but nearer it than 2
+    assert view.head_due([be("b3", 12, "b")], None) is None  # 14 is further from 8 than 2 is
+    assert view.head_due([be("b3", 6, "b")], {"b3"}) is None  # skipped jobs are not the head
