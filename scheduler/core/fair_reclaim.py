@@ -206,11 +206,16 @@ def _reclaim_overshoot(cyc, view: FairView, over: Sequence[PendingJob], within: 
 
 def _stays_above(view: FairView, victims: Sequence[Candidate], level: float) -> bool:
     """True when every victim's tenant, with all of them gone, stays above ``level`` (GPUs per share)."""
+    return all(view.alloc.get(t, 0.0) - g > view.tenants[t].share * level + EPS for t, g in _taken(victims).items())
+
+
+def _taken(victims: Sequence[Candidate]) -> dict[str, float]:
+    """GPUs the victims hold, per tenant."""
     taken: dict[str, float] = {}
     for v in victims:
         t = v.job.spec.tenant
         taken[t] = taken.get(t, 0.0) + v.gpus
-    return all(view.alloc.get(t, 0.0) - g > view.tenants[t].share * level + EPS for t, g in taken.items())
+    return taken
 
 
 def _nodes_by_tenant(planner: Planner) -> dict[str, set[str]]:
@@ -224,11 +229,7 @@ def _nodes_by_tenant(planner: Planner) -> dict[str, set[str]]:
 
 def _keeps_entitlements(view: FairView, victims: Sequence[Candidate]) -> bool:
     """True when no victim's tenant drops below its entitlement with all of them gone."""
-    taken: dict[str, float] = {}
-    for v in victims:
-        t = v.job.spec.tenant
-        taken[t] = taken.get(t, 0.0) + v.gpus
-    return all(view.alloc.get(t, 0.0) - g >= view.entitled.get(t, 0.0) - EPS for t, g in taken.items())
+    return all(view.alloc.get(t, 0.0) - g >= view.entitled.get(t, 0.0) - EPS for t, g in _taken(victims).items())
 
 
 def _excess(view: FairView) -> dict[str, float]:
