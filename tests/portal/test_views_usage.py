@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.portal.api.test_views_usage import charged  # noqa: F401 - fixture
+from tests.support.web import remote_assets
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +17,7 @@ def test_the_page_shows_a_members_projects_with_the_chart_table_and_quotas(roles
     assert [row["name"] for row in response.context["rows"]] == ["vision"]
     assert "nlp" not in page.split('id="usage-report"')[0]
     assert 'id="usage-area"' in page and 'id="usage-quota"' in page
-    assert "/static/dashboard/vendor/plotly.min.js" in page and "cdn" not in page.lower()
+    assert "/static/dashboard/vendor/plotly.min.js" in page and remote_assets(page) == []
     assert 'href="/usage/csv/?' in page
 
 

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from tests.support.web import remote_assets
+
 pytestmark = pytest.mark.django_db
 
 PAGES = ["/cluster/", "/latency/", "/simulations/"]
@@ -29,7 +31,7 @@ def test_pages_render_for_a_user_and_load_plotly_locally(browser_as, roles, path
     response = browser_as(roles.owner).get(path)
     assert response.status_code == 200
     html = response.content.decode()
-    assert "cdn" not in html.lower()
+    assert remote_assets(html) == []
     if path != "/simulations/":
         assert "/static/dashboard/vendor/plotly.min.js" in html
 
