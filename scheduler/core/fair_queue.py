@@ -1,4 +1,4 @@
-"""Fair share inside one ``decide`` call: queue order, the TE bound, the head's reservation.
+"""Fair share inside one ``decide`` call: queue order, the TE bound, the heads' reservations.
 
 Active when the snapshot carries ``tenants`` (``scheduler.core.fairshare``);
 without it nothing here runs and every policy decides as before.
@@ -13,14 +13,16 @@ without it nothing here runs and every policy decides as before.
   while their tenant's TE GPUs (running plus started this cycle) stay within
   its entitlement; the rest queue as BE in fair order. A flood of TE jobs
   from one tenant cannot take the cluster.
-* **The head's reservation.** When the first job of the fair order keeps its
-  tenant within its entitlement, or takes it from far below its entitlement
-  beyond it but closer (``FairView.overshoots_closer``), and does not fit, it
-  gets the anti-starvation reservation (``FairView.head_due``) ahead of the
-  oldest job: otherwise
-  small jobs of borrowing tenants refill every GPU that frees up and a large
-  job of a tenant below its part waits for hours, while the oldest job, under
-  a flood, is usually the flooding tenant's.
+* **The heads' reservations.** The first job of each tenant's queue (in fair
+  order) that keeps its tenant within its entitlement, or takes it from far
+  below its entitlement beyond it but closer (``FairView.overshoots_closer``),
+  gets an anti-starvation reservation when it does not fit
+  (``FairView.heads_due``), one per tenant, ahead of the oldest job:
+  otherwise small jobs of borrowing tenants refill every GPU that frees up
+  and a large job of a tenant below its part waits for hours, while the
+  oldest job, under a flood, is usually the flooding tenant's. A single
+  reservation (the first head's only) left every other tenant below its part
+  exposed in the same way.
 * **Reclaim** (``scheduler.core.fair_reclaim``): a tenant well below its
   entitlement takes GPUs back from borrowing tenants by preemption.
 """
@@ -92,15 +94,28 @@ class FairView:
         return (self.far_below(t) and not self.below(t, g)
                 and self.alloc.get(t, 0.0) + g / 2 < self.entitled.get(t, 0.0) - EPS)
 
-    def head_due(self, queue: Sequence[PendingJob], skip: set[str] | None) -> PendingJob | None:
-        """The first eligible job of ``queue`` (fair order) if it keeps its tenant
-        within its entitlement or overshoots it closer, else None (module doc:
-        the head's reservation)."""
+    def due(self, job: PendingJob) -> bool:
+        """True when the job keeps its tenant within its entitlement or overshoots it closer."""
+        return self.below(job.spec.tenant, job.spec.num_gpus) or self.overshoots_closer(job)
+
+    def heads_due(self, queue: Sequence[PendingJob], skip: set[str] | None) -> list[PendingJob]:
+        """Each tenant's first eligible job of ``queue`` (fair order) that is
+        ``due``, in queue order (module doc: the heads' reservations)."""
+        heads: list[PendingJob] = []
+        seen: set[str] = set()
+        waiting = len(self.tenants)
         for job in queue:
             if job.hold_reason is not None or (skip is not None and job.spec.id in skip):
                 continue
-            return job if self.below(job.spec.tenant, job.spec.num_gpus) or self.overshoots_closer(job) else None
-        return None
+            t = job.spec.tenant
+            if t in seen:
+                continue
+            seen.add(t)
+            if self.due(job):
+                heads.append(job)
+            if len(seen) == waiting:
+                break
+        return heads
 
     def order(self, jobs: Sequence[PendingJob]) -> list[PendingJob]:
         """``jobs`` (arrival order) in fair order (module doc).

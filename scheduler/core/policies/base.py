@@ -12,7 +12,8 @@ BE queue discipline (all policies except ``fifo-strict``):
   the queue has waited longer than the threshold and does not fit, it gets a
   reservation (see ``scheduler.core.reservation``) and the jobs behind it may
   not start on the reserved nodes; they get ``Reservation`` when that is what
-  stops them.
+  stops them. With fair share on, the head of each tenant below its part gets
+  one instead (``scheduler.core.policies.starvation``), on nodes of its own.
 
 Every pending job that is not started gets exactly one ``Pend`` with a reason
 and a message, unless the policy is built with ``explain=False``: then no
@@ -236,17 +237,24 @@ class QueuePolicy:
 
     def starving(self, cyc: Cycle, pending: Sequence[PendingJob], skip: set[str] | None,
                  fair: FairView | None = None, be: Sequence[PendingJob] = ()) -> StarvationGuard | None:
-        """A guard for the job the cycle may reserve nodes for: with fair share
-        on, the head of the fair order ``be`` when it keeps its tenant within its
-        entitlement or brings it closer (``FairView.head_due``); else the oldest eligible
-        job of the BE queue when it has waited past the threshold, whatever its
-        priority (arrival order). Its reservation is computed only if needed."""
+        """A guard for the jobs the cycle may reserve nodes for: with fair share
+        on, each tenant's first job of the fair order ``be`` that keeps its tenant
+        within its entitlement or brings it closer (``FairView.heads_due``); when
+        there is none, the oldest eligible job of the BE queue once it has waited
+        past the threshold, whatever its priority (arrival order). Reservations
+        are computed only if needed."""
         if fair is not None:
-            head = fair.head_due(be, skip)
-            if head is not None:
-                t = head.spec.tenant or "(none)"
-                return StarvationGuard(cyc, head, f"fair share: tenant {t} holds {fair.alloc.get(head.spec.tenant, 0):g} "
-                                                  f"GPUs, below its entitlement of {fair.entitled[head.spec.tenant]:.3g}")
+            guard: StarvationGuard | None = None
+            for head in fair.heads_due(be, skip):
+                t = head.spec.tenant
+                why = (f"fair share: tenant {t or '(none)'} holds {fair.alloc.get(t, 0):g} GPUs, "
+                       f"below its entitlement of {fair.entitled[t]:.3g}")
+                if guard is None:
+                    guard = StarvationGuard(cyc, head, why)
+                else:
+                    guard.add(head, why)
+            if guard is not None:
+                return guard
         if self.starvation_threshold is None:
             return None
         for job in pending:
@@ -293,8 +301,8 @@ class QueuePolicy:
         cap = cyc.cap
         explain = cyc.explain
         blocked = NO_NODES
-        reservation: Reservation | None = None
-        starving_id = guard.job.spec.id if guard is not None else None
+        reservations: list[Reservation] = []
+        starving_ids = guard.ids if guard is not None else NO_NODES
         usable = cap.total_gpus
         if usable <= 0 and not explain:
             return
@@ -306,36 +314,37 @@ class QueuePolicy:
                 if explain:
                     cyc.pend_hold(job)
                 continue
-            if spec.id == starving_id:
-                placement = cap.place(spec)
+            if spec.id in starving_ids:
+                placement = cap.place(spec, blocked)
                 if placement is not None:
                     cyc.start(job, placement)
-                    usable = cap.total_gpus
                 else:
-                    reservation = guard.reservation()  # type: ignore[union-attr]
+                    reservation = guard.reservation(spec.id)  # type: ignore[union-attr]
                     if reservation is not None:
-                        blocked = reservation.nodes
-                        usable = free_outside(cap, blocked)
+                        reservations.append(reservation)
+                        blocked = blocked | reservation.nodes
                     if explain:
-                        msg = (self._reserved_for_message(reservation, guard.why)  # type: ignore[union-attr]
+                        msg = (self._reserved_for_message(reservation, guard.why_of(spec.id))  # type: ignore[union-attr]
                                if reservation else cyc.resources_message(job))
                         cyc.pend(job, Reason.RESOURCES, msg)
+                usable = free_outside(cap, blocked) if blocked else cap.total_gpus
             elif spec.num_gpus <= usable and (placement := cap.place(spec, blocked)) is not None:
                 cyc.start(job, placement)
                 usable = free_outside(cap, blocked) if blocked else cap.total_gpus
             elif explain:
                 if blocked and cap.place(spec) is not None:
-                    cyc.pend(job, Reason.RESERVED, self._blocked_message(reservation))  # type: ignore[arg-type]
+                    cyc.pend(job, Reason.RESERVED, self._blocked_message(reservations))
                 else:
                     cyc.pend(job, Reason.RESOURCES, cyc.resources_message(job))
             if usable <= 0:
                 # Nothing else can start in this cycle.
                 if explain:
-                    self._pend_rest(cyc, queue, i + 1, skip, reservation)
+                    self._pend_rest(cyc, queue, i + 1, skip, reservations, guard)
                 return
 
     def _pend_rest(
-        self, cyc: Cycle, queue: Sequence[PendingJob], first: int, skip: set[str] | None, reservation: Reservation | None
+        self, cyc: Cycle, queue: Sequence[PendingJob], first: int, skip: set[str] | None,
+        reservations: Sequence[Reservation], guard: StarvationGuard | None = None,
     ) -> None:
         """Every job of ``queue`` from ``first`` on stays pending. Nothing
         starts any more in this cycle, so free capacity is fixed: messages are
@@ -344,7 +353,7 @@ class QueuePolicy:
         out = cyc.out
         place = cyc.cap.place
         resources, reserved = Reason.RESOURCES, Reason.RESERVED
-        blocked = self._blocked_message(reservation) if reservation is not None else ""
+        blocked = self._blocked_message(reservations) if reservations else ""
         # (reason, message) per shape: whether a job would fit on the reserved
         # nodes depends only on its shape, unless it excludes nodes or has a plan.
         verdicts: dict[tuple[int, float, float], tuple[Reason, str]] = {}
@@ -356,11 +365,16 @@ class QueuePolicy:
             if job.hold_reason is not None:
                 cyc.pend_hold(job)
                 continue
+            if guard is not None and spec.id in guard.ids:  # still told where it will start
+                r = guard.reservation(spec.id)
+                append(Pend(spec.id, resources, self._reserved_for_message(r, guard.why_of(spec.id))
+                            if r is not None else cyc.resources_message(job)))
+                continue
             own = spec.excluded_nodes or spec.plan
             shape = (spec.num_gpus, spec.num_cpus, spec.mem_gb)
             verdict = None if own else verdicts.get(shape)
             if verdict is None:
-                if reservation is not None and place(spec) is not None:
+                if reservations and place(spec) is not None:
                     verdict = (reserved, blocked)
                 else:
                     verdict = (resources, cyc.resources_message(job))
@@ -376,6 +390,8 @@ class QueuePolicy:
         return f"{why}: {nodes} reserved for it; no other job of its queue starts there until it does"
 
     @staticmethod
-    def _blocked_message(r: Reservation) -> str:
-        nodes = ", ".join(sorted(r.nodes))
-        return f"would fit only on {nodes}, reserved for job {r.job_id} which has waited {duration_text(r.waited)}"
+    def _blocked_message(rs: Sequence[Reservation]) -> str:
+        """Why a job that would fit only on reserved nodes waits."""
+        held = "; ".join(f"{', '.join(sorted(r.nodes))}, reserved for job {r.job_id} which has waited "
+                         f"{duration_text(r.waited)}" for r in rs)
+        return f"would fit only on {held}"

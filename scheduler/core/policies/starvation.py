@@ -1,12 +1,15 @@
-"""The one BE job per cycle that gets a reservation, and what it blocks.
+"""The BE jobs a cycle reserves nodes for, and what they block.
 
-``StarvationGuard`` holds it: the oldest eligible job past the starvation
-threshold, or, with fair share on, the head of the fair order when it keeps
-its tenant within its entitlement or brings it closer to it
-(``scheduler.core.fair_queue``, ``FairView.head_due``). Its
+``StarvationGuard`` holds them, in the order the BE pass reaches them: the
+oldest eligible job past the starvation threshold or, with fair share on,
+the head of each tenant's queue that keeps its tenant within its
+entitlement or brings it closer to it (``scheduler.core.fair_queue``,
+``FairView.heads_due``): one reservation per tenant below its part, so that
+borrowers' small jobs cannot refill the nodes any of them drains. Each
 reservation (``scheduler.core.reservation``) is computed at most once per
-cycle, and only when asked: while the job fits, or while nothing else could
-start anyway, it is not needed.
+cycle, only when asked (while the job fits, or while nothing else could
+start anyway, it is not needed), and never on nodes already reserved for a
+job before it.
 """
 
 from __future__ import annotations
@@ -40,27 +43,76 @@ def free_outside(cap: FreeCapacity, blocked: frozenset[str]) -> int:
 
 
 class StarvationGuard:
-    """The job the cycle reserves nodes for (module doc). ``why``: None for a
-    job past the starvation threshold, else the reason in words (fair share)."""
+    """The jobs the cycle reserves nodes for (module doc), first one given to
+    the constructor, more with ``add``. A job's ``why``: None for a job past
+    the starvation threshold, else the reason in words (fair share)."""
 
-    __slots__ = ("cyc", "job", "why", "_done", "_reservation")
+    __slots__ = ("cyc", "jobs", "ids", "_why", "_done", "_computed", "_reservations")
 
     def __init__(self, cyc: _Cycle, job: PendingJob, why: str | None = None) -> None:
         self.cyc = cyc
-        self.job = job
-        self.why = why
-        self._done = False
-        self._reservation: Reservation | None = None
+        self.jobs: list[PendingJob] = []
+        self.ids: set[str] = set()
+        self._why: dict[str, str | None] = {}
+        self._done = 0  # jobs whose reservation is computed, a prefix of ``jobs``
+        self._computed: set[str] = set()
+        self._reservations: dict[str, Reservation] = {}
+        self.add(job, why)
 
-    def reservation(self) -> Reservation | None:
-        """The reservation, or None if the job fits now or never can."""
-        if not self._done:
-            self._done = True
-            cyc = self.cyc
-            if cyc.cap.place(self.job.spec) is None:
-                self._reservation = reserve(self.job, cyc.snapshot.nodes, cyc.cap, cyc.snapshot.running, cyc.now)
-        return self._reservation
+    def add(self, job: PendingJob, why: str | None = None) -> None:
+        """Guard one more job, reached after those guarded already."""
+        self.jobs.append(job)
+        self.ids.add(job.spec.id)
+        self._why[job.spec.id] = why
+
+    @property
+    def job(self) -> PendingJob:
+        """The first guarded job."""
+        return self.jobs[0]
+
+    @property
+    def why(self) -> str | None:
+        return self._why[self.jobs[0].spec.id]
+
+    def why_of(self, job_id: str) -> str | None:
+        return self._why[job_id]
+
+    def reservation(self, job_id: str | None = None) -> Reservation | None:
+        """The reservation of the job (default: the first), or None if it fits
+        now outside the nodes reserved before it, or never can. Computes those
+        of the jobs before it first, so each keeps off their nodes."""
+        target = self.jobs[0].spec.id if job_id is None else job_id
+        jobs = self.jobs
+        while self._done < len(jobs) and target not in self._computed:
+            job = jobs[self._done]
+            self._done += 1
+            self._computed.add(job.spec.id)
+            r = self._reserve(job)
+            if r is not None:
+                self._reservations[job.spec.id] = r
+        return self._reservations.get(target)
+
+    def _reserve(self, job: PendingJob) -> Reservation | None:
+        cyc = self.cyc
+        taken = self.avoid_computed()
+        if cyc.cap.place(job.spec, taken) is not None:
+            return None
+        nodes = cyc.snapshot.nodes
+        if taken:
+            nodes = [n for n in nodes if n.name not in taken]
+        return reserve(job, nodes, cyc.cap, cyc.snapshot.running, cyc.now)
+
+    def avoid_computed(self) -> frozenset[str]:
+        """Nodes of the reservations computed so far."""
+        rs = self._reservations
+        if not rs:
+            return NO_NODES
+        if len(rs) == 1:
+            return next(iter(rs.values())).nodes
+        return frozenset().union(*(r.nodes for r in rs.values()))
 
     def avoid(self) -> frozenset[str]:
-        r = self.reservation()
-        return r.nodes if r is not None else NO_NODES
+        """Nodes of every guarded job's reservation (computing them all)."""
+        if self.jobs:
+            self.reservation(self.jobs[-1].spec.id)
+        return self.avoid_computed()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -103,6 +104,12 @@ def test_fair_share_decisions_are_complete_feasible_and_safe(case):
         if left < view.entitled[t] - 1e-9:
             for b in {pending[d.for_job].spec.tenant for d in reclaims if running[d.job_id].spec.tenant == t}:
                 assert left / view.tenants[t].share > view.level(b), (t, b, gpus, view.alloc, view.entitled)
+    # One reservation per tenant below its part at most, and no node reserved twice.
+    reserved = [(pending[d.job_id].spec.tenant, m.group(1).split(", ")) for d in out if isinstance(d, Pend)
+                and (m := re.match(r"fair share: tenant \S+ holds .*?: ([^:]+) reserved for it;", d.message))]
+    assert len({t for t, _ in reserved}) == len(reserved)
+    nodes = [n for _, ns in reserved for n in ns]
+    assert len(nodes) == len(set(nodes))
     quiet = make_policy(name, **(params | {"explain": False})).decide(snap, NOW)
     assert quiet == [d for d in out if not isinstance(d, Pend)]
     assert make_policy(name, **params).decide(snap, NOW) == out

@@ -58,7 +58,7 @@ def fair_cluster() -> Snapshot:
 def test_with_fair_share_the_head_of_the_fair_order_gets_the_reservation():
     s = fair_cluster()
     view = FairView(s, s.tenants)
-    assert view.head_due(view.order(s.pending), None).spec.id == "b2"
+    assert [j.spec.id for j in view.heads_due(view.order(s.pending), None)] == ["b2"]
     out = {d.job_id: d for d in make_policy("fifo", starvation_threshold=None, reclaim_min_runtime=None).decide(s, NOW)}
     # b2 (within b's entitlement of 8) does not fit: n2 is reserved for it and a3 may not start there.
     assert out["b2"].reason.value == "Resources" and out["a3"].reason.value == "Reservation"
@@ -71,6 +71,52 @@ def test_without_fair_share_or_further_from_the_entitlement_the_head_gets_none()
         Snapshot(s.nodes, s.running, s.pending), NOW)}
     assert out["a3"].__class__.__name__ == "Start"
     view = FairView(s, s.tenants)
-    assert view.head_due([be("b3", 8, "b")], None).spec.id == "b3"  # 10 is beyond 8, but nearer it than 2
-    assert view.head_due([be("b3", 12, "b")], None) is None  # 14 is further from 8 than 2 is
-    assert view.head_due([be("b3", 6, "b")], {"b3"}) is None  # skipped jobs are not the head
+    assert view.due(be("b3", 8, "b"))  # 10 is beyond 8, but nearer it than 2
+    assert not view.due(be("b3", 12, "b"))  # 14 is further from 8 than 2 is
+    assert view.heads_due([be("b3", 6, "b")], {"b3"}) == []  # skipped jobs are not the head
+
+
+def three_tenants() -> Snapshot:
+    # a borrows 20 of 24 GPUs; b and c each hold 2 and wait with a 6-GPU job that fits nowhere;
+    # one GPU is free (on n1), where a's 1-GPU job would fit.
+    nodes = [NodeCapacity(n, 8) for n in ("n1", "n2", "n3")]
+    jobs = [running("a1", {"n1": 6}, "a"), running("a2", {"n2": 6}, "a"), running("a3", {"n3": 6}, "a"),
+            running("a4", {"n1": 1}, "a"), running("b1", {"n2": 2}, "b"), running("c1", {"n3": 2}, "c")]
+    tenants = {"a": TenantUsage(1.0, 9e4), "b": TenantUsage(1.0, 0.0), "c": TenantUsage(1.0, 0.0)}
+    pending = [be("a5", 1, "a", submit=0.0), be("b2", 6, "b", submit=50.0), be("c2", 6, "c", submit=60.0)]
+    return Snapshot(nodes, jobs, pending, tenants=tenants)
+
+
+def test_every_tenant_below_its_part_gets_its_own_reservation_on_nodes_of_its_own():
+    s = three_tenants()
+    view = FairView(s, s.tenants)
+    assert [j.spec.id for j in view.heads_due(view.order(s.pending), None)] == ["b2", "c2"]
+    out = {d.job_id: d for d in make_policy("fifo", starvation_threshold=None, reclaim_min_runtime=None).decide(s, NOW)}
+    b_msg, c_msg = out["b2"].message, out["c2"].message
+    assert b_msg.startswith("fair share: tenant b holds 2 GPUs, below its entitlement of 8: ")
+    assert c_msg.startswith("fair share: tenant c holds 2 GPUs, below its entitlement of 8: ")
+    # b2 is reached first and takes n1, the node nearest to holding it; c2 the nearest of the rest.
+    assert b_msg.endswith(": n1 reserved for it; no other job of its queue starts there until it does")
+    assert ": n2 reserved for it" in c_msg
+    # a5 (borrowing a's) would fit only on n1: it waits for b2's reservation.
+    assert out["a5"].reason.value == "Reservation" and "n1, reserved for job b2" in out["a5"].message
+
+
+def test_the_guard_reserves_in_order_and_never_twice_the_same_node():
+    s = two_nodes(running("r1", {"n1": 6}), running("r2", {"n2": 3}))
+    cyc = Cycle(s, NOW, True)
+    guard = StarvationGuard(cyc, be("big", 8), why="first")
+    guard.add(be("next", 8), why="second")
+    assert guard.why_of("next") == "second" and guard.ids == {"big", "next"}
+    second = guard.reservation("next")  # computes the first one's before it
+    first = guard.reservation("big")
+    assert first is not None and first.nodes == {"n2"}
+    assert second is not None and second.nodes == {"n1"}
+    assert guard.avoid() == {"n1", "n2"}
+
+
+def test_a_later_guarded_job_that_fits_outside_the_reserved_nodes_gets_none():
+    s = two_nodes(running("r1", {"n1": 6}), running("r2", {"n2": 3}))
+    guard = StarvationGuard(Cycle(s, NOW, True), be("big", 8))
+    guard.add(be("small", 2))
+    assert guard.reservation("small") is None and guard.avoid() == {"n2"}
