@@ -87,8 +87,12 @@ class ResumeCostChooser:
     def single(self, need: Need, views: Sequence[HostView], memo: NodeMemo):
         best = None
         best_key = None
+        key = ("resume", need.shape)
         for view in views:
-            victims = prefix_cover(need, view, sorted(view.cands, key=resume_cost))
+            # Kept per node and job shape until the node changes: a reclaim pass plans for many
+            # jobs of few shapes over the same nodes.
+            victims = memo.get(view, key, lambda view=view: prefix_cover(  # type: ignore[misc]
+                need, view, sorted(view.cands, key=resume_cost)))
             if victims is None:
                 continue
             k = (sum(v.gpus * v.grace for v in victims), len(victims), view.name)
@@ -156,6 +160,7 @@ def _reclaim_within(cyc, view: FairView, wanting: Sequence[PendingJob], state: _
     planner = _planner(cyc, _excess(view), waiting, min_runtime, max_preemptions, ())
     failed: set[tuple[int, float, float]] = set()
     nodes_of: dict[str, set[str]] | None = None
+    largest: dict[str, float] = {}
     for job in wanting:
         spec = job.spec
         shape = (spec.num_gpus, *per_unit(spec))
@@ -171,10 +176,16 @@ def _reclaim_within(cyc, view: FairView, wanting: Sequence[PendingJob], state: _
             if not excess:
                 return planner
             if nodes_of is None:
-                nodes_of = _nodes_by_tenant(planner)
-            # Only the victims' tenants borrow less now (the job's tenant stays within its part).
-            names = set().union(*(nodes_of.get(v.job.spec.tenant, ()) for v in plan.victims))
-            planner.narrow(lambda c: c.gpus <= excess.get(c.job.spec.tenant, 0.0) + EPS, names)
+                nodes_of, largest = _nodes_by_tenant(planner)
+            # Only the victims' tenants borrow less now (the job's tenant stays within its part), and
+            # only those whose excess fell below their largest candidate can lose one.
+            shrunk = {t for v in plan.victims
+                      if excess.get(t := v.job.spec.tenant, 0.0) + EPS < largest.get(t, 0.0)}
+            if shrunk:
+                names = set().union(*(nodes_of.get(t, ()) for t in shrunk))
+                planner.narrow(lambda c: c.gpus <= excess.get(c.job.spec.tenant, 0.0) + EPS, names)
+                for t in shrunk:  # every candidate of theirs left holds at most their excess now
+                    largest[t] = excess.get(t, 0.0)
     return planner
 
 
@@ -218,13 +229,17 @@ def _taken(victims: Sequence[Candidate]) -> dict[str, float]:
     return taken
 
 
-def _nodes_by_tenant(planner: Planner) -> dict[str, set[str]]:
-    """The nodes on which each tenant has reclaim candidates."""
-    out: dict[str, set[str]] = {}
+def _nodes_by_tenant(planner: Planner) -> tuple[dict[str, set[str]], dict[str, float]]:
+    """The nodes on which each tenant has reclaim candidates, and its largest candidate (GPUs)."""
+    nodes: dict[str, set[str]] = {}
+    largest: dict[str, float] = {}
     for name, cands in planner.index.by_node.items():
         for c in cands:
-            out.setdefault(c.job.spec.tenant, set()).add(name)
-    return out
+            t = c.job.spec.tenant
+            nodes.setdefault(t, set()).add(name)
+            if c.gpus > largest.get(t, 0.0):
+                largest[t] = c.gpus
+    return nodes, largest
 
 
 def _keeps_entitlements(view: FairView, victims: Sequence[Candidate]) -> bool:

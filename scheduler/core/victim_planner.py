@@ -253,7 +253,12 @@ class Planner:
 
     def _all_views(self, need: Need) -> list[HostView]:
         own = self._own_vac.get(need.job.spec.id)
-        return [self._view(name, need, own) for name in self.cap.gpus]
+        if own:
+            return [self._view(name, need, own) for name in self.cap.gpus]
+        # Every view shared: read the cache directly (one view per node per plan; a reclaim pass
+        # plans hundreds of jobs over thousands of nodes).
+        views, make, now = self._views, self._shared_view, need.now
+        return [v if (v := views.get(name)) is not None else make(name, now) for name in self.cap.gpus]
 
     def _wait_plan(self, need: Need) -> PreemptionPlan | None:
         """No new preemption: the job fits in free plus vacating resources.

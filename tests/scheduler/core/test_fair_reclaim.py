@@ -94,3 +94,22 @@ def test_reclaim_keeps_a_jobs_last_preemption_for_te_jobs():
     assert not [d for d in make_policy("fitgpp").decide(snap, NOW) if isinstance(d, Preempt)]
     # fifo never preempts for TE: reclaim may use all three.
     assert len([d for d in make_policy("fifo").decide(snap, NOW) if isinstance(d, Preempt)]) == 2
+
+
+def test_reclaims_of_one_pass_stop_taking_jobs_larger_than_what_the_borrower_still_owes():
+    # 24 GPUs, three backlogged tenants: 8 each. a holds 16 (owes 8): a 4-GPU job on n1, a 4-GPU one
+    # on n2, and eight 1-GPU jobs on n3. b holds nothing and wants 4, then 4, then 1 GPU.
+    nodes = [NodeCapacity(n, 8) for n in ("n1", "n2", "n3")]
+    running = [run("a-four-1", "n1", 4, "a"), run("a-four-2", "n2", 4, "a")]
+    running += [run(f"a-one-{i}", "n3", 1, "a", grace=600.0) for i in range(8)]
+    running += [run("c0", "n1", 4, "c"), run("c1", "n2", 4, "c")]
+    pending = [pend("b1", 4, "b"), pend("b2", 4, "b"), pend("b3", 1, "b"), pend("c-more", 8, "c")]
+    out = reclaimed(nodes, running, pending, names=("a", "b", "c"))
+    # Both 4-GPU jobs go (a owes 8); after them a owes nothing, so b3 gets none of the 1-GPU jobs.
+    assert out == {"a-four-1": "b1", "a-four-2": "b2"}
+    # a holds 13 (owes 5): its cheapest victim, a 4-GPU job, goes to b1; a then owes 1, so for b2 the
+    # other 4-GPU job is no longer a candidate and one of the 1-GPU jobs on n3 (3 GPUs free there) is.
+    running = [run("a-four-1", "n1", 4, "a"), run("a-four-2", "n2", 4, "a"), run("c0", "n1", 4, "c"),
+               run("c1", "n2", 4, "c")] + [run(f"a-one-{i}", "n3", 1, "a", grace=600.0) for i in range(5)]
+    out = reclaimed(nodes, running, pending, names=("a", "b", "c"))
+    assert out.pop("a-four-1") == "b1" and list(out.values()) == ["b2"] and next(iter(out)).startswith("a-one-")
