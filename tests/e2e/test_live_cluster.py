@@ -9,6 +9,7 @@ import signal
 import pytest
 
 from cluster.models import Gpu, Node, NodeState
+from cluster.protocol import ENV_ATTEMPT
 from scheduler import selectors
 from scheduler import services as job_services
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
@@ -200,7 +201,10 @@ def test_an_agent_that_comes_back_is_reconciled_and_its_stale_job_killed(live) -
     b = live.start_agent("b", 1, shared_checkpoints=False)
     live.wait_nodes_up(a, b)
     alice = make_user("alice")
-    job = submit(alice, "j", command=train_command(TRAIN_STEPS=60, TRAIN_SLEEP=0.1))
+    # The first attempt steps slowly (a minute in all), so that it is still running, unseen, when
+    # the server finds it: on a busy host the restart below can outlast a six-second job.
+    slow_first = f'S=0.1; [ "${ENV_ATTEMPT}" = 1 ] && S=1; ' + train_command(TRAIN_STEPS=60, TRAIN_SLEEP="$S")
+    job = submit(alice, "j", command=slow_first)
     wait_state(job, JobState.RUNNING)
     wait_line(job, 1, "step 3/")
     (stale_group,) = job_groups({a.name})
