@@ -4,8 +4,8 @@ Runs after the BE pass of a queue policy when fair share is on
 (``scheduler.core.fair_queue``). Victims are always BE jobs of *borrowing*
 tenants (holding more than their entitlement) that have run at least
 ``min_runtime`` in their attempt and were preempted fewer than
-``max_preemptions`` times (the caller passes one less than a policy's own
-limit when it preempts for TE jobs), chosen through the shared victim planner
+``max_preemptions`` times (reclaim's own limit, ``base.RECLAIM_MAX_PREEMPTIONS``),
+chosen through the shared victim planner
 (``scheduler.core.victim_planner``), cheapest to resume first. Resources
 already vacating for a job are counted first, so it never preempts twice for
 the same need.

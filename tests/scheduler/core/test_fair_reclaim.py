@@ -7,6 +7,7 @@ from scheduler.core.decisions import Pend, Preempt, Reason
 from scheduler.core.fair_queue import RECLAIM_BELOW, FairView
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
+from scheduler.core.policies.base import RECLAIM_MAX_PREEMPTIONS
 from scheduler.core.policy import make_policy
 
 NOW = 100_000.0
@@ -84,16 +85,16 @@ def test_one_overshoot_per_cycle_and_its_job_is_told_why_it_waits():
     assert pend_of_job.reason is Reason.WAITING_FOR_PREEMPTION and "fair share" in pend_of_job.message
 
 
-def test_reclaim_keeps_a_jobs_last_preemption_for_te_jobs():
-    # a holds all 8 GPUs (entitlement 4); b wants 4. a's jobs were preempted twice already.
+def test_reclaim_has_its_own_preemption_limit_whatever_the_te_limit():
+    # a holds all 8 GPUs (entitlement 4); b wants 4.
     nodes = [NodeCapacity("n1", 8)]
-    running = [run(f"a{i}", "n1", 2, "a", preemptions=2) for i in range(4)]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
-    snap = Snapshot(nodes, running, [pend("b1", 4, "b"), pend("a-more", 2, "a")], tenants=tenants)
-    # fitgpp preempts for TE jobs at most 3 times: the third preemption is theirs, not reclaim's.
-    assert not [d for d in make_policy("fitgpp").decide(snap, NOW) if isinstance(d, Preempt)]
-    # fifo never preempts for TE: reclaim may use all three.
-    assert len([d for d in make_policy("fifo").decide(snap, NOW) if isinstance(d, Preempt)]) == 2
+    for done, taken in ((RECLAIM_MAX_PREEMPTIONS - 1, 2), (RECLAIM_MAX_PREEMPTIONS, 0)):
+        running = [run(f"a{i}", "n1", 2, "a", preemptions=done) for i in range(4)]
+        snap = Snapshot(nodes, running, [pend("b1", 4, "b"), pend("a-more", 2, "a")], tenants=tenants)
+        # fitgpp preempts for TE jobs at most 3 times, fifo never: reclaim's limit is the same for both.
+        for policy in ("fitgpp", "fifo"):
+            assert len([d for d in make_policy(policy).decide(snap, NOW) if isinstance(d, Preempt)]) == taken
 
 
 def test_reclaims_of_one_pass_stop_taking_jobs_larger_than_what_the_borrower_still_owes():
