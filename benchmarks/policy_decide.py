@@ -25,6 +25,12 @@ which other load on a shared machine inflates less)::
 
     python benchmarks/policy_decide.py --nodes 1000 --pending 10000 --te-share 0.2 --repeat 5
 
+With ``--tenants K`` the snapshot carries fair share: K projects of equal share with decayed usage
+100,000 x (1..K) GPU-seconds, the running jobs charged to them unevenly (weights K..1, so the
+first borrows) and the pending jobs the other way round (1..K), each job to one of 20 users::
+
+    python benchmarks/policy_decide.py --nodes 1000 --pending 10000 --tenants 4 --repeat 5
+
 ``--morphling CSV`` times every ``decide()`` of a whole simulated run of a
 Rubick workload on the 8 x 8-GPU testbed (``--policies rubick``): median,
 99th percentile and maximum, wall clock and CPU::
@@ -131,9 +137,29 @@ def build_scale(nodes_count: int, busy: float, pending_count: int, te_share: flo
     return nodes, running, pending
 
 
+def with_tenants(nodes: list[NodeCapacity], running: list[RunningJob], pending: list[PendingJob], k: int,
+                 seed: int = 7) -> Snapshot:
+    """The fair-share variant of a ``build_scale`` cluster (module doc, ``--tenants``)."""
+    import dataclasses
+
+    from scheduler.core.fairshare import TenantUsage
+
+    rng = random.Random(seed)
+    names = [f"p{i}" for i in range(k)]
+
+    def charged(job, weights):  # noqa: ANN001, ANN202 - a RunningJob or a PendingJob
+        spec = dataclasses.replace(job.spec, tenant=rng.choices(names, weights)[0], user=f"u{rng.randrange(20)}")
+        return dataclasses.replace(job, spec=spec)
+
+    running = [charged(r, range(k, 0, -1)) for r in running]
+    pending = [charged(p, range(1, k + 1)) for p in pending]
+    tenants = {t: TenantUsage(1.0, 1e5 * (i + 1), {}) for i, t in enumerate(names)}
+    return Snapshot(nodes, running, pending, tenants=tenants)
+
+
 def scale_main(args: argparse.Namespace) -> int:
     nodes, running, pending = build_scale(args.nodes, args.busy, args.pending, args.te_share)
-    snap = Snapshot(nodes, running, pending)
+    snap = with_tenants(nodes, running, pending, args.tenants) if args.tenants else Snapshot(nodes, running, pending)
     rows = []
     for name in args.policies.split(","):
         policy = make_policy(name)
@@ -259,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, help="time one large snapshot of this many 8-GPU nodes instead")
     ap.add_argument("--busy", type=float, default=0.9, help="with --nodes: share of GPUs held by running jobs")
     ap.add_argument("--te-share", type=float, default=0.2, help="with --nodes: share of pending jobs that are TE")
+    ap.add_argument("--tenants", type=int, default=0, help="with --nodes: fair share among this many projects")
     ap.add_argument("--policies", default="fitgpp", help="with --nodes or --morphling: comma-separated policies to time")
     ap.add_argument("--snapshot", type=Path, metavar="FILE",
                     help="time decide() on a snapshot written by cycle_scale.py --save-snapshot (a pickle)")
@@ -274,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.nodes is not None:
         if args.nodes < 1 or not 0.0 <= args.busy <= 1.0 or not 0.0 <= args.te_share <= 1.0:
             ap.error("--nodes must be >= 1, --busy and --te-share between 0 and 1")
+        if args.tenants < 0:
+            ap.error("--tenants must be >= 0")
         return scale_main(args)
 
     cases = situations(args.pending)

@@ -131,21 +131,26 @@ class FairView:
         own: dict[str, list[PendingJob]] = {}
         for p in jobs:
             own.setdefault(p.spec.tenant, []).append(p)
-        keyed = []
+        split: dict[str, int] = {}
         for t, queue in own.items():
             users = tenants[t].users
             if len(queue) > 1:
                 queue.sort(key=lambda p: (-p.spec.priority, users.get(p.spec.user, 0.0)))
             held = self.alloc.get(t, 0.0)
             limit = entitled.get(t, 0.0) + EPS
-            for i, p in enumerate(queue):
+            i = 0
+            for p in queue:  # the within jobs are a prefix of the tenant's queue
                 held += p.spec.num_gpus
-                if held <= limit:
-                    keyed.append(((0, -factor[t], t, i), p))
-                else:
-                    keyed.append(((1, -factor[t], t, i), p))
-        keyed.sort(key=lambda kp: kp[0])
-        return [p for _, p in keyed]
+                if held > limit:
+                    break
+                i += 1
+            split[t] = i
+        # Tenants by factor (higher first), then name; each tenant's queue is already in its order, so
+        # the fair order is a concatenation, not a sort of every pending job.
+        ranked = sorted(own, key=lambda t: (-factor[t], t))
+        out = [p for t in ranked for p in own[t][:split[t]]]
+        out += [p for t in ranked for p in own[t][split[t]:]]
+        return out
 
     def bound_te(self, te: Sequence[PendingJob]) -> tuple[list[PendingJob], list[PendingJob]]:
         """``(kept, over)``: TE jobs within their tenant's entitlement, in

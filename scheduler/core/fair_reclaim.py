@@ -107,13 +107,21 @@ class ResumeCostChooser:
 def reclaim(cyc, view: FairView, queue: Sequence[PendingJob], skip: set[str] | None,
             min_runtime: float, max_preemptions: int) -> None:
     """The reclaim pass (module doc), after the BE pass of ``cyc`` over ``queue``."""
+    if not _excess(view):
+        return
+    # Only the jobs of tenants far below their part can reclaim, and no tenant joins them during the
+    # pass (a within reclaim leaves its victims' tenants their entitlement; beneficiaries gain), so
+    # the rest of the queue (under a flood, nearly all of it) is not looked at.
+    deprived = {t for t in view.entitled if view.far_below(t)}
+    if not deprived:
+        return
     started = {d.job_id for d in cyc.out if d.__class__.__name__ == "Start"}
     eligible = [
         p for p in queue
-        if p.hold_reason is None and p.spec.id not in started and (skip is None or p.spec.id not in skip)
-        and cyc.can_ever_fit(p)
+        if p.spec.tenant in deprived and p.hold_reason is None and p.spec.id not in started
+        and (skip is None or p.spec.id not in skip) and cyc.can_ever_fit(p)
     ]
-    if not eligible or not _excess(view):
+    if not eligible:
         return
     within = [p for p in eligible if view.far_below(p.spec.tenant) and view.below(p.spec.tenant, p.spec.num_gpus)]
     state = _Pass(cyc)
