@@ -40,7 +40,8 @@ class PreemptivePolicy(TePriority):
     its current attempt, or with more work than this in total, is treated as
     BE from then on (it can be a victim; pending, it queues as BE).
     ``max_preemptions`` (default 3): a job preempted this often is never
-    preempted again.
+    preempted again for a TE job (fair-share reclaim counts to its own
+    limit, ``base.RECLAIM_MAX_PREEMPTIONS``).
 
     Reserved nodes (anti-starvation) are avoided for victims as long as the TE
     job can be served elsewhere: preempting there would hand the reserved
