@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from itertools import islice
-from typing import Sequence
+from typing import Container, Sequence
 
 from scheduler.core.decisions import Decision, Pend, Reason, Start
 from scheduler.core.model import PendingJob, Placement, Snapshot
@@ -301,7 +301,7 @@ class QueuePolicy:
         explain = cyc.explain
         blocked = NO_NODES
         reservations: list[Reservation] = []
-        starving_ids = guard.ids if guard is not None else NO_NODES
+        starving_ids: Container[str] = guard.ids if guard is not None else ()
         usable = cap.total_gpus
         if usable <= 0 and not explain:
             return

@@ -47,54 +47,43 @@ class StarvationGuard:
     the constructor, more with ``add``. A job's ``why``: None for a job past
     the starvation threshold, else the reason in words (fair share)."""
 
-    __slots__ = ("cyc", "jobs", "ids", "_why", "_done", "_computed", "_reservations")
+    __slots__ = ("cyc", "jobs", "ids", "_why", "_done", "_taken", "_reservations")
 
     def __init__(self, cyc: _Cycle, job: PendingJob, why: str | None = None) -> None:
         self.cyc = cyc
         self.jobs: list[PendingJob] = []
-        self.ids: set[str] = set()
-        self._why: dict[str, str | None] = {}
-        self._done = 0  # jobs whose reservation is computed, a prefix of ``jobs``
-        self._computed: set[str] = set()
+        self.ids: dict[str, int] = {}  # job id -> its place in ``jobs``
+        self._why: list[str | None] = []
+        self._done = 0  # reservations are computed for ``jobs[:_done]``
+        self._taken = NO_NODES  # their nodes
         self._reservations: dict[str, Reservation] = {}
         self.add(job, why)
 
     def add(self, job: PendingJob, why: str | None = None) -> None:
         """Guard one more job, reached after those guarded already."""
+        self.ids[job.spec.id] = len(self.jobs)
         self.jobs.append(job)
-        self.ids.add(job.spec.id)
-        self._why[job.spec.id] = why
-
-    @property
-    def job(self) -> PendingJob:
-        """The first guarded job."""
-        return self.jobs[0]
-
-    @property
-    def why(self) -> str | None:
-        return self._why[self.jobs[0].spec.id]
+        self._why.append(why)
 
     def why_of(self, job_id: str) -> str | None:
-        return self._why[job_id]
+        return self._why[self.ids[job_id]]
 
     def reservation(self, job_id: str | None = None) -> Reservation | None:
         """The reservation of the job (default: the first), or None if it fits
         now outside the nodes reserved before it, or never can. Computes those
         of the jobs before it first, so each keeps off their nodes."""
-        target = self.jobs[0].spec.id if job_id is None else job_id
-        jobs = self.jobs
-        while self._done < len(jobs) and target not in self._computed:
-            job = jobs[self._done]
+        last = 0 if job_id is None else self.ids[job_id]
+        while self._done <= last:
+            job = self.jobs[self._done]
             self._done += 1
-            self._computed.add(job.spec.id)
             r = self._reserve(job)
             if r is not None:
                 self._reservations[job.spec.id] = r
-        return self._reservations.get(target)
+                self._taken = self._taken | r.nodes
+        return self._reservations.get(self.jobs[last].spec.id)
 
     def _reserve(self, job: PendingJob) -> Reservation | None:
-        cyc = self.cyc
-        taken = self.avoid_computed()
+        cyc, taken = self.cyc, self._taken
         if cyc.cap.place(job.spec, taken) is not None:
             return None
         nodes = cyc.snapshot.nodes
@@ -102,17 +91,7 @@ class StarvationGuard:
             nodes = [n for n in nodes if n.name not in taken]
         return reserve(job, nodes, cyc.cap, cyc.snapshot.running, cyc.now)
 
-    def avoid_computed(self) -> frozenset[str]:
-        """Nodes of the reservations computed so far."""
-        rs = self._reservations
-        if not rs:
-            return NO_NODES
-        if len(rs) == 1:
-            return next(iter(rs.values())).nodes
-        return frozenset().union(*(r.nodes for r in rs.values()))
-
     def avoid(self) -> frozenset[str]:
         """Nodes of every guarded job's reservation (computing them all)."""
-        if self.jobs:
-            self.reservation(self.jobs[-1].spec.id)
-        return self.avoid_computed()
+        self.reservation(self.jobs[-1].spec.id)
+        return self._taken

@@ -29,7 +29,7 @@ def two_nodes(*jobs: RunningJob, pending=(), tenants=None) -> Snapshot:
 def test_a_job_that_fits_gets_no_reservation_and_blocks_nothing():
     s = two_nodes(running("r", {"n1": 6}))
     guard = StarvationGuard(Cycle(s, NOW, True), be("big", 8))
-    assert guard.reservation() is None and guard.avoid() == NO_NODES and guard.why is None
+    assert guard.reservation() is None and guard.avoid() == NO_NODES and guard.why_of("big") is None
 
 
 def test_a_job_that_does_not_fit_reserves_the_nodes_closest_to_holding_it_once():
@@ -107,7 +107,7 @@ def test_the_guard_reserves_in_order_and_never_twice_the_same_node():
     cyc = Cycle(s, NOW, True)
     guard = StarvationGuard(cyc, be("big", 8), why="first")
     guard.add(be("next", 8), why="second")
-    assert guard.why_of("next") == "second" and guard.ids == {"big", "next"}
+    assert guard.why_of("next") == "second" and set(guard.ids) == {"big", "next"}
     second = guard.reservation("next")  # computes the first one's before it
     first = guard.reservation("big")
     assert first is not None and first.nodes == {"n2"}
