@@ -27,7 +27,10 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
   reasons), with ``first_command_s``: from the cycle's start to its first agent
   command (sent once the starts and preemptions commit), and ``next_cycle_s``: the cycle after it (nothing new: the steady
   state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
-  ``next_apply_s``, ``next_commit_s``: that cycle's phases.
+  ``next_apply_s``, ``next_commit_s``: that cycle's phases; ``third_cycle_s`` and
+  ``third_*_s``: the cycle after that, the first in which no job row changed since
+  the last read (the next cycle reads again the rows whose pending reason the
+  first one wrote: ``scheduler.pending_rows``).
 
 Then, on the cluster as the first cycle left it, the start-time forecasts
 (``scheduler.forecasts.recompute``, what the background task runs):
@@ -235,6 +238,7 @@ def _one_run(n: int, args: argparse.Namespace, sent: dict, save: Path | None = N
     fill = _fill(n, n * args.pending_per_node, args.seed)
     phases = _cycle_phases(args.repeat, save)  # the first cycle after the fill, phase by phase (committed)
     steady = _cycle_phases(args.repeat)  # the cycle after it, phase by phase
+    third = _cycle_phases(args.repeat)  # and the one after that: no row changed since the last read
     forecast = _forecast(args.repeat) if args.forecast else {}
     fill_again = _fill(n, n * args.pending_per_node, args.seed)
     assert fill_again == fill
@@ -242,8 +246,11 @@ def _one_run(n: int, args: argparse.Namespace, sent: dict, save: Path | None = N
     cycle_s, first_command_s = _whole_cycle(sent)  # the same first cycle, as the loop runs it
     commands_sent = sent["count"]
     next_cycle_s, _ = _whole_cycle(sent)
+    third_cycle_s, _ = _whole_cycle(sent)
     return {**fill, **phases, **{f"next_{k}": v for k, v in steady.items() if k.endswith("_s")},
+            **{f"third_{k}": v for k, v in third.items() if k.endswith("_s")},
             "cycle_s": cycle_s, "first_command_s": first_command_s, "next_cycle_s": next_cycle_s,
+            "third_cycle_s": third_cycle_s,
             "commands": commands_sent, **forecast}
 
 

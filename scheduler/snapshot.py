@@ -17,8 +17,9 @@ write conditionally and to build agent commands (``JobRow`` per job id).
 
 Rows are read as ``values()`` dicts of the columns used, never as model
 instances, in a fixed handful of queries: UP nodes, active jobs, their current
-attempts, free GPUs per node, quota usage, pending jobs (plus one query per
-kind for the reconfiguration fields of jobs that declare a model).
+attempts, free GPUs per node, quota usage, pending jobs' versions and the rows
+that changed (``scheduler.pending_rows``), plus one query per kind for the
+reconfiguration fields of jobs that declare a model.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, F, FloatField, Func, QuerySet, TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
@@ -43,6 +45,7 @@ from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.model import NodeCapacity
+from scheduler.pending_rows import PENDING_ROWS
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
 from scheduler.selectors import quota_usage
 
@@ -166,23 +169,12 @@ def _spec(job: Row) -> JobSpec:
         return replace(spec, **adaptive_jobs.spec_fields(job))
     if not job["model"]:
         return spec  # not reconfigurable: nothing more to read (most jobs)
-    reconfig = _reconfig_spec(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
+    reconfig = elastic.spec_fields(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
     return replace(spec, **reconfig) if reconfig else spec
 
 
 # --- reconfigurable jobs (scheduler/elastic.py reads the fields it names in
 # elastic.SPEC_FIELDS and elastic.ATTEMPT_FIELDS, from objects or values() dicts)
-
-
-def _reconfig_spec(job: Row) -> dict:
-    """JobSpec fields of a reconfigurable job (model, plans, GPU range, throughput); {} for others."""
-    return elastic.spec_fields(job)
-
-
-def _reconfig_running(job: Row, attempt: Row, spec: JobSpec, gpus: int) -> tuple[JobSpec, dict]:
-    """A running job's spec with its current allocation, and its RunningJob plan/reconfiguration fields."""
-    changes, running = elastic.running_fields(job, attempt, gpus)
-    return (replace(spec, **changes) if changes else spec), running
 
 
 def _with_reconfig_fields(jobs: list[Row]) -> list[Row]:
@@ -288,7 +280,9 @@ def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: floa
     vacating = job["state"] in VACATING_STATES
     notice = attempt["notice_at"] or (now if vacating else None)
     started = attempt["started_at"]
-    spec, reconfig = _reconfig_running(job, attempt, _spec(job), placement.num_gpus)
+    # The spec with its current allocation, and the plan/reconfiguration fields of a reconfigurable job.
+    changes, reconfig = elastic.running_fields(job, attempt, placement.num_gpus)
+    spec = replace(_spec(job), **changes) if changes else _spec(job)
     fields = dict(
         spec=spec,
         placement=placement,
@@ -312,14 +306,18 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
     dependency is not satisfied yet with Dependency (one whose dependency never can be goes
     into ``never``, held until the loop cancels it); an array task past its array's ``%N`` with
     JobArrayTaskLimit."""
-    rows = _with_reconfig_fields(_job_rows(Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id")))
+    entries = PENDING_ROWS.current(_pending_rows)
+    rows = [e.row for e in entries]
     waiting, unsatisfiable, awaited = dependencies.evaluate(
         (job["id"], job["dependency"]) for job in rows if job["dependency"])
     never.update(unsatisfiable)
     limited = _throttled(rows, active)
     pending = []
-    for job in rows:
-        row = jobs[str(job["id"])] = _row(job)
+    for entry in entries:
+        job = entry.row
+        if entry.job_row is None:
+            entry.job_row = _row(job)
+        row = jobs[str(job["id"])] = entry.job_row
         hold = quotas.blocking_reason(row, usage) if usage.scopes_for(row.owner_id) else None
         if job["excluded_nodes"] and up and up <= set(job["excluded_nodes"]):
             hold = (Reason.IMAGE_UNAVAILABLE.value, images.held_message(job["excluded_nodes"]))
@@ -327,18 +325,23 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
             hold = (Reason.DEPENDENCY.value, waiting.get(job["id"]) or never[job["id"]])
         elif job["id"] in limited:
             hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, limit_message(job["array_id"], job["array_max_running"]))
-        spec = _spec(job)
+        spec = entry.spec or _spec(job)
+        if entry.spec is None and not (job["model"] or job["adaptive_app"]):
+            entry.spec = spec  # built from the row alone: kept with it
         if job["id"] in awaited:  # what a start-time forecast releases the job on (policies read the hold)
             spec = replace(spec, dependencies=awaited[job["id"]])
-        pending.append(PendingJob(
-            spec=spec,
-            progress=job["progress_seconds"],
-            preemptions=job["preemption_count"],
-            first_start=job["first_started_s"],
-            hold_reason=hold[0] if hold else None,
-            hold_message=hold[1] if hold else "",
-        ))
+        pending.append(PendingJob(spec=spec, progress=job["progress_seconds"], preemptions=job["preemption_count"],
+                                  first_start=job["first_started_s"], hold_reason=hold[0] if hold else None,
+                                  hold_message=hold[1] if hold else ""))
     return pending
+
+
+def _pending_rows(ids: list[int] | None) -> list[Row]:
+    """The rows of the PENDING jobs among ``ids`` (None: of every PENDING job) (``scheduler.pending_rows``)."""
+    jobs = Job.objects.filter(state=JobState.PENDING)
+    if ids is not None:  # one array parameter: thousands of ids would make as many placeholders
+        jobs = jobs.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", (ids,)))
+    return _with_reconfig_fields(_job_rows(jobs))
 
 
 def _throttled(rows: list[Row], active: list[tuple[Row, Row]]) -> set[int]:
