@@ -30,7 +30,7 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
   ``next_apply_s``, ``next_commit_s``: that cycle's phases; ``third_cycle_s`` and
   ``third_*_s``: the cycle after that, the first in which no job row changed since
   the last read (the next cycle reads again the rows whose pending reason the
-  first one wrote: ``scheduler.pending_rows``).
+  first one wrote: ``scheduler.kept_rows``).
 
 Then, on the cluster as the first cycle left it, the start-time forecasts
 (``scheduler.forecasts.recompute``, what the background task runs):

@@ -17,26 +17,22 @@ write conditionally and to build agent commands (``JobRow`` per job id).
 
 Rows are read as ``values()`` dicts of the columns used, never as model
 instances, in a fixed handful of queries: UP nodes, active jobs, their current
-attempts, free GPUs per node, quota usage, pending jobs' versions and the rows
-that changed (``scheduler.pending_rows``), plus one query per kind for the
-reconfiguration fields of jobs that declare a model.
+attempts, free GPUs per node, quota usage, pending jobs (for running and pending
+jobs, their versions and then the rows that changed: ``scheduler.kept_rows``;
+the rows and what is built from one: ``scheduler.snapshot_rows``), plus one query
+per kind for the reconfiguration fields of jobs that declare a model.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Count, F, FloatField, Func, QuerySet, TextField
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
+from django.db.models import Count, F
 
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
 from scheduler import adaptive_jobs, coordination, dependencies, elastic, fair_usage, idleness, images, measured, quotas
@@ -45,44 +41,16 @@ from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.model import JobClass, JobSpec, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.model import NodeCapacity
-from scheduler.pending_rows import PENDING_ROWS
-from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
+from scheduler.kept_rows import ACTIVE_ROWS, PENDING_ROWS, Entry
+from scheduler.models import JobState
 from scheduler.selectors import quota_usage
+from scheduler.snapshot_rows import JobRow, Row, active_rows, epoch, job_row, pending_rows, spec_of
+
+__all__ = ["CycleInput", "JobRow", "build", "epoch"]
 
 log = logging.getLogger(__name__)
 
 VACATING_STATES = frozenset({JobState.PREEMPTING, JobState.CANCELLING})
-
-
-@dataclass(slots=True)
-class JobRow:
-    """What the apply step knows of a job as read for this cycle (nothing changes it after the read;
-    not a frozen dataclass, whose construction cost three times as much: a cycle at 5,000 nodes
-    builds 60,000).
-
-    ``state`` and ``attempt_count`` are the values every conditional write
-    expects; ``allocation`` is the current attempt's ``{node: [gpu indices]}``
-    (empty for a pending job). ``owner_id``, ``job_class``, ``num_gpus`` and
-    ``time_limit`` make it a ``scheduler.quotas.JobLike``. ``plan`` and
-    ``target_gpus`` (and ``adaptive``) tell the apply step which starts launch
-    with a plan (``scheduler.reconfigure.record_start``).
-    """
-
-    pk: int
-    state: str
-    attempt_count: int
-    owner_id: int
-    job_class: str
-    num_gpus: int
-    time_limit: int | None
-    command: str
-    grace_period: int
-    pending_reason: str = ""
-    pending_message: str = ""
-    allocation: dict[str, list[int]] = field(default_factory=dict)
-    plan: str = ""
-    target_gpus: int = 0
-    adaptive: bool = False
 
 
 @dataclass(slots=True)
@@ -95,106 +63,6 @@ class CycleInput:
     now: datetime
     never_satisfied: dict[int, str] = field(default_factory=dict)
     """Pending jobs whose dependency can never be satisfied, with why: the loop cancels them."""
-
-
-def epoch(when: datetime | None) -> float | None:
-    return None if when is None else when.timestamp()
-
-
-# Rows are read with values(): building a model instance per row was most of a
-# cycle at 10,000 jobs. ``Row`` is one such dict.
-Row = dict[str, Any]
-
-#: Job columns every cycle reads; a job with a ``model`` also gets ``elastic.SPEC_FIELDS``. Its two times
-#: come as seconds since the epoch (``submitted_s``, ``first_started_s``) and ``excluded_nodes`` as a list
-#: or None (``_job_rows``).
-JOB_COLUMNS = (
-    "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
-    "priority", "time_limit", "command", "progress_seconds",
-    "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus",
-    "project__name", "dependency", "array_id", "array_max_running", "adaptive_app",
-)
-
-
-def _job_rows(jobs: QuerySet) -> list[Row]:
-    """``values(*JOB_COLUMNS)`` of ``jobs`` with the times in seconds and ``excluded_nodes`` (None when empty).
-
-    At 50,000 pending jobs the read was a third of the cycle, most of it building a
-    datetime for each time and decoding the JSON of each ``excluded_nodes`` (almost
-    always empty). PostgreSQL gives the times as seconds (``EXTRACT(EPOCH ...)``, the
-    same float as ``datetime.timestamp()``) and the list as text, decoded only when not empty.
-    """
-    postgres = connection.vendor == "postgresql"
-    times = {f"{name[:-3]}_s": _seconds_since_epoch(name) if postgres else F(name)
-             for name in ("submitted_at", "first_started_at")}
-    rows = list(jobs.annotate(excluded_text=Cast("excluded_nodes", TextField()), **times)
-                .values(*JOB_COLUMNS, "excluded_text", *times))
-    for row in rows:
-        text = row.pop("excluded_text")
-        row["excluded_nodes"] = json.loads(text) if text and text != "[]" else None
-        if not postgres:
-            row["submitted_s"], row["first_started_s"] = epoch(row["submitted_s"]), epoch(row["first_started_s"])
-    return rows
-
-
-def _seconds_since_epoch(name: str) -> Func:
-    return Func(F(name), template="EXTRACT(EPOCH FROM %(expressions)s)::double precision", output_field=FloatField())
-#: Columns of a job's current attempt.
-ATTEMPT_COLUMNS = tuple(dict.fromkeys(
-    ("job_id", "number", "gpu_allocation", "started_at", "notice_at", "preempted_for") + elastic.ATTEMPT_FIELDS))
-
-
-_JOB_CLASSES = {c.value: c for c in JobClass}
-
-
-def _spec(job: Row) -> JobSpec:
-    """The core's view of a job; its tenant is its project's name ("" for none)."""
-    spec = JobSpec(
-        id=str(job["id"]),
-        job_class=_JOB_CLASSES[job["job_class"]],
-        num_gpus=job["num_gpus"],
-        submit_time=job["submitted_s"],
-        num_cpus=job["num_cpus"],
-        mem_gb=job["mem_gb"],
-        grace_period=float(job["grace_period"]),
-        priority=job["priority"],
-        user=str(job["owner_id"]),
-        tenant=job["project__name"] or "",
-        time_limit=float(job["time_limit"]) if job["time_limit"] is not None else None,
-        excluded_nodes=frozenset(job["excluded_nodes"] or ()),  # its image was unavailable there (scheduler.images)
-        array_id=str(job["array_id"]) if job["array_max_running"] else "",  # for forecasts: the snapshot holds %N
-        array_limit=job["array_max_running"] or 0,
-    )
-    if job["adaptive_app"]:
-        return replace(spec, **adaptive_jobs.spec_fields(job))
-    if not job["model"]:
-        return spec  # not reconfigurable: nothing more to read (most jobs)
-    reconfig = elastic.spec_fields(job)  # may also pin num_gpus/num_cpus/mem_gb to a decided target
-    return replace(spec, **reconfig) if reconfig else spec
-
-
-# --- reconfigurable jobs (scheduler/elastic.py reads the fields it names in
-# elastic.SPEC_FIELDS and elastic.ATTEMPT_FIELDS, from objects or values() dicts)
-
-
-def _with_reconfig_fields(jobs: list[Row]) -> list[Row]:
-    """Add ``elastic.SPEC_FIELDS`` to the rows of jobs that declare a model or a profile (one more
-    query, only when there are such jobs: most jobs declare none and their rows stay small)."""
-    declared = {job["id"]: job for job in jobs if job["model"] or job["adaptive_app"]}
-    if declared:
-        for extra in Job.objects.filter(pk__in=declared).values("id", *elastic.SPEC_FIELDS):
-            declared[extra["id"]].update(extra)
-    return jobs
-
-
-def _row(job: Row, allocation: dict[str, list[int]] | None = None) -> JobRow:
-    return JobRow(
-        pk=job["id"], state=job["state"], attempt_count=job["attempt_count"], owner_id=job["owner_id"],
-        job_class=job["job_class"], num_gpus=job["num_gpus"], time_limit=job["time_limit"], command=job["command"],
-        grace_period=job["grace_period"], pending_reason=job["pending_reason"],
-        pending_message=job["pending_message"], allocation=allocation or {}, plan=job["plan"],
-        target_gpus=job["target_gpus"], adaptive=bool(job["adaptive_app"]),
-    )
 
 
 def _nodes() -> list[NodeCapacity]:
@@ -235,25 +103,6 @@ def _free_map(nodes: list[NodeCapacity], active: list[tuple[Row, Row]]) -> dict[
     }
 
 
-def _active() -> list[tuple[Row, Row]]:
-    """Jobs holding GPUs, each with its current attempt (the one numbered ``attempt_count``), in id order."""
-    jobs = _with_reconfig_fields(_job_rows(Job.objects.filter(state__in=ACTIVE_STATES).order_by("id")))
-    attempts = {
-        a["job_id"]: a
-        for a in Attempt.objects.filter(job__state__in=ACTIVE_STATES, number=F("job__attempt_count"))
-        .order_by().values(*ATTEMPT_COLUMNS)
-    }
-    pairs = []
-    for job in jobs:
-        attempt = attempts.get(job["id"])
-        if attempt is None or attempt["number"] != job["attempt_count"]:
-            log.error("job %s is %s but has no attempt %d; left out of the snapshot",
-                      job["id"], job["state"], job["attempt_count"])
-            continue
-        pairs.append((job, attempt))
-    return pairs
-
-
 def _idle_marks(active: list[tuple[Row, Row]], policy: tuple[float, float]) -> tuple[dict, dict]:
     """(idle since, warned at) by (job id, attempt) from ``scheduler.idleness``; none while reclaim is off."""
     if policy[0] <= 0 or not active:
@@ -268,21 +117,39 @@ def _idle_policy() -> tuple[float, float]:
     return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
 
 
-def _running(job: Row, attempt: Row, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
+def _held(job: Row, attempt: Row) -> tuple[Placement, JobSpec, dict] | None:
+    """What a job holding GPUs is in every cycle until its rows change: its placement, its spec
+    with its current allocation, and the plan/reconfiguration fields of a reconfigurable job;
+    None (logged) when its attempt holds another number of GPUs than it asked for."""
     allocation = attempt["gpu_allocation"] or {}
     placement = Placement.of({node: len(indices) for node, indices in allocation.items()})
     if not elastic.gpu_count_ok(job, placement.num_gpus):
         log.error("job %s attempt %d holds %d GPUs, not %d; left out of the snapshot",
                   job["id"], attempt["number"], placement.num_gpus, job["num_gpus"])
         return None
+    changes, reconfig = elastic.running_fields(job, attempt, placement.num_gpus)
+    spec = spec_of(job)
+    return placement, (replace(spec, **changes) if changes else spec), reconfig
+
+
+_LEFT_OUT = ()
+
+
+def _running(entry: Entry, up: set[str], now: datetime, overhead: float) -> RunningJob | None:
+    job, attempt = entry.row
+    held = entry.built
+    if held is None:
+        held = _held(job, attempt) or _LEFT_OUT
+        if not (job["model"] or job["adaptive_app"]):
+            entry.built = held  # built from the rows alone: kept with them
+    if held is _LEFT_OUT:
+        return None
+    placement, spec, reconfig = held
     if not set(placement.nodes) <= up:
         return None  # on a node that is not schedulable: its GPUs there are simply not free
     vacating = job["state"] in VACATING_STATES
     notice = attempt["notice_at"] or (now if vacating else None)
     started = attempt["started_at"]
-    # The spec with its current allocation, and the plan/reconfiguration fields of a reconfigurable job.
-    changes, reconfig = elastic.running_fields(job, attempt, placement.num_gpus)
-    spec = replace(_spec(job), **changes) if changes else _spec(job)
     fields = dict(
         spec=spec,
         placement=placement,
@@ -306,7 +173,7 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
     dependency is not satisfied yet with Dependency (one whose dependency never can be goes
     into ``never``, held until the loop cancels it); an array task past its array's ``%N`` with
     JobArrayTaskLimit."""
-    entries = PENDING_ROWS.current(_pending_rows)
+    entries = PENDING_ROWS.current(pending_rows)
     rows = [e.row for e in entries]
     waiting, unsatisfiable, awaited = dependencies.evaluate(
         (job["id"], job["dependency"]) for job in rows if job["dependency"])
@@ -316,7 +183,7 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
     for entry in entries:
         job = entry.row
         if entry.job_row is None:
-            entry.job_row = _row(job)
+            entry.job_row = job_row(job)
         row = jobs[str(job["id"])] = entry.job_row
         hold = quotas.blocking_reason(row, usage) if usage.scopes_for(row.owner_id) else None
         if job["excluded_nodes"] and up and up <= set(job["excluded_nodes"]):
@@ -325,23 +192,15 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
             hold = (Reason.DEPENDENCY.value, waiting.get(job["id"]) or never[job["id"]])
         elif job["id"] in limited:
             hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, limit_message(job["array_id"], job["array_max_running"]))
-        spec = entry.spec or _spec(job)
-        if entry.spec is None and not (job["model"] or job["adaptive_app"]):
-            entry.spec = spec  # built from the row alone: kept with it
+        spec = entry.built or spec_of(job)
+        if entry.built is None and not (job["model"] or job["adaptive_app"]):
+            entry.built = spec  # built from the row alone: kept with it
         if job["id"] in awaited:  # what a start-time forecast releases the job on (policies read the hold)
             spec = replace(spec, dependencies=awaited[job["id"]])
         pending.append(PendingJob(spec=spec, progress=job["progress_seconds"], preemptions=job["preemption_count"],
                                   first_start=job["first_started_s"], hold_reason=hold[0] if hold else None,
                                   hold_message=hold[1] if hold else ""))
     return pending
-
-
-def _pending_rows(ids: list[int] | None) -> list[Row]:
-    """The rows of the PENDING jobs among ``ids`` (None: of every PENDING job) (``scheduler.pending_rows``)."""
-    jobs = Job.objects.filter(state=JobState.PENDING)
-    if ids is not None:  # one array parameter: thousands of ids would make as many placeholders
-        jobs = jobs.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", (ids,)))
-    return _with_reconfig_fields(_job_rows(jobs))
 
 
 def _throttled(rows: list[Row], active: list[tuple[Row, Row]]) -> set[int]:
@@ -374,14 +233,18 @@ def build(now: datetime) -> CycleInput:
     overhead = settings.SCHEDULER_RESUME_OVERHEAD
     nodes = _nodes()
     up = {n.name for n in nodes}
-    active = _active()
+    held = ACTIVE_ROWS.current(active_rows)
+    active = [entry.row for entry in held]
     idle_policy = _idle_policy()
     idle, warned = _idle_marks(active, idle_policy)
     jobs: dict[str, JobRow] = {}
     running: list[RunningJob] = []
-    for job, attempt in active:
-        jobs[str(job["id"])] = _row(job, attempt["gpu_allocation"])
-        entry = _running(job, attempt, up, now, overhead)
+    for kept in held:
+        job, attempt = kept.row
+        if kept.job_row is None:
+            kept.job_row = job_row(job, attempt["gpu_allocation"])
+        jobs[str(job["id"])] = kept.job_row
+        entry = _running(kept, up, now, overhead)
         if entry is not None:
             key = (job["id"], attempt["number"])
             entry.idle_since, entry.idle_warned_at = idle.get(key), warned.get(key)

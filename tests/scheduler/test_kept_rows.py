@@ -1,4 +1,4 @@
-"""Pending rows kept between cycles: read again exactly when the row (or its project) changed.
+"""Job rows kept between cycles: read again exactly when the row (its project's, its attempt's) changed.
 
 Every test runs in one transaction, so it also shows that two versions written by one
 transaction are told apart (the tuple's place, not only the transaction that wrote it).
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from scheduler import snapshot
-from scheduler.models import Job, JobState, Membership, Project
-from scheduler.pending_rows import PENDING_ROWS
+from scheduler import loop, snapshot
+from scheduler.models import Attempt, Job, JobState, Membership, Project
+from scheduler.kept_rows import ACTIVE_ROWS, PENDING_ROWS
 from tests.support.live_helpers import make_node, make_user, submit
 
 pytestmark = pytest.mark.django_db
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _empty_kept_rows():
-    PENDING_ROWS.clear()
+    PENDING_ROWS.clear(), ACTIVE_ROWS.clear()
     yield
-    PENDING_ROWS.clear()
+    PENDING_ROWS.clear(), ACTIVE_ROWS.clear()
 
 
 def _pending() -> dict[str, object]:
@@ -105,3 +105,65 @@ def test_a_snapshot_from_kept_rows_equals_one_read_whole() -> None:
     whole = snapshot.build(timezone.now())
     assert kept.snapshot.pending == whole.snapshot.pending
     assert kept.jobs == whole.jobs
+
+
+# --- jobs holding GPUs ------------------------------------------------------------------------
+
+
+def _running_jobs(now=None) -> dict[str, object]:  # noqa: ANN001
+    return {r.spec.id: r for r in snapshot.build(now or timezone.now()).snapshot.running}
+
+
+@pytest.fixture
+def four_running(sent, django_capture_on_commit_callbacks):  # noqa: ANN001, ANN201
+    make_node("n1", 4)
+    alice = make_user("alice")
+    jobs = [submit(alice, f"r{i}") for i in range(4)]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sorted(loop.run_cycle().applied.started) == sorted(j.pk for j in jobs)
+    return jobs
+
+
+def test_running_jobs_keep_their_spec_and_placement_while_their_progress_follows_the_clock(four_running) -> None:
+    before = ACTIVE_ROWS.reads
+    first = _running_jobs()
+    assert ACTIVE_ROWS.reads - before == 4
+    later = timezone.now() + timezone.timedelta(seconds=600)
+    second = _running_jobs(later)
+    assert ACTIVE_ROWS.reads - before == 4
+    for pk, job in first.items():
+        assert second[pk].spec is job.spec and second[pk].placement is job.placement
+        assert second[pk].progress == pytest.approx(job.progress + 600, abs=1.0)
+
+
+def test_a_preempted_attempt_is_read_again_and_shows_vacating(four_running) -> None:
+    a, b = four_running[:2]
+    assert not any(r.preempting for r in _running_jobs().values())
+    Job.objects.filter(pk=a.pk).update(state=JobState.PREEMPTING)
+    Attempt.objects.filter(job=a).update(notice_at=timezone.now(), preempted_for=b.pk)
+    before = ACTIVE_ROWS.reads
+    running = _running_jobs()
+    assert ACTIVE_ROWS.reads - before == 1  # the preempted one only
+    assert (running[str(a.pk)].preempting, running[str(a.pk)].preempted_for) == (True, str(b.pk))
+    assert running[str(b.pk)].preempting is False
+
+
+def test_an_attempt_changed_alone_is_read_again(four_running) -> None:
+    a = four_running[0]
+    _running_jobs()
+    held = Attempt.objects.get(job=a).gpu_allocation
+    Attempt.objects.filter(job=a).update(gpu_allocation={"n1": held["n1"], "n2": []})
+    cycle = snapshot.build(timezone.now())
+    assert cycle.jobs[str(a.pk)].allocation == {"n1": held["n1"], "n2": []}
+
+
+def test_running_jobs_from_kept_rows_equal_those_read_whole(four_running) -> None:
+    a = four_running[0]
+    now = timezone.now()
+    snapshot.build(now)
+    Job.objects.filter(pk=a.pk).update(progress_seconds=120)
+    kept = snapshot.build(now)
+    ACTIVE_ROWS.clear()
+    whole = snapshot.build(now)
+    assert kept.snapshot.running == whole.snapshot.running and kept.jobs == whole.jobs
+    assert {r.spec.id: r.progress >= 120 for r in kept.snapshot.running}[str(a.pk)]
