@@ -100,8 +100,8 @@ class KeptRows:
             rows = read(None, False)
             self.reads += len(rows)
             return [Entry("", row) for _, row in rows.values()]
-        if not self._kept:  # nothing to compare with: the versions come with the rows
-            with self._lock:
+        with self._lock:
+            if not self._kept or self._stale():  # nothing to compare with: the versions come with the rows
                 return self._first(read)
         with connection.cursor() as cursor:
             cursor.execute(versions_sql(self._with_attempt, self._order), [self._states()])
@@ -111,22 +111,16 @@ class KeptRows:
 
     def _first(self, read: Reader) -> list[Entry]:
         """Every row read whole, with its version (a first cycle, or one after ``MAX_AGE_S``)."""
-        self._start()
+        self._database, self._since = _database(), time.monotonic()
         fresh = read(None, True)
         self.reads += len(fresh)
         self._kept = {pk: Entry(version, row) for pk, (version, row) in fresh.items()}
         return list(self._kept.values())
 
-    def _start(self) -> None:
-        self._database = (connection.settings_dict.get("HOST"), connection.settings_dict.get("PORT"),
-                          connection.settings_dict.get("NAME"))
-        self._kept, self._since = {}, time.monotonic()
+    def _stale(self) -> bool:
+        return self._database != _database() or time.monotonic() - self._since > MAX_AGE_S
 
     def _refresh(self, versions: list[tuple[int, str]], read: Reader) -> list[Entry]:
-        database = (connection.settings_dict.get("HOST"), connection.settings_dict.get("PORT"),
-                    connection.settings_dict.get("NAME"))
-        if database != self._database or time.monotonic() - self._since > MAX_AGE_S:
-            self._start()
         kept = self._kept
         changed = [pk for pk, version in versions if (e := kept.get(pk)) is None or e.version != version]
         if changed:
@@ -143,6 +137,11 @@ class KeptRows:
         if len(kept) > len(out):  # jobs that left the states read
             self._kept = {pk: kept[pk] for pk, _ in versions if pk in kept}
         return out
+
+
+def _database() -> tuple:
+    """The database the process reads (kept rows of another are never compared with it)."""
+    return connection.settings_dict.get("HOST"), connection.settings_dict.get("PORT"), connection.settings_dict.get("NAME")
 
 
 def _pending_states() -> list[str]:

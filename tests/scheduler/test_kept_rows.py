@@ -167,3 +167,14 @@ def test_running_jobs_from_kept_rows_equal_those_read_whole(four_running) -> Non
     whole = snapshot.build(now)
     assert kept.snapshot.running == whole.snapshot.running and kept.jobs == whole.jobs
     assert {r.spec.id: r.progress >= 120 for r in kept.snapshot.running}[str(a.pk)]
+
+
+def test_rows_kept_longer_than_their_age_limit_are_read_again_whole(monkeypatch) -> None:
+    make_node("n1", 4)
+    alice = make_user("alice")
+    for i in range(3):
+        submit(alice, f"j{i}")
+    _pending()
+    assert _read_on_build() == 0
+    monkeypatch.setattr("scheduler.kept_rows.MAX_AGE_S", 0.0)
+    assert _read_on_build() == 3
