@@ -128,6 +128,7 @@
   }
 
   function setHeading(n) {
+    logArea(); // a page opened before the first attempt gets its log section with the first lines
     document.getElementById("log-heading").textContent = "Log of attempt " + n;
   }
 

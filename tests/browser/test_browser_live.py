@@ -218,3 +218,23 @@ def test_every_attempts_log_is_kept_and_the_live_one_keeps_streaming(web, browse
     assert rows.count() == 2 and "PREEMPTED" in rows.nth(0).text_content() and "yes" in rows.nth(0).text_content()
     screens.shot(page, "live-attempt-log")
     assert_not_reloaded(page)
+
+
+def test_the_first_log_lines_create_the_log_section_of_a_page_opened_while_the_job_waited(
+        web, browser_page, user_factory):
+    """A page opened before the first attempt has no log section; that attempt's first lines may
+    arrive before the job's new state does, and then make the section, its heading and its tabs."""
+    from scheduler.models import Attempt, AttemptLog, AttemptState, Job, JobEvent, JobState
+
+    judy = user_factory("judy")
+    job = Job.objects.create(owner=judy, name="first-lines", command="python train.py", num_gpus=1)
+    JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
+    page = browser_page(judy)
+    page.goto(f"/jobs/{job.pk}/")
+    assert page.query_selector("#log") is None
+    no_reload_marker(page)
+    attempt = Attempt.objects.create(job=job, number=1, gpu_allocation={"n1": [0]}, state=AttemptState.RUNNING)
+    AttemptLog.objects.create(attempt=attempt, text="step 1/9")  # no job event: only the log is pushed
+    page.wait_for_function("/step 1\\/9/.test((document.getElementById('log') || {}).textContent || '')")
+    assert page.text_content("#log-heading") == "Log of attempt 1"
+    assert_not_reloaded(page)
