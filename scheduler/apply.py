@@ -113,6 +113,7 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
 
 def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied) -> _Sorted:
     todo = _Sorted()
+    now = cycle.now.timestamp()  # the policy's clock, which its Pends' expected ends are on
     for d in decisions:
         row = cycle.jobs.get(d.job_id)
         if row is None:
@@ -124,7 +125,7 @@ def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied) -> _Sorted
         elif isinstance(d, Reconfigure):
             todo.reconfigures.append((d, row))
         elif isinstance(d, Pend):
-            change = pending_reasons.pend_change(d, row)
+            change = pending_reasons.pend_change(d, row, now)
             if change is not None:
                 todo.pends[row.pk] = change
         else:

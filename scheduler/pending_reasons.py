@@ -11,9 +11,12 @@ other jobs, and the caller waits for the reasons before its transaction does any
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import threading
 from collections.abc import Callable
+from datetime import datetime, timezone
 
 from django.db import DatabaseError, OperationalError, connection, transaction
 
@@ -26,12 +29,38 @@ from scheduler.snapshot import JobRow
 log = logging.getLogger("scheduler.apply")
 
 
-def pend_change(d: Pend, row: JobRow) -> tuple[str, str] | None:
-    """The (reason, message) to store for a pending job, or None when it has not changed."""
-    reason, message = d.reason.value, d.message[:MESSAGE_LENGTH]
+def pend_change(d: Pend, row: JobRow, now: float) -> tuple[str, str] | None:
+    """The (reason, message) to store for a pending job, or None when it has not changed.
+    ``now``: the cycle's time, in seconds since the epoch (the live policy's clock)."""
+    reason, message = d.reason.value, stored_message(d, now)
     if row.state != JobState.PENDING or (reason, message) == (row.pending_reason, row.pending_message):
         return None
     return reason, message
+
+
+def stored_message(d: Pend, now: float) -> str:
+    """The message as stored and shown: the policy's, cut to length, then when the wait is expected
+    to end (``Pend.expected_at``) as a date and time in UTC, or, once that is not after ``now``,
+    that it is expected any moment.
+
+    A time rather than a countdown: the text stays the same while the job waits, so its row is not
+    rewritten (nor its page told to read it again) every cycle; it changes when the expected end
+    does, and once more when the end has passed (a policy then expects it at ``now``)."""
+    if d.expected_at is None:
+        return d.message[:MESSAGE_LENGTH]
+    suffix = f"; expected by {clock_text(d.expected_at)}" if d.expected_at > now else OVERDUE
+    return d.message[:MESSAGE_LENGTH - len(suffix)] + suffix
+
+
+#: What follows a message whose wait was expected to end by now.
+OVERDUE = "; expected any moment (grace period over)"
+
+
+@functools.lru_cache(maxsize=1024)  # a cycle's waiting jobs share few expected ends
+def clock_text(seconds: float) -> str:
+    """``seconds`` since the epoch as ``YYYY-MM-DD HH:MM:SS UTC``, rounded up to the second (never
+    earlier than the time it names)."""
+    return datetime.fromtimestamp(math.ceil(seconds), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 PEND_BATCH = 5000

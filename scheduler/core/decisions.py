@@ -112,6 +112,11 @@ class Pend:
     job_id: str
     reason: Reason
     message: str = ""
+    expected_at: float | None = None
+    """When the wait is expected to end, on the policy's clock (None: not known): a TE job
+    waiting for its victims gets the end of their grace periods. It stays out of ``message``,
+    whose text thus stays the same from cycle to cycle while the job waits; where the message
+    is shown, the time is written beside it (``scheduler.pending_reasons``)."""
 
 
 Decision = Start | Preempt | Pend | Reconfigure

@@ -158,7 +158,7 @@ class _Pass:
                 self.pends = {d.job_id: i for i, d in enumerate(cyc.out) if d.__class__ is Pend}
             _replace_pend(cyc, self.pends, Pend(spec.id, Reason.WAITING_FOR_PREEMPTION,
                                                 f"fair share: reclaiming GPUs from borrowing tenants on "
-                                                f"{', '.join(sorted(plan.parts))}"))
+                                                f"{', '.join(sorted(plan.parts))}", plan.until))
 
 
 def _reclaim_within(cyc, view: FairView, wanting: Sequence[PendingJob], state: _Pass, min_runtime: float,

@@ -69,6 +69,35 @@ def test_pending_reason_is_written_only_when_it_changes(alice, nodes, sent, djan
     assert cycle(django_capture_on_commit_callbacks).applied.pend_updates == 0
 
 
+def test_a_te_job_waiting_for_its_victim_keeps_its_reason_until_the_victim_is_overdue(
+    alice, nodes, sent, no_triggers, django_capture_on_commit_callbacks
+) -> None:
+    """The expected end of the wait is a time, not a countdown: later cycles leave the TE job's row as
+    it is, until that time has passed (then once more, to say so)."""
+    from datetime import timedelta
+
+    from scheduler.pending_reasons import clock_text
+
+    nodes(("n1", 1))
+    victim = submit(alice, "be", grace_period=60)
+    cycle(django_capture_on_commit_callbacks)
+    te = submit(alice, "te", job_class="TE")
+    assert cycle(django_capture_on_commit_callbacks).applied.preempted == [victim.pk]
+    notice_at = Attempt.objects.get(job=victim).notice_at
+    expected = f"waiting for preempted job {victim.pk} to vacate n1; expected by {clock_text(notice_at.timestamp() + 60)}"
+    later = timezone.now()
+    cycle(django_capture_on_commit_callbacks, now=later + timedelta(seconds=1))  # from the notice as stored
+    te.refresh_from_db()
+    assert (te.pending_reason, te.pending_message) == ("WaitingForPreemption", expected)
+    for seconds in (5, 20, 40):  # a countdown would have changed at each
+        assert cycle(django_capture_on_commit_callbacks, now=later + timedelta(seconds=seconds)).applied.pend_updates == 0
+    for seconds in (61, 62, 90):  # the victim is overdue: said once
+        updates = cycle(django_capture_on_commit_callbacks, now=notice_at + timedelta(seconds=seconds)).applied.pend_updates
+        assert updates == (1 if seconds == 61 else 0)
+    te.refresh_from_db()
+    assert te.pending_message == f"waiting for preempted job {victim.pk} to vacate n1; expected any moment (grace period over)"
+
+
 def test_a_quota_holds_jobs_that_fit_the_cluster(alice, nodes, sent, django_capture_on_commit_callbacks) -> None:
     """Each job alone is within max_gpus=1; together they are not: one starts, one waits QuotaExceeded."""
     nodes(("n1", 4))

@@ -101,3 +101,18 @@ def test_a_cycle_through_the_loop_writes_its_reasons_beside(writer_threads, monk
     assert len(report.applied.started) == 1 and report.applied.pend_updates == 3
     assert writer_threads == ["pending-reasons"]
     assert sum(1 for reason, _ in _reasons(jobs) if reason) == 3
+
+
+def test_the_expected_end_of_a_wait_is_written_as_a_time_after_the_message_cut_to_length() -> None:
+    from scheduler.models import MESSAGE_LENGTH
+
+    at = 1_796_000_000.2  # 2026-11-30 00:53:20.2 UTC: shown rounded up, never earlier than it is
+    assert pending_reasons.clock_text(at) == "2026-11-30 00:53:21 UTC"
+    plain = Pend("1", Reason.RESOURCES, "x" * (MESSAGE_LENGTH + 10))
+    assert pending_reasons.stored_message(plain, at) == "x" * MESSAGE_LENGTH
+    waiting = Pend("1", Reason.WAITING_FOR_PREEMPTION, "w" * (MESSAGE_LENGTH + 10), expected_at=at)
+    before, after = (pending_reasons.stored_message(waiting, now) for now in (at - 30, at))
+    assert before.endswith("w; expected by 2026-11-30 00:53:21 UTC") and len(before) == MESSAGE_LENGTH
+    assert after.endswith("w; expected any moment (grace period over)") and len(after) == MESSAGE_LENGTH
+    same_wait_later = pending_reasons.stored_message(waiting, at - 5)
+    assert same_wait_later == before  # no countdown: the row is not rewritten while the job waits

@@ -128,8 +128,8 @@ class Cycle:
         self.cap.take(job.spec, placement)
         self.out.append(Start(job.spec.id, placement, Reason.SCHEDULED, f"started on {describe_placement(placement)}"))
 
-    def pend(self, job: PendingJob, reason: Reason, message: str) -> None:
-        self.out.append(Pend(job.spec.id, reason, message))
+    def pend(self, job: PendingJob, reason: Reason, message: str, expected_at: float | None = None) -> None:
+        self.out.append(Pend(job.spec.id, reason, message, expected_at))
 
     def pend_hold(self, job: PendingJob) -> None:
         reason = hold_reason(job)

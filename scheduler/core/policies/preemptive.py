@@ -12,7 +12,6 @@ from scheduler.core.policies.base import (
     Cycle,
     StarvationGuard,
     check_non_negative,
-    duration_text,
     gpus_text,
 )
 from scheduler.core.policies.te_priority import TePriority
@@ -120,7 +119,7 @@ class PreemptivePolicy(TePriority):
         for v in plan.victims:
             cyc.out.append(Preempt(v.id, spec.id, Reason.PREEMPTED_FOR_TE, self.victim_message(spec.id, v, plan)))
         if cyc.explain:
-            cyc.pend(job, Reason.WAITING_FOR_PREEMPTION, self.waiting_message(cyc, plan))
+            cyc.pend(job, Reason.WAITING_FOR_PREEMPTION, self.waiting_message(plan), plan.until)
 
     # --- messages -------------------------------------------------------------
 
@@ -143,31 +142,21 @@ class PreemptivePolicy(TePriority):
         return msg
 
     @staticmethod
-    def waiting_message(cyc: Cycle, plan: PreemptionPlan) -> str:
-        wait = plan.until - cyc.now
-        within = _WITHIN_TEXT.get(wait)  # few distinct values: the victims' grace periods
-        if within is None:
-            within = duration_text(wait if wait > 0.0 else 0.0)
-            if len(_WITHIN_TEXT) < _TEXT_CACHE_SIZE:
-                _WITHIN_TEXT[wait] = within
+    def waiting_message(plan: PreemptionPlan) -> str:
+        """What a TE job waits for; when it is expected to end goes in the Pend's ``expected_at``
+        (a countdown in the text would change it, and rewrite the job's row, every cycle)."""
         if len(plan.victims) == 1 and not plan.waits_on and len(plan.parts) == 1:
             # The usual plan, thousands of them in a large cycle: no sets, sorts or joins.
-            return (f"waiting for preempted job {plan.victims[0].id} to vacate {next(iter(plan.parts))}; "
-                    f"expected within {within}")
+            return f"waiting for preempted job {plan.victims[0].id} to vacate {next(iter(plan.parts))}"
         ids = sorted({v.id for v in plan.victims} | {w.id for w in plan.waits_on})
         where = next(iter(plan.parts)) if len(plan.parts) == 1 else ", ".join(sorted(plan.parts))
         shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-        return (
-            f"waiting for preempted job{'s' if len(ids) != 1 else ''} {shown} to vacate {where}; "
-            f"expected within {within}"
-        )
+        return f"waiting for preempted job{'s' if len(ids) != 1 else ''} {shown} to vacate {where}"
 
 
-#: Texts of grace periods and of expected waits, which take few distinct values (the
-#: jobs' grace periods) across thousands of preemptions; bounded so that a process
-#: running for months keeps a small cache.
+#: Texts of grace periods, which take few distinct values across thousands of preemptions;
+#: bounded so that a process running for months keeps a small cache.
 _GRACE_TEXT: dict[float, str] = {}
-_WITHIN_TEXT: dict[float, str] = {}
 _TEXT_CACHE_SIZE = 4096
 
 

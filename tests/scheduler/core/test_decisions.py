@@ -54,6 +54,6 @@ def test_wrong_arguments_are_refused_as_before():
     with pytest.raises(TypeError, match="reason"):
         Pend("p1")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        Pend("p1", Reason.RESOURCES, "m", "extra")  # type: ignore[call-arg]
+        Pend("p1", Reason.RESOURCES, "m", 1.0, "extra")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected"):
         Preempt("v1", "t", colour="red")  # type: ignore[call-arg]

@@ -83,6 +83,7 @@ def test_one_overshoot_per_cycle_and_its_job_is_told_why_it_waits():
     (job,) = served
     (pend_of_job,) = [d for d in out if isinstance(d, Pend) and d.job_id == job]
     assert pend_of_job.reason is Reason.WAITING_FOR_PREEMPTION and "fair share" in pend_of_job.message
+    assert pend_of_job.expected_at == NOW + 30.0  # when its victims' 30 s of grace end
 
 
 def test_reclaim_has_its_own_preemption_limit_whatever_the_te_limit():

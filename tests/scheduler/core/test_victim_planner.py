@@ -25,7 +25,8 @@ def test_waiting_for_preemption_triggers_no_second_preemption(policy):
     out = make_policy(policy).decide(s, 100.0)
     assert preempts(out) == {}
     assert pends(out) == {"t": "WaitingForPreemption"}
-    assert "v to vacate a; expected within 50 s" in by_job(out)["t"].message
+    waiting = by_job(out)["t"]
+    assert waiting.message.endswith("v to vacate a") and waiting.expected_at == 150.0  # notice 90 + grace 60
 
 
 @pytest.mark.parametrize("policy", PREEMPTING)

@@ -34,12 +34,11 @@ def test_preempt_message_says_why():
 
 @pytest.mark.parametrize("full", [False, True])
 def test_messages_read_the_same_whether_their_texts_are_cached_or_not(monkeypatch, full):
-    """The grace and wait texts are cached per value, up to a bound: past it, a new value is written
-    out as before and the cache stops growing."""
+    """The grace texts are cached per value, up to a bound: past it, a new value is written out as
+    before and the cache stops growing. The wait's expected end is a time beside the text."""
     from scheduler.core.policies import preemptive
 
     monkeypatch.setattr(preemptive, "_GRACE_TEXT", {})
-    monkeypatch.setattr(preemptive, "_WITHIN_TEXT", {})
     if full:
         monkeypatch.setattr(preemptive, "_TEXT_CACHE_SIZE", 0)
     for _ in range(2):  # the second time from the cache, unless it is full
@@ -47,5 +46,6 @@ def test_messages_read_the_same_whether_their_texts_are_cached_or_not(monkeypatc
         preempt = next(d for d in out if isinstance(d, Preempt))
         waiting = next(d for d in out if d.job_id == "t")
         assert preempt.message.startswith("preempted for TE job t: grace 30 s, 1 GPU on a; victim score ")
-        assert waiting.message == f"waiting for preempted job {preempt.job_id} to vacate a; expected within 30 s"
-    assert (len(preemptive._GRACE_TEXT), len(preemptive._WITHIN_TEXT)) == ((0, 0) if full else (1, 1))
+        assert waiting.message == f"waiting for preempted job {preempt.job_id} to vacate a"
+        assert waiting.expected_at == 130.0  # now + the victim's 30 s of grace
+    assert len(preemptive._GRACE_TEXT) == (0 if full else 1)
