@@ -64,6 +64,7 @@ from django.utils import timezone
 
 from scheduler import pending_reasons, quotas, reconfigure, row_locks, starts_and_preemptions
 from scheduler.applied import Applied, guarded
+from scheduler.bulkwrite import id_set
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.models import Job
 from scheduler.snapshot import CycleInput, JobRow
@@ -191,5 +192,5 @@ def _lock_jobs(ids: list[int]) -> tuple[dict[int, tuple[str, int]], starts_and_p
     ``HELD`` when some row was passed over, held by another transaction (``scheduler.row_locks``):
     a job missing from the result was then deleted or is held."""
     rows, passed_over = row_locks.locked(
-        Job.objects.filter(pk__in=ids).order_by("pk").values_list("pk", "state", "attempt_count"), what="job rows")
+        Job.objects.filter(pk__in=id_set(ids)).order_by("pk").values_list("pk", "state", "attempt_count"), what="job rows")
     return {pk: (state, attempts) for pk, state, attempts in rows}, starts_and_preemptions.HELD if passed_over else None

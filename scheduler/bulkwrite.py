@@ -31,9 +31,21 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, models
+from django.db.models.expressions import RawSQL
 
 #: Rows per statement on PostgreSQL: bounds one statement's parameters and row locks.
 BATCH = 5000
+
+
+def id_set(ids: Iterable[int]) -> list[int] | RawSQL:
+    """``ids`` as the value of an ``__in`` filter on integer keys: on PostgreSQL one array parameter
+    (``SELECT unnest(%s::bigint[])``), elsewhere the list. With a placeholder per id, Django built a
+    parameter and psycopg converted a placeholder for each of the 10,000 ids a large cycle locks and
+    writes, about a tenth of its apply step."""
+    ids = list(ids)
+    if connection.vendor != "postgresql":
+        return ids
+    return RawSQL("SELECT unnest(%s::bigint[])", (ids,))
 
 
 def update_each(model: type[models.Model], fields: Sequence[str], rows: Mapping[int, Sequence[Any]],

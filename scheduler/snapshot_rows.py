@@ -19,6 +19,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from scheduler import adaptive_jobs, elastic
+from scheduler.bulkwrite import id_set
 from scheduler.kept_rows import row_version
 from scheduler.core.model import JobClass, JobSpec
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
@@ -162,16 +163,11 @@ def job_row(job: Row, allocation: dict[str, list[int]] | None = None) -> JobRow:
 _PROJECT_TABLE = Job._meta.get_field("project").related_model._meta.db_table
 
 
-def _ids(ids: list[int]) -> RawSQL:
-    """``ids`` as one array parameter: thousands of ids would make as many placeholders."""
-    return RawSQL("SELECT unnest(%s::bigint[])", (ids,))
-
-
 def pending_rows(ids: list[int] | None, versioned: bool = False) -> dict[int, tuple[str, Row]]:
     """``(version, row)`` of the PENDING jobs among ``ids`` (None: of every PENDING job, in
     submission order), by id (``scheduler.kept_rows.Reader``)."""
     jobs = Job.objects.filter(state=JobState.PENDING)
-    jobs = jobs.order_by("submitted_at", "id") if ids is None else jobs.filter(pk__in=_ids(ids)).order_by()
+    jobs = jobs.order_by("submitted_at", "id") if ids is None else jobs.filter(pk__in=id_set(ids)).order_by()
     return {row["id"]: (row.pop("row_version", ""), row) for row in with_reconfig_fields(job_rows(jobs, versioned))}
 
 
@@ -184,7 +180,7 @@ def active_rows(ids: list[int] | None, versioned: bool = False) -> dict[int, tup
     if ids is None:
         jobs = jobs.order_by("id")
     else:
-        jobs, attempts = jobs.filter(pk__in=_ids(ids)).order_by(), attempts.filter(job_id__in=_ids(ids))
+        jobs, attempts = jobs.filter(pk__in=id_set(ids)).order_by(), attempts.filter(job_id__in=id_set(ids))
     if versioned:
         attempts = attempts.annotate(row_version=RawSQL(row_version(f'"{Attempt._meta.db_table}"'), ()))
     current = {a["job_id"]: a for a in attempts.order_by().values(*ATTEMPT_COLUMNS, *(("row_version",) if versioned else ()))}

@@ -20,7 +20,7 @@ from cluster import commands
 from cluster.models import Gpu, NodeState
 from scheduler import confinement, reconfigure, row_locks, transitions
 from scheduler.applied import Applied
-from scheduler.bulkwrite import insert_objects, update_each
+from scheduler.bulkwrite import id_set, insert_objects, update_each
 from scheduler.core.decisions import Preempt, Start
 from scheduler.models import Attempt, AttemptState, JobState
 from scheduler.snapshot import JobRow
@@ -156,7 +156,7 @@ def write_preemptions(preempts: list[tuple[Preempt, JobRow]], at: datetime, out:
     moved = transitions.move_set(ids, expect=PREEMPTIBLE, to=JobState.PREEMPTING,
                                  preemption_count=F("preemption_count") + 1)
     current = {row.pk: row.attempt_count for _, row in preempts}
-    attempts = {job: pk for pk, job, number in Attempt.objects.filter(job_id__in=ids)
+    attempts = {job: pk for pk, job, number in Attempt.objects.filter(job_id__in=id_set(ids))
                 .values_list("pk", "job_id", "number") if current[job] == number}
     noticed = update_each(Attempt, ["notice_at", "preempted_for"], {
         attempts[row.pk]: (at, int(d.for_job) if d.for_job is not None else None)

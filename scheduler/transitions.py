@@ -32,7 +32,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from scheduler import announce
-from scheduler.bulkwrite import insert_objects
+from scheduler.bulkwrite import id_set, insert_objects
 from scheduler.models import MESSAGE_LENGTH, Job, JobEvent, JobState
 
 _ENDINGS = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.CANCELLED})
@@ -126,7 +126,7 @@ def move_set(ids: Iterable[int], *, expect: Iterable[str], to: str, where: dict 
     with :func:`record_events` (or :func:`record_event`) in the same transaction."""
     expected = list(dict.fromkeys(expect))
     check(expected, to)
-    rows = Job.objects.filter(pk__in=list(ids), **(where or {}))
+    rows = Job.objects.filter(pk__in=id_set(ids), **(where or {}))
     rows = rows.filter(state=expected[0]) if len(expected) == 1 else rows.filter(state__in=expected)
     return rows.update(state=to, **fields)
 

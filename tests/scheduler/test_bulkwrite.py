@@ -134,3 +134,17 @@ def test_update_each_writes_nan() -> None:
     assert bulkwrite.update_each(Attempt, ["lost_gpu_seconds"], {attempt.pk: (math.nan,)}, set_based=True) == 1
     attempt.refresh_from_db()
     assert math.isnan(attempt.lost_gpu_seconds)
+
+
+@pytest.mark.django_db
+def test_id_set_selects_the_rows_of_its_ids_with_one_parameter_for_all(django_assert_num_queries) -> None:
+    from django.db import connection
+
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(5)]
+    wanted = [jobs[4].pk, jobs[1].pk, jobs[1].pk, 10**12]  # any order, repeats, an id of no row
+    query = Job.objects.filter(pk__in=bulkwrite.id_set(wanted)).order_by("pk")
+    assert list(query.values_list("pk", flat=True)) == [jobs[1].pk, jobs[4].pk]
+    assert not Job.objects.filter(pk__in=bulkwrite.id_set([])).exists()
+    _, params = query.query.sql_with_params()
+    assert params == ((wanted,) if connection.vendor == "postgresql" else tuple(wanted))
