@@ -6,10 +6,11 @@ message a person can read on the dashboard ("why is my job pending").
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 
 from scheduler.core.model import Placement
+from scheduler.core.quick_init import quick_init
 
 
 class Reason(str, Enum):
@@ -35,26 +36,7 @@ class Reason(str, Enum):
     PLAN_CHANGED = "PlanChanged"
 
 
-def _quick_init(cls: type) -> type:
-    """Give a frozen slotted dataclass an ``__init__`` that stores each field
-    through its slot's descriptor, the same values as the generated one, which
-    goes through ``object.__setattr__`` (the frozen class forbids plain
-    assignment) at three times the cost. A large cycle makes tens of thousands
-    of decisions; instances stay frozen, equal and hashable as before."""
-    names = [f.name for f in fields(cls)]
-    scope = {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in fields(cls)}
-    scope.update({f"_default_{f.name}": f.default for f in fields(cls) if f.default is not MISSING})
-    params = ", ".join(n if f"_default_{n}" not in scope else f"{n}=_default_{n}" for n in names)
-    body = "".join(f"    _set_{n}(self, {n})\n" for n in names)
-    code: dict[str, object] = {}
-    exec(f"def __init__(self, {params}):\n{body}", scope, code)  # as dataclasses builds its own
-    init = code["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
-    cls.__init__ = init  # type: ignore[misc]
-    return cls
-
-
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Start:
     """Start a pending job on ``placement``."""
@@ -71,7 +53,7 @@ class Start:
     request, within ``spec.gpu_range``."""
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Reconfigure:
     """Change a running job's allocation and/or plan.
@@ -92,7 +74,7 @@ class Reconfigure:
     message: str = ""
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Preempt:
     """Send a preemption notice to a running job (it keeps its resources until
@@ -104,7 +86,7 @@ class Preempt:
     message: str = ""
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Pend:
     """Keep a pending job waiting, with the reason shown to its owner."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
+from scheduler.core.quick_init import quick_init
+
 if TYPE_CHECKING:
     from scheduler.core.adaptive import AdaptiveModel
     from scheduler.core.dependencies import Dependency
@@ -43,6 +45,7 @@ class JobThroughput(Protocol):
         ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What the scheduler knows about a job when it is submitted.
@@ -113,6 +116,7 @@ class JobSpec:
         return (self.min_gpus or self.num_gpus, self.max_gpus or self.num_gpus)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class NodeCapacity:
     """A schedulable machine and its capacity."""
@@ -123,6 +127,7 @@ class NodeCapacity:
     mem_gb: float = 0.0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Placement:
     """GPUs taken on each node, as ``((node_name, gpus), ...)`` sorted by node.
