@@ -72,6 +72,7 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
     job, or per distinct message, made the cycle seconds long. Returns the rows written."""
     written, held = 0, False
     ids = sorted(pends)  # id order, as every writer of job rows
+    changed_ids: list[int] = []
     for start in range(0, len(ids), PEND_BATCH):
         batch = {pk: pends[pk] for pk in ids[start:start + PEND_BATCH]}
         try:
@@ -83,8 +84,13 @@ def write_pends(pends: dict[int, tuple[str, str]]) -> int:
         if changed:
             # No JobEvent is written for a new reason. A job of the batch that left PENDING
             # meanwhile gets a hint too: harmless, a hint only makes a page re-read.
-            announce.jobs_changed(batch)
+            changed_ids.extend(batch)
         written += changed
+    if changed_ids:
+        # Once for all batches: outside a transaction (``write_pends_beside``'s thread) each batch
+        # commits on its own, and a hint per batch sent one message per shard of job pages each
+        # time (at 47,000 reasons, ten rounds of them took 0.8 s of the thread).
+        announce.jobs_changed(changed_ids)
     if ids:  # the next cycle's batches wait briefly while a row stays held
         row_locks.passed_over(PENDING_ROWS, held)
     return written

@@ -116,3 +116,17 @@ def test_the_expected_end_of_a_wait_is_written_as_a_time_after_the_message_cut_t
     assert after.endswith("w; expected any moment (grace period over)") and len(after) == MESSAGE_LENGTH
     same_wait_later = pending_reasons.stored_message(waiting, at - 5)
     assert same_wait_later == before  # no countdown: the row is not rewritten while the job waits
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reasons_written_in_batches_each_committed_are_announced_once(monkeypatch) -> None:  # noqa: ANN001
+    from scheduler import announce
+
+    monkeypatch.setattr(pending_reasons, "PEND_BATCH", 2)
+    announced: list[list[int]] = []
+    monkeypatch.setattr(announce, "jobs_changed", lambda ids: announced.append(sorted(ids)))
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(5)]
+    assert pending_reasons.write_pends({j.pk: ("Resources", "waits") for j in jobs}) == 5  # three batches
+    assert announced == [sorted(j.pk for j in jobs)]
+    assert _reasons(jobs) == [("Resources", "waits")] * 5
