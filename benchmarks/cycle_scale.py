@@ -24,7 +24,10 @@ configured policy (``SCHEDULER_POLICY``, default fitgpp):
   running (the loop pauses it during a cycle, ``scheduler.loop.gc_paused``);
 * ``cycle_s``: all of it, once, as the loop runs it (first cycle after the
   fill: it starts jobs on the free GPUs, preempts for TE jobs, writes pending
-  reasons), with ``first_command_s``: from the cycle's start to its first agent
+  reasons), as a worker's first cycle: with no job rows kept (``scheduler.kept_rows``;
+  the second fill truncated and refilled every table, which a live database never
+  sees, so every row kept from before it would have changed; ``--stale-kept-rows``
+  keeps them, and the cycle then reads every version before reading every row), with ``first_command_s``: from the cycle's start to its first agent
   command (sent once the starts and preemptions commit), and ``next_cycle_s``: the cycle after it (nothing new: the steady
   state of a busy cluster); ``next_snapshot_s``, ``next_policy_s``,
   ``next_apply_s``, ``next_commit_s``: that cycle's phases; ``third_cycle_s`` and
@@ -243,6 +246,11 @@ def _one_run(n: int, args: argparse.Namespace, sent: dict, save: Path | None = N
     fill_again = _fill(n, n * args.pending_per_node, args.seed)
     assert fill_again == fill
     sent["count"] = 0
+    if not args.stale_kept_rows:
+        from scheduler import kept_rows
+
+        kept_rows.PENDING_ROWS.clear()
+        kept_rows.ACTIVE_ROWS.clear()
     cycle_s, first_command_s = _whole_cycle(sent)  # the same first cycle, as the loop runs it
     commands_sent = sent["count"]
     next_cycle_s, _ = _whole_cycle(sent)
@@ -278,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the start-time forecast measurement (earlier commits have none)")
     parser.add_argument("--save-snapshot", type=Path, metavar="FILE",
                         help="write the first cycle's snapshot (one --nodes size) for policy_decide.py --snapshot")
+    parser.add_argument("--stale-kept-rows", action="store_true",
+                        help="keep the rows kept before the second fill for the whole first cycle (see cycle_s)")
     parser.add_argument("--without-hints", action="store_true",
                         help="diagnostic: send no live-update hints (shows their share of commit_s)")
     args = parser.parse_args(argv)
@@ -314,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.nodes:
         runs = [_one_run(n, args, sent, args.save_snapshot if k == 0 else None) for k in range(args.runs)]
         row = {**_medians(runs), "runs": args.runs, "policy": os.environ.get("SCHEDULER_POLICY", "fitgpp"),
-               "hints": not args.without_hints}
+               "hints": not args.without_hints, "stale_kept_rows": args.stale_kept_rows}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
