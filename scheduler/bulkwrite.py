@@ -88,14 +88,45 @@ def _grouped(model: type[models.Model], fields: Sequence[str], rows: Mapping[int
 def _json_update(model: type[models.Model], fields: Sequence[str], items: list[tuple[int, Sequence[Any]]],
                  where: Mapping[str, Any]) -> int:
     """``UPDATE t SET f = v.f FROM jsonb_to_recordset(rows) AS v(...) WHERE t.pk = v.pk AND <where>``."""
+    sql, params = _update_sql(model, fields, items, where)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+#: A row's version as ``scheduler.kept_rows`` reads it for one table: its tuple's ``xmin`` and ``ctid``.
+ROW_VERSION = "t.xmin::text || ',' || t.ctid::text"
+
+
+def update_each_at_version(model: type[models.Model], fields: Sequence[str], rows: Mapping[int, Sequence[Any]],
+                           versions: Mapping[int, str], where: Mapping[str, Any] | None = None) -> dict[int, str]:
+    """As ``update_each`` on PostgreSQL, for the rows of ``rows`` still at the version of ``versions``
+    (``ROW_VERSION``, as read earlier): a row written since is left alone. Returns the new version
+    of each row written, by primary key, so that whoever keeps rows by version (``scheduler.kept_rows``)
+    can keep what it wrote without reading it again."""
+    written: dict[int, str] = {}
+    items = [(pk, [*rows[pk], versions[pk]]) for pk in rows if pk in versions]
+    for start in range(0, len(items), BATCH):
+        sql, params = _update_sql(model, fields, items[start:start + BATCH], where or {}, versioned=True)
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} RETURNING t.{connection.ops.quote_name(model._meta.pk.column)}, {ROW_VERSION}",
+                           params)
+            written.update(cursor.fetchall())
+    return written
+
+
+def _update_sql(model: type[models.Model], fields: Sequence[str], items: list[tuple[int, Sequence[Any]]],
+                where: Mapping[str, Any], versioned: bool = False) -> tuple[str, list[Any]]:
+    """The statement of ``_json_update``; ``versioned``: each item's values end with the version the
+    row must still have (``ROW_VERSION``), a condition rather than a column to set."""
     meta = model._meta
     quote = connection.ops.quote_name
     pk = meta.pk
     columns = [meta.get_field(name) for name in fields]
     names = ["pk"] + [f"v{i}" for i in range(len(columns))]
     assignments = ", ".join(f"{quote(f.column)} = v.{name}" for f, name in zip(columns, names[1:], strict=True))
-    conditions = [f"t.{quote(pk.column)} = v.pk"]
-    params: list[Any] = [_json_rows(names, ([p, *values] for p, values in items))]
+    conditions = [f"t.{quote(pk.column)} = v.pk"] + ([f"{ROW_VERSION} = v.version"] if versioned else [])
+    params: list[Any] = [_json_rows(names + (["version"] if versioned else []), ([p, *values] for p, values in items))]
     for name, value in where.items():
         column = f"t.{quote(meta.get_field(name).column)}"
         if value is None:
@@ -103,12 +134,11 @@ def _json_update(model: type[models.Model], fields: Sequence[str], items: list[t
         else:
             conditions.append(f"{column} = %s")
             params.append(value)
-    record = ", ".join(f"{name} {_column_type(f)}" for name, f in zip(names, [pk, *columns], strict=True))
+    record = ", ".join([f"{name} {_column_type(f)}" for name, f in zip(names, [pk, *columns], strict=True)]
+                       + (["version text"] if versioned else []))
     sql = (f"UPDATE {quote(meta.db_table)} AS t SET {assignments} "
            f"FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE {' AND '.join(conditions)}")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    return sql, params
 
 
 def insert_rows(model: type[models.Model], fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[int]:

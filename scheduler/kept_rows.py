@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.db import connection
@@ -108,6 +108,33 @@ class KeptRows:
             versions = cursor.fetchall()
         with self._lock:
             return self._refresh(versions, read)
+
+    def own_versions(self, ids: Iterable[int]) -> dict[int, str]:
+        """The version of the job's own row (the first part of its kept version; ``bulkwrite.ROW_VERSION``)
+        of each job of ``ids`` kept (none on a database other than PostgreSQL)."""
+        with self._lock:
+            kept = self._kept
+            return {pk: e.version.partition("/")[0] for pk in ids if (e := kept.get(pk)) is not None and e.version}
+
+    def rewritten(self, versions: Mapping[int, tuple[str, str]], change: Callable[[int, Entry], None]) -> int:
+        """Keep what this process wrote to job rows it keeps, instead of reading them again next cycle:
+        for each ``pk: (old, new)`` of ``versions`` (the job row's own version before and after the
+        write, which wrote only where the row was still at ``old``), the entry kept at ``old`` gets
+        ``new`` and ``change(pk, entry)`` applies the written values to its row. Returns the entries
+        changed. An entry read again meanwhile (at another version) is left alone; a write that
+        rolls back leaves the database at ``old``, which the next cycle's versions then show."""
+        changed = 0
+        with self._lock:
+            for pk, (old, new) in versions.items():
+                entry = self._kept.get(pk)
+                if entry is None:
+                    continue
+                own, slash, rest = entry.version.partition("/")
+                if own == old:
+                    entry.version = new + slash + rest
+                    change(pk, entry)
+                    changed += 1
+        return changed
 
     def _first(self, read: Reader) -> list[Entry]:
         """Every row read whole, with its version (a first cycle, or one after ``MAX_AGE_S``)."""

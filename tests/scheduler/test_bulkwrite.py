@@ -148,3 +148,29 @@ def test_id_set_selects_the_rows_of_its_ids_with_one_parameter_for_all(django_as
     assert not Job.objects.filter(pk__in=bulkwrite.id_set([])).exists()
     _, params = query.query.sql_with_params()
     assert params == ((wanted,) if connection.vendor == "postgresql" else tuple(wanted))
+
+
+@pytest.mark.django_db
+def test_update_each_at_version_writes_only_rows_still_at_their_version_and_gives_the_new_ones() -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row versions are PostgreSQL's")
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(3)]
+
+    def versions() -> dict[int, str]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, {bulkwrite.ROW_VERSION} FROM scheduler_job AS t")
+            return dict(cursor.fetchall())
+
+    read = versions()
+    Job.objects.filter(pk=jobs[1].pk).update(priority=3)  # written since the read
+    rows = {j.pk: ("Resources", f"m{i}") for i, j in enumerate(jobs)}
+    written = bulkwrite.update_each_at_version(Job, ["pending_reason", "pending_message"], rows,
+                                               {pk: read[pk] for pk in (jobs[0].pk, jobs[1].pk)},
+                                               where={"state": JobState.PENDING})
+    assert set(written) == {jobs[0].pk}  # jobs[1] changed since, jobs[2] has no version given
+    assert written[jobs[0].pk] == versions()[jobs[0].pk] != read[jobs[0].pk]
+    stored = dict(Job.objects.values_list("pk", "pending_message"))
+    assert [stored[j.pk] for j in jobs] == ["m0", "", ""]

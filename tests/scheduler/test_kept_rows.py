@@ -107,6 +107,42 @@ def test_a_snapshot_from_kept_rows_equals_one_read_whole() -> None:
     assert kept.jobs == whole.jobs
 
 
+def test_reasons_a_cycle_writes_are_kept_and_not_read_again(sent, django_capture_on_commit_callbacks) -> None:  # noqa: ANN001
+    make_node("n1", 1)
+    alice = make_user("alice")
+    jobs = [submit(alice, f"j{i}") for i in range(4)]
+    with django_capture_on_commit_callbacks(execute=True):
+        report = loop.run_cycle()
+    assert report.applied.pend_updates == 3  # one starts, three wait for its GPU
+    Job.objects.filter(pk=jobs[3].pk).update(priority=4)  # changed by someone else: read again
+    before = PENDING_ROWS.reads
+    kept = snapshot.build(timezone.now())
+    assert PENDING_ROWS.reads - before == 1
+    assert {p.spec.id: (kept.jobs[p.spec.id].pending_reason, kept.jobs[p.spec.id].pending_message)
+            for p in kept.snapshot.pending} == {
+        str(j.pk): tuple(Job.objects.filter(pk=j.pk).values_list("pending_reason", "pending_message").get())
+        for j in jobs[1:]}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert loop.run_cycle().applied.pend_updates == 0
+    PENDING_ROWS.clear()
+    whole = snapshot.build(timezone.now())
+    assert kept.snapshot.pending == whole.snapshot.pending and kept.jobs == whole.jobs
+
+
+def test_a_row_written_by_someone_else_after_it_was_read_is_not_kept_at_the_reason_written() -> None:
+    from scheduler import pending_reasons
+
+    make_node("n1", 4)
+    alice = make_user("alice")
+    job = submit(alice, "j")
+    _pending()
+    Job.objects.filter(pk=job.pk).update(priority=9)  # after the read, before the reasons are written
+    assert pending_reasons.write_pends({job.pk: ("Resources", "waits")}) == 1
+    cycle = snapshot.build(timezone.now())
+    assert cycle.snapshot.pending[0].spec.priority == 9  # read again: the kept row had the old priority
+    assert (cycle.jobs[str(job.pk)].pending_reason, cycle.jobs[str(job.pk)].pending_message) == ("Resources", "waits")
+
+
 # --- jobs holding GPUs ------------------------------------------------------------------------
 
 
