@@ -7,6 +7,7 @@ import pickle
 
 import pytest
 
+from scheduler.core.decisions import Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, Placement
 from scheduler.core.quick_init import quick_init
 
@@ -18,7 +19,17 @@ def _twin(cls: type) -> type:
     return dataclasses.make_dataclass(f"Twin{cls.__name__}", spec, frozen=True, slots=True)
 
 
+WHERE = Placement((("n1", 2),))
+
 CASES = [
+    (Start, ("j1", WHERE), {}),
+    (Start, ("j1", WHERE, Reason.GROWN, "m", "dp2", 4.0), {}),
+    (Start, ("j1",), {"placement": WHERE, "cpus": 2.0, "plan": "tp2"}),
+    (Reconfigure, ("j1", WHERE, "tp2"), {"for_job": "te9"}),
+    (Preempt, ("v1", "te1"), {}),
+    (Preempt, ("v1", None, Reason.PREEMPTED_FOR_TE, "m"), {}),
+    (Pend, ("p1", Reason.RESOURCES), {}),
+    (Pend, (), {"job_id": "p1", "reason": Reason.RESERVED, "message": "why", "expected_at": 12.5}),
     (JobSpec, ("j1", JobClass.BE, 2, 10.0), {}),
     (JobSpec, ("j1", JobClass.TE, 1, 0.0, 4.0, 8.0, 30.0, 5, "u", "t", 600.0), {"array_id": "7", "array_limit": 2}),
     (JobSpec, (), {"id": "j", "job_class": JobClass.BE, "num_gpus": 8, "submit_time": 1.0,
