@@ -381,16 +381,17 @@ class QueuePolicy:
                     verdicts[shape] = verdict
             append(Pend(spec.id, verdict[0], verdict[1]))
 
+    # Neither message says how long a job has waited: a text that changes with the clock is
+    # rewritten to every such job's row, every cycle or minute, while nothing else changed.
+
     def _reserved_for_message(self, r: Reservation, why: str | None = None) -> str:
         nodes = ", ".join(sorted(r.nodes))
         if why is None:
-            why = (f"waited {duration_text(r.waited)}, over the {duration_text(self.starvation_threshold or 0.0)} "
-                   f"starvation threshold")
+            why = f"waited past the {duration_text(self.starvation_threshold or 0.0)} starvation threshold"
         return f"{why}: {nodes} reserved for it; no other job of its queue starts there until it does"
 
     @staticmethod
     def _blocked_message(rs: Sequence[Reservation]) -> str:
         """Why a job that would fit only on reserved nodes waits."""
-        held = "; ".join(f"{', '.join(sorted(r.nodes))}, reserved for job {r.job_id} which has waited "
-                         f"{duration_text(r.waited)}" for r in rs)
+        held = "; ".join(f"{', '.join(sorted(r.nodes))}, reserved for job {r.job_id}" for r in rs)
         return f"would fit only on {held}"

@@ -26,6 +26,16 @@ def test_reservation_blocks_jobs_behind_the_starving_job():
     assert "reserved for job big" in by_job(out)["s2"].message
 
 
+def test_the_reservation_messages_stay_the_same_while_the_starving_job_waits():
+    """Said once, not every minute: a text that followed the clock rewrote every such job's row."""
+    s = starving_cluster()
+    early, late = ({d.job_id: d.message for d in make_policy("fifo", starvation_threshold=100).decide(s, now)}
+                   for now in (1000.0, 9000.0))
+    assert early["big"] == late["big"] == ("waited past the 100 s starvation threshold: b reserved for it; "
+                                           "no other job of its queue starts there until it does")
+    assert early["s2"] == late["s2"] == "would fit only on b, reserved for job big"
+
+
 def test_once_nothing_can_start_each_job_behind_gets_its_own_reason():
     # The queue's tail is judged once per shape; a job that excludes the
     # reserved node is not "blocked by the reservation", whatever its shape.
