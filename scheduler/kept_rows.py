@@ -21,6 +21,7 @@ a transaction-id wraparound by more than that.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -64,6 +65,7 @@ def row_version(*aliases: str) -> str:
     return " || '/' || ".join(_version(a) for a in aliases)
 
 
+@functools.cache  # two distinct queries per process: built once each
 def versions_sql(with_attempt: bool, order: str) -> str:
     """The query of (id, version) of the jobs in the states of its one parameter (an array)."""
     from scheduler.models import Attempt, Job
