@@ -94,8 +94,14 @@ def _json_update(model: type[models.Model], fields: Sequence[str], items: list[t
         return cursor.rowcount
 
 
-#: A row's version as ``scheduler.kept_rows`` reads it for one table: its tuple's ``xmin`` and ``ctid``.
-ROW_VERSION = "t.xmin::text || ',' || t.ctid::text"
+def tuple_version(alias: str) -> str:
+    """The SQL of a row's version as ``scheduler.kept_rows`` reads it for one table (``alias``): its
+    tuple's ``xmin`` and ``ctid``, which every update of the row changes."""
+    return f"{alias}.xmin::text || ',' || {alias}.ctid::text"
+
+
+#: ``tuple_version`` of the row an ``update_each_at_version`` statement writes.
+ROW_VERSION = tuple_version("t")
 
 
 def update_each_at_version(model: type[models.Model], fields: Sequence[str], rows: Mapping[int, Sequence[Any]],

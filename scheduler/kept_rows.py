@@ -29,6 +29,8 @@ from typing import Any
 
 from django.db import connection
 
+from scheduler.bulkwrite import tuple_version
+
 MAX_AGE_S = 600.0
 """Seconds after which every kept row is read again: a bound on anything the version misses."""
 
@@ -56,7 +58,7 @@ class Entry:
 
 
 def _version(alias: str) -> str:
-    return f"COALESCE({alias}.xmin::text || ',' || {alias}.ctid::text, '')"
+    return f"COALESCE({tuple_version(alias)}, '')"  # '' for a job without a project, or an attempt
 
 
 def row_version(*aliases: str) -> str:
