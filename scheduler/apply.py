@@ -97,7 +97,7 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
         raise RuntimeError("apply_decisions must run inside transaction.atomic(): commands are sent on commit")
     at = at or timezone.now()
     out = Applied()
-    todo = _sort(_with_quota_holds(decisions, cycle, out), cycle, out)
+    todo = _sort(_with_quota_holds(decisions, cycle, out), cycle, out, at)
     finish_pends = pending_reasons.write_pends_beside(todo.pends)  # many: written alongside the rest
     for d, row in sorted(todo.reconfigures, key=lambda item: item[1].pk):  # scheduler/reconfigure.py
         guarded(out, [d.job_id], lambda d=d, row=row: _one(reconfigure.apply_reconfigure(d, row, at), row,
@@ -112,9 +112,9 @@ def apply_decisions(decisions: list[Decision], cycle: CycleInput, at: datetime |
     return out
 
 
-def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied) -> _Sorted:
+def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied, at: datetime) -> _Sorted:
     todo = _Sorted()
-    now = cycle.now.timestamp()  # the policy's clock, which its Pends' expected ends are on
+    pends: list[tuple[Pend, JobRow]] = []
     for d in decisions:
         row = cycle.jobs.get(d.job_id)
         if row is None:
@@ -126,11 +126,15 @@ def _sort(decisions: list[Decision], cycle: CycleInput, out: Applied) -> _Sorted
         elif isinstance(d, Reconfigure):
             todo.reconfigures.append((d, row))
         elif isinstance(d, Pend):
-            change = pending_reasons.pend_change(d, row, now)
-            if change is not None:
-                todo.pends[row.pk] = change
+            pends.append((d, row))
         else:
             raise TypeError(f"unknown decision {d!r}")
+    now = cycle.now.timestamp()  # the policy's clock, which its Pends' expected ends are on
+    vacated = pending_reasons.vacated_by(todo.preempts, at.timestamp())  # the notices are stamped ``at``
+    for d, row in pends:
+        change = pending_reasons.pend_change(d, row, now, vacated.get(d.job_id))
+        if change is not None:
+            todo.pends[row.pk] = change
     return todo
 
 

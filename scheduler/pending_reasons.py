@@ -16,26 +16,45 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from django.db import DatabaseError, OperationalError, connection, transaction
 
 from scheduler import announce, kept_rows, row_locks
 from scheduler.bulkwrite import update_each, update_each_at_version
-from scheduler.core.decisions import Pend
+from scheduler.core.decisions import Pend, Preempt
 from scheduler.models import MESSAGE_LENGTH, Job, JobState
 from scheduler.snapshot import JobRow
 
 log = logging.getLogger("scheduler.apply")
 
 
-def pend_change(d: Pend, row: JobRow, now: float) -> tuple[str, str] | None:
+def pend_change(d: Pend, row: JobRow, now: float, vacated: float | None = None) -> tuple[str, str] | None:
     """The (reason, message) to store for a pending job, or None when it has not changed.
-    ``now``: the cycle's time, in seconds since the epoch (the live policy's clock)."""
+    ``now``: the cycle's time, in seconds since the epoch (the live policy's clock); ``vacated``:
+    when the victims preempted for the job in this cycle are gone (``vacated_by``), which moves
+    its expected end later if the policy's was earlier."""
+    if vacated is not None and d.expected_at is not None and vacated > d.expected_at:
+        d = replace(d, expected_at=vacated)
     reason, message = d.reason.value, stored_message(d, now)
     if row.state != JobState.PENDING or (reason, message) == (row.pending_reason, row.pending_message):
         return None
     return reason, message
+
+
+def vacated_by(preempts: list[tuple[Preempt, JobRow]], notice: float) -> dict[str, float]:
+    """For each job that victims are preempted for in this cycle, when the last of them is gone:
+    their notice, stamped ``notice`` by the apply step, plus their grace period. The policy counted
+    the grace from the cycle's instant, a little earlier (seconds, in a large cycle), and the next
+    cycle counts it from the notice as stored: said from the notice now, the expected end shown
+    to the job does not change between the two cycles."""
+    ends: dict[str, float] = {}
+    for d, row in preempts:
+        if d.for_job is not None:
+            end = notice + row.grace_period
+            ends[d.for_job] = max(end, ends.get(d.for_job, end))
+    return ends
 
 
 def stored_message(d: Pend, now: float) -> str:

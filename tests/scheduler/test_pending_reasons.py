@@ -130,3 +130,30 @@ def test_reasons_written_in_batches_each_committed_are_announced_once(monkeypatc
     assert pending_reasons.write_pends({j.pk: ("Resources", "waits") for j in jobs}) == 5  # three batches
     assert announced == [sorted(j.pk for j in jobs)]
     assert _reasons(jobs) == [("Resources", "waits")] * 5
+
+
+@pytest.mark.django_db
+def test_a_te_job_is_told_the_end_of_its_victims_grace_from_their_notice_as_stamped(sent) -> None:  # noqa: ANN001
+    """The policy counts the grace from the cycle's instant; the notices are stamped later, when
+    written, and the next cycle counts from them: the first message already says what it will."""
+    from datetime import timedelta
+
+    from scheduler.core.policy import make_policy
+    from scheduler.models import Attempt
+
+    make_node("n1", 1)
+    alice = make_user("alice")
+    victim = submit(alice, "be", grace_period=60)
+    with transaction.atomic():
+        first = snapshot.build(timezone.now())
+        apply.apply_decisions(make_policy("fitgpp").decide(first.snapshot, first.now.timestamp()), first)
+    te = submit(alice, "te", job_class="TE")
+    cycle = snapshot.build(timezone.now())
+    decisions = make_policy("fitgpp").decide(cycle.snapshot, cycle.now.timestamp())
+    stamped = cycle.now + timedelta(seconds=5)  # a large cycle's snapshot and policy take seconds
+    with transaction.atomic():
+        assert apply.apply_decisions(decisions, cycle, at=stamped).preempted == [victim.pk]
+    assert Attempt.objects.get(job=victim).notice_at == stamped
+    te.refresh_from_db()
+    assert te.pending_message == (f"waiting for preempted job {victim.pk} to vacate n1; "
+                                  f"expected by {pending_reasons.clock_text(stamped.timestamp() + 60)}")
