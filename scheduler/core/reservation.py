@@ -32,11 +32,10 @@ from scheduler.core.placement import INF, FreeCapacity, per_unit, units_of
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """Nodes held for ``job_id``, which has waited ``waited`` seconds."""
+    """Nodes held for ``job_id``, a job waiting past the starvation threshold."""
 
     job_id: str
     nodes: frozenset[str]
-    waited: float
 
 
 def capacity_units(node: NodeCapacity, cpg: float, mpg: float) -> int:
@@ -76,7 +75,6 @@ def reserve(
     else:
         capacity = {n.name: capacity_units(n, cpg, mpg) for n in nodes}
         single = [name for name, u in capacity.items() if u >= need]
-    waited = now - spec.submit_time
     gpus = cap.gpus
     if not single:  # (a node holding the job would hold it in the cluster too)
         if plain:
@@ -97,7 +95,7 @@ def reserve(
             name = heapq.heappop(order)[1]
             chosen.append(name)
             total += capacity[name]
-        return Reservation(spec.id, frozenset(chosen), waited)
+        return Reservation(spec.id, frozenset(chosen))
     # Fewest units short first; expected ends (known only for vacating jobs
     # and declared time limits) break ties, so running jobs are scanned only
     # when several nodes are equally close.
@@ -108,7 +106,7 @@ def reserve(
     fewest = min(short.values())
     tied = sorted(name for name in single if short[name] == fewest)
     if len(tied) == 1 or fewest <= 0:
-        return Reservation(spec.id, frozenset(tied[:1]), waited)
+        return Reservation(spec.id, frozenset(tied[:1]))
     wanted = set(tied)
     releases: dict[str, list[tuple[float, int, float, float]]] = {}
     for r in running:
@@ -133,4 +131,4 @@ def reserve(
         if best_key is None or key < best_key:
             best_key = key
     assert best_key is not None
-    return Reservation(spec.id, frozenset((best_key[1],)), waited)
+    return Reservation(spec.id, frozenset((best_key[1],)))

@@ -115,7 +115,7 @@ def test_a_multi_node_reservation_takes_most_free_first_then_names_until_capacit
     cap = FreeCapacity.of(cluster, running, None)
     # Free GPUs: a 4, then b, c, d 2 each (by name); a's capacity 4 + b's 8 = 12 hold 10.
     r = reserve(pend("big", 10, submit=0), cluster, cap, running, 500.0)
-    assert r is not None and r.nodes == frozenset({"a", "b"}) and r.waited == 500.0
+    assert r is not None and r.nodes == frozenset({"a", "b"}) and r.job_id == "big"
     # 14 GPUs: a, b, then c before d (tie on 2 free, by name).
     assert reserve(pend("big", 14, submit=0), cluster, cap, running, 500.0).nodes == frozenset({"a", "b", "c"})
     # 4 CPUs per GPU: the 8-CPU nodes hold 2 units each, b's 2 free GPUs 2 units, a's 4 free GPUs 2.
