@@ -3,7 +3,8 @@
 # (scripts/up.sh), the Dockerfile and docker-compose.yml all start components
 # through this script, so they run the very same commands.
 #
-#   scripts/serve.sh migrate            apply database migrations
+#   scripts/serve.sh migrate            apply database migrations (GPUSCHED_CREATE_DATABASE=1:
+#                                       create the PostgreSQL database first if it does not exist)
 #   scripts/serve.sh demo-users         create/refresh the demo admin and user, print credentials
 #   scripts/serve.sh web                the portal (daphne, HTTP and websockets) on $HOST:$PORT,
 #                                       $WEB_PROCESSES processes (default: one per core, at most 4)
@@ -27,6 +28,12 @@ component="${1:-}"
 [ $# -gt 0 ] && shift
 case "$component" in
     migrate)
+        # One clear line when the database is missing or unreachable; GPUSCHED_CREATE_DATABASE=1
+        # (scripts/up.sh sets it) creates a missing one.
+        create=""
+        if [ "${GPUSCHED_CREATE_DATABASE:-0}" = 1 ]; then create="--create"; fi
+        # shellcheck disable=SC2086  # $create is one word or none
+        "$VENV/bin/python" manage.py ensure_database $create || exit 1
         exec "$VENV/bin/python" manage.py migrate --noinput ;;
     demo-users)
         exec "$VENV/bin/python" manage.py demo_users \

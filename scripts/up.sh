@@ -6,7 +6,8 @@
 #   2. Redis: $REDIS_URL (with its password, or REDIS_PASSWORD_FILE), else a
 #      private redis-server started here with a generated password
 #      (var/redis.password, 0600), else instructions and exit
-#   3. database: $DATABASE_URL if set, else SQLite at var/db.sqlite3; migrate
+#   3. database: $DATABASE_URL if set (created if it does not exist;
+#      GPUSCHED_CREATE_DATABASE=0 to refuse instead), else SQLite at var/db.sqlite3; migrate
 #   4. demo admin and demo user (credentials printed)
 #   5. web server, Celery worker and beat, and local node agents with virtual
 #      GPUs (when the agent is part of the checkout)
@@ -190,7 +191,11 @@ export HOST="${HOST:-127.0.0.1}" PORT="${PORT:-8000}"
 # One checkpoint folder for all local agents, so a job preempted on one node
 # resumes from its checkpoint on another.
 export GPUSCHED_CHECKPOINT_ROOT="${GPUSCHED_CHECKPOINT_ROOT:-$ROOT/var/checkpoints}"
-say "Database: ${DATABASE_URL:-SQLite at var/db.sqlite3 (set DATABASE_URL for PostgreSQL)}"
+# The URL as given, but never its password (this line goes to terminals and logs).
+say "Database: $(printf '%s' "${DATABASE_URL:-SQLite at var/db.sqlite3 (set DATABASE_URL for PostgreSQL)}" \
+    | sed -E 's#^([a-z0-9+]+://[^:/@]*):[^/]*@#\1:***@#')"
+# One command sets everything up: a PostgreSQL database that does not exist yet is created.
+export GPUSCHED_CREATE_DATABASE="${GPUSCHED_CREATE_DATABASE:-1}"
 
 # --- Database and demo accounts -------------------------------------------
 "$ROOT/scripts/serve.sh" migrate
