@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import after_setup_logger
 
+from cluster import task_log
 from cluster.worker_watchdog import ConsumerWatchdog
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -27,3 +29,11 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # A worker whose consumer stops taking messages (seen after Redis restarts) ends itself, to be restarted.
 app.steps["consumer"].add(ConsumerWatchdog)
+
+
+@after_setup_logger.connect
+def quiet_routine_tasks(**_: object) -> None:
+    """A worker or beat logs no line per routine task unless ``LOG_ROUTINE_TASKS`` (``cluster.task_log``)."""
+    from django.conf import settings
+
+    task_log.install(keep_routine=bool(getattr(settings, "LOG_ROUTINE_TASKS", False)))

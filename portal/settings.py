@@ -385,7 +385,7 @@ SIMULATION_QUEUE = env_str("SIMULATION_QUEUE", "celery") or "celery"
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a logging level")
-
+LOG_ROUTINE_TASKS = env_bool("LOG_ROUTINE_TASKS", False)  # a line per heartbeat, drain, tick: cluster/task_log.py
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
