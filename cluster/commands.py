@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from cluster import protocol, protocol_versions
+from cluster import protocol, protocol_versions, server_identity
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     """Publish ``task`` with ``kwargs`` on ``node``'s queue; False (logged) if the broker refused."""
     from cluster.broker import app
 
-    kwargs = {**kwargs, protocol_versions.PROTOCOL_FIELD: server_protocol_version()}
+    kwargs = {**kwargs, protocol_versions.PROTOCOL_FIELD: server_protocol_version(),
+              server_identity.FIELD: server_identity.cluster_id()}
     try:
         app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(node), retry=True, retry_policy=_RETRY_POLICY)
     except Exception:  # the broker is down; the tick re-sends what is overdue

@@ -115,3 +115,21 @@ class GpuPolicy(models.Model):
 
     def xids(self) -> frozenset[int]:
         return frozenset(int(x) for x in self.unhealthy_xids.replace(" ", "").split(",") if x.isdigit())
+
+
+class ServerIdentity(models.Model):
+    """The one row naming this server's database: a random id the server puts in every command to
+    its agents and an agent puts in its reports (``cluster.server_identity``), so an agent whose
+    work dir remembers jobs of another database (a new or reset database, an agent moved to
+    another cluster) is never confused by job ids that repeat.
+
+    Unmanaged, so that a test run's flush keeps it: the table and its row are made by migration
+    0006, and a copy made with ``pg_dump`` keeps the id, as a restore must (the agents' reports
+    then reconcile the gap)."""
+
+    id = models.IntegerField(primary_key=True)
+    uuid = models.CharField(max_length=36)
+
+    class Meta:
+        managed = False
+        db_table = "cluster_server_identity"

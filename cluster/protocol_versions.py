@@ -20,6 +20,9 @@ from typing import Any
 from cluster.protocol import PROTOCOL_VERSION, ProtocolError
 
 PROTOCOL_FIELD = "protocol_version"
+# Every command names the server's cluster (its database); an agent's reports name the one its memory
+# belongs to, once it has been told one. Optional: cluster/server_identity.py.
+CLUSTER_ID_FIELD = "cluster_id"
 # Server -> agent, answering a register of a version the server refuses; kwargs: reason. An agent
 # that does not know this command (version 1) logs it as an unknown command, which says as much.
 AGENT_REFUSED = "agent.refused"

@@ -33,7 +33,8 @@ from django.utils import timezone as dj_timezone
 
 from audit import services as audit
 from audit.models import Action
-from cluster import auth, commands, liveness, protocol, protocol_versions, registration, reports, tick as safety_tick
+from cluster import auth, commands, liveness, protocol, protocol_versions, registration, reports, server_identity
+from cluster import tick as safety_tick
 from cluster.protocol import ProtocolError
 from scheduler import row_locks
 
@@ -111,6 +112,10 @@ def mark_stored(request: Any) -> None:
         log.warning("could not mark log report %s as stored (%s)", request.id, exc)
 
 
+#: Fields of every report that are about its sender, not its content.
+_ENVELOPE = ("node", "token", server_identity.FIELD)
+
+
 def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any]], Any]:
     """A REPORT_* task: token checked, ProtocolError/AgentAuthError logged and dropped, retried
     while the database cannot be reached (reports are idempotent, so a retry is harmless),
@@ -130,10 +135,16 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 return None
             try:
                 node = check_sender(kwargs)
+                other = server_identity.names_another(kwargs) if name not in server_identity.ANY_CLUSTER else None
+                if other is not None:
+                    server_identity.log_ignored(name, node, other)
+                    if name == protocol.REPORT_HEARTBEAT:
+                        commands.register_again(node)  # its command tells the agent this server's cluster
+                    return None
                 # A row held by another transaction past the limit fails the report, which is retried:
                 # waiting on it would hold a worker process that the scheduling loop may need.
                 with row_locks.session_waiting_at_most():
-                    result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in ("node", "token")})
+                    result = fn(node=node, **{k: v for k, v in kwargs.items() if k not in _ENVELOPE})
             except protocol_versions.UnsupportedVersion as exc:
                 log.error("%s from node %r refused: %s", name, node, exc)
                 if name == protocol.REPORT_REGISTER:

@@ -100,13 +100,17 @@ start_agent() {
     shift
     (
         set +e
-        child="" stop=0 delay=1
+        child="" stop=0 delay=1 backstop=""
         on_term() {
             stop=1
             [ -n "$child" ] || return 0
             kill -TERM "$child" 2>/dev/null
             (sleep "${STOP_TIMEOUT:-45}" && kill -KILL "$child" 2>/dev/null) &
+            backstop=$!
         }
+        # Once the agent is gone, its SIGKILL backstop goes too: left to run out, it would signal
+        # whatever process has the agent's pid by then.
+        stopped() { [ -z "$backstop" ] || kill "$backstop" 2>/dev/null; exit 0; }
         trap on_term TERM
         while :; do
             born=$SECONDS
@@ -115,7 +119,7 @@ start_agent() {
             wait "$child"
             status=$?
             while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
-            [ "$stop" = 1 ] && exit 0
+            [ "$stop" = 1 ] && stopped
             if [ "$status" = 2 ]; then
                 say "Agent $name exited (status 2: bad options or work dir in use); not restarting it. The rest keep running."
                 exit 2
@@ -125,7 +129,7 @@ start_agent() {
             sleep "$delay" &
             child=$!
             wait "$child"
-            [ "$stop" = 1 ] && exit 0
+            [ "$stop" = 1 ] && stopped
             delay=$((delay * 2 > 30 ? 30 : delay * 2))
         done
     ) &

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import protocol, protocol_versions
-from cluster.agent import __version__, confinement, procs, statefile
+from cluster.agent import __version__, cluster_switch, confinement, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
 from cluster.agent.gpu_sources import CONTROL_FILE, open_source
@@ -56,6 +56,7 @@ class Agent:
         self.state_path = config.workdir / STATE_FILE
         self.outbox: list[list[Any]] = []  # [[task, kwargs], ...] in send order
         self.recent_exits = RecentExits()  # repeated in heartbeats (recent_exits.py)
+        self.cluster = cluster_switch.ClusterMemory()  # whose jobs the memory holds (cluster_switch.py)
         self.address = config.advertise_address or default_advertise_address(config.name)
         confine = confinement.build(config.name, config.workdir, single_user=config.single_user, min_uid=config.min_uid,
                                     pids_max=config.pids_max, image_cache=config.image_cache)
@@ -209,6 +210,7 @@ class Agent:
             raise statefile.WorkdirBusy(f"work dir {self.config.workdir} belongs to node {state['node']!r}, not {self.config.name!r}")
         self.outbox = [list(item) for item in state.get("outbox", [])]
         self.recent_exits = RecentExits(state.get("recent_exits"))
+        self.cluster = cluster_switch.ClusterMemory(state.get("cluster_id", ""))
         adopted = self.supervisor.restore(state)
         if adopted:
             log.info("re-adopting %d attempt(s) left by the previous agent: %s", len(adopted), adopted)
@@ -247,9 +249,11 @@ class Agent:
     # ----- reports -----------------------------------------------------------
 
     def report(self, task: str, kwargs: dict[str, Any], *, first: bool = False) -> None:
-        """Queue a report (at the head if ``first``); node and token are added here."""
-        item = [task, {"node": self.config.name, **kwargs, "token": self.config.token,
-                       protocol_versions.PROTOCOL_FIELD: self.protocol_version}]
+        """Queue a report (at the head if ``first``); node, token and cluster are added here."""
+        if self.cluster.mutes(task, kwargs):
+            return
+        item = [task, self.cluster.tag({"node": self.config.name, **kwargs, "token": self.config.token,
+                                        protocol_versions.PROTOCOL_FIELD: self.protocol_version})]
         self.outbox.insert(0, item) if first else self.outbox.append(item)
         if task == protocol.REPORT_EXITED:
             self.recent_exits.add(kwargs, time.time())
@@ -266,8 +270,8 @@ class Agent:
         )
 
     def _heartbeat(self, now: float) -> None:
-        kwargs = {"node": self.config.name, "running": self.supervisor.running(), "sent_at": now, "token": self.config.token,
-                  protocol_versions.PROTOCOL_FIELD: self.protocol_version}
+        kwargs = self.cluster.tag({"node": self.config.name, "running": self.supervisor.running(), "sent_at": now,
+                                   "token": self.config.token, protocol_versions.PROTOCOL_FIELD: self.protocol_version})
         exited = self.recent_exits.current(now)
         if exited:
             kwargs["exited"] = exited
@@ -298,7 +302,7 @@ class Agent:
                 statefile.save(
                     self.state_path,
                     {"node": self.config.name, **self.supervisor.to_state(), "outbox": self.outbox,
-                     "recent_exits": self.recent_exits.to_state()},
+                     "recent_exits": self.recent_exits.to_state(), "cluster_id": self.cluster.known},
                 )
             except OSError as exc:
                 # Keep supervising: a full disk must not orphan running jobs. The
@@ -373,6 +377,7 @@ class Agent:
                 log.error("the server refused this agent's messages: %s", kwargs.get("reason"))
                 return
             protocol_versions.check_version(protocol_versions.message_version(kwargs), self.protocol_version, "the server")
+            cluster_switch.on_command(self, kwargs)
             handler = self.handlers.get(task)
             if handler is None:
                 log.error("dropping unknown command %r on %s", task, protocol.node_queue(self.config.name))

@@ -55,15 +55,17 @@ def test_the_server_keeps_the_version_of_each_agent_and_calls_the_previous_one_o
     assert (nodes["n2"]["protocol_version"], nodes["n2"]["agent_outdated"]) == (PROTOCOL_VERSION, False)
 
 
-def test_every_command_carries_the_server_s_version(monkeypatch) -> None:
-    from cluster import commands
+@pytest.mark.django_db
+def test_every_command_carries_the_server_s_version_and_cluster(monkeypatch) -> None:
+    from cluster import commands, server_identity
     from cluster.broker import app
 
     published = []
     monkeypatch.setattr(app, "send_task", lambda task, kwargs, **_: published.append((task, kwargs)))
     commands.send("n1", protocol.AGENT_KILL, {"job_id": 1, "attempt": 1, "grace_period": 0.0, "reason": "cancel"})
     assert published == [(protocol.AGENT_KILL, {"job_id": 1, "attempt": 1, "grace_period": 0.0, "reason": "cancel",
-                                                PROTOCOL_FIELD: PROTOCOL_VERSION})]
+                                                PROTOCOL_FIELD: PROTOCOL_VERSION,
+                                                server_identity.FIELD: server_identity.cluster_id()})]
 
 
 @pytest.mark.django_db
