@@ -15,19 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from portal.cli.client import ApiClient
-from portal.cli.output import (
-    Column,
-    dump_json,
-    forecast_start,
-    format_quota,
-    key_values,
-    local_time,
-    memory,
-    node_messages,
-    render_table,
-    seconds,
-    truncate,
-)
+from portal.cli.output import (Column, dump_json, forecast_start, format_quota, job_ref, key_values, local_time, memory,
+                               node_messages, render_table, seconds, truncate)
 from portal.cli.progress import format_progress
 from portal.cli.sessions import cmd_session
 from portal.cli.usage import cmd_usage
@@ -43,7 +32,7 @@ _SCRIPT_SUFFIXES = (".py", ".sh", ".bash")
 Handler = Callable[[ApiClient, argparse.Namespace, TextIO], int]
 
 JOB_COLUMNS: list[Column] = [
-    ("ID", lambda j: j.get("id")),
+    ("ID", job_ref),
     ("NAME", lambda j: truncate(j.get("name"))),
     ("OWNER", lambda j: j.get("owner")),
     ("CLASS", lambda j: j.get("job_class")),
@@ -235,6 +224,8 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Attempts", job.get("attempt_count")),
         ("Preemptions", job.get("preemption_count")),
     ]
+    if job.get("array_id") is not None:
+        fields.insert(1, ("Array task", job_ref(job)))
     if job.get("adaptive_app"):
         fields.append(("Adaptive", f"{job['adaptive_app']}, 1-{job.get('max_gpus') or job.get('num_gpus')} GPUs"))
     if job.get("model") or job.get("plan"):

@@ -87,6 +87,13 @@ def local_time(value: str | None) -> str | None:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def job_ref(job: Mapping[str, Any]) -> Any:
+    """How a job is addressed: ``12_3`` for task 3 of array 12 (as squeue and the web list show it),
+    else its id."""
+    array = job.get("array_id")
+    return f"{array}_{job.get('array_index')}" if array is not None else job.get("id")
+
+
 def seconds(value: Any) -> str | None:
     """A duration field (seconds) as ``H:MM:SS``; ``None`` stays ``None``."""
     return None if value is None else format_duration(float(value))

@@ -207,6 +207,10 @@ def test_submit_array_stores_every_job_with_its_index(roles, as_user) -> None:
     assert out == f"Submitted job array {array} of 3 tasks ({array}_0..{array}_4): PENDING\n"
     code, out, _ = as_user(roles.owner)("show", f"{array}_2")
     assert code == 0 and "sweep_2" in out
+    assert f"Array task:    {array}_2\n" in out
+    code, out, _ = as_user(roles.owner)("list")
+    ids = [line.split()[0] for line in out.splitlines()[1:]]
+    assert ids == [f"{array}_4", f"{array}_2", f"{array}_0"]  # as squeue and the web list address them
     code, out, _ = as_user(roles.owner)("cancel", f"{array}_2")
     assert code == 0 and Job.objects.get(pk=jobs[1].pk).state == "CANCELLED"
     assert Job.objects.get(pk=jobs[2].pk).state == "PENDING"

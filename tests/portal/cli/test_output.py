@@ -112,3 +112,12 @@ def test_format_quota_names_the_scopes_that_bind() -> None:
     body = {"limits": {"max_gpus": 4}, "usage": {"max_gpus": 1},
             "scopes": [{"scope": "user", "name": "alice"}, {"scope": "group", "name": "vision"}]}
     assert format_quota(body).splitlines()[-1] == "(the tightest of: user alice, group vision)"
+
+
+def test_an_array_task_is_addressed_as_array_and_index() -> None:
+    from portal.cli.output import job_ref
+
+    assert job_ref({"id": 14, "array_id": 12, "array_index": 2}) == "12_2"
+    assert job_ref({"id": 12, "array_id": 12, "array_index": 0}) == "12_0"
+    assert job_ref({"id": 7, "array_id": None}) == 7
+    assert job_ref({"id": 7}) == 7
