@@ -109,8 +109,11 @@ def _ask_to_register(name: str) -> None:
     now = time.monotonic()
     if now - _asked_to_register.get(name, -math.inf) < REGISTER_AGAIN_INTERVAL_S:
         return
+    # The first time is routine: at a stack's first start an agent's first heartbeat is often
+    # handled before its registration (two worker processes). Asked again, it was not.
+    level = logging.WARNING if name in _asked_to_register else logging.INFO
     _asked_to_register[name] = now
-    log.warning("heartbeat from unknown node %r: asking its agent to register again", name)
+    log.log(level, "heartbeat from unknown node %r: asking its agent to register again", name)
     commands.register_again(name)
 
 

@@ -52,8 +52,11 @@ def _may_declare_nodes_lost(client: redis.Redis, now: datetime) -> bool:
     last = client.get(LAST_TICK_KEY)
     if last is None or now.timestamp() - float(last) > window:
         client.set(DEAF_UNTIL_KEY, now.timestamp() + window)
-        log.warning("no completed tick for more than %.0f s: node-loss detection waits %.0f s for heartbeats",
-                    window, window)
+        if last is None:  # the loop's first tick (a stop clears the key): routine, not a gap
+            log.info("first tick: node-loss detection waits %.0f s for heartbeats", window)
+        else:
+            log.warning("no completed tick for more than %.0f s: node-loss detection waits %.0f s for heartbeats",
+                        window, window)
         return False
     until = client.get(DEAF_UNTIL_KEY)
     return until is None or now.timestamp() >= float(until)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from datetime import timedelta
 
 import pytest
@@ -32,18 +34,25 @@ def test_heartbeat_stops_attempts_the_database_does_not_expect(owner, sent, no_t
     assert Node.objects.get(name="n1").last_heartbeat > before
 
 
-def test_heartbeat_of_an_unknown_node_asks_its_agent_to_register_again_now_and_then(sent, monkeypatch) -> None:
+def test_heartbeat_of_an_unknown_node_asks_its_agent_to_register_again_now_and_then(sent, monkeypatch,
+                                                                                     caplog) -> None:
     clock = [1000.0]
     monkeypatch.setattr(liveness.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(liveness, "_asked_to_register", {})
-    assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
+    with caplog.at_level(logging.INFO, logger="cluster.liveness"):
+        assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
+    # The first time is routine (a first heartbeat handled before the registration): no warning.
+    assert [r.levelno for r in caplog.records if "unknown node 'ghost'" in r.message] == [logging.INFO]
     assert not Node.objects.exists()
     assert sent.of(protocol.AGENT_REGISTER_AGAIN) == [("ghost", {})]
     clock[0] += liveness.REGISTER_AGAIN_INTERVAL_S - 1
     liveness.heartbeat("ghost", [(1, 1)], timezone.now())
     liveness.heartbeat("other", [], timezone.now())
     clock[0] += 1
-    liveness.heartbeat("ghost", [(1, 1)], timezone.now())
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="cluster.liveness"):
+        liveness.heartbeat("ghost", [(1, 1)], timezone.now())
+    assert [r.levelno for r in caplog.records if "unknown node 'ghost'" in r.message] == [logging.WARNING]
     assert sent.of(protocol.AGENT_REGISTER_AGAIN) == [("ghost", {}), ("other", {}), ("ghost", {})]
     assert not Node.objects.exists()
 

@@ -3,6 +3,7 @@ one more delay before declaring nodes lost; otherwise it declares silent nodes l
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 
@@ -50,7 +51,17 @@ def test_with_regular_ticks_a_silent_node_is_lost_at_once(client, sent) -> None:
     assert tick.tick()["lost_nodes"] == ["silent"]
 
 
-def test_the_first_tick_ever_waits_too(client, sent) -> None:
+def test_the_first_tick_ever_waits_too_and_says_so_without_a_warning(client, sent, caplog) -> None:
     _silent_node()
-    assert tick.tick()["lost_nodes"] == []
+    with caplog.at_level(logging.INFO, logger="cluster.tick"):
+        assert tick.tick()["lost_nodes"] == []
     assert float(client.get(tick.DEAF_UNTIL_KEY)) > time.time()
+    assert [(r.levelno, r.message) for r in caplog.records if r.name == "cluster.tick"] == [
+        (logging.INFO, "first tick: node-loss detection waits 2 s for heartbeats")]
+
+
+def test_a_gap_in_ticks_is_a_warning(client, sent, caplog) -> None:
+    client.set(tick.LAST_TICK_KEY, time.time() - 60)
+    with caplog.at_level(logging.INFO, logger="cluster.tick"):
+        tick.tick()
+    assert [r.levelno for r in caplog.records if r.name == "cluster.tick"] == [logging.WARNING]
