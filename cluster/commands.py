@@ -29,8 +29,10 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     """Publish ``task`` with ``kwargs`` on ``node``'s queue; False (logged) if the broker refused."""
     from cluster.broker import app
 
-    kwargs = {**kwargs, protocol_versions.PROTOCOL_FIELD: server_protocol_version(),
-              server_identity.FIELD: server_identity.cluster_id()}
+    kwargs = {**kwargs, protocol_versions.PROTOCOL_FIELD: server_protocol_version()}
+    cluster = server_identity.known_id()
+    if cluster is not None:
+        kwargs[server_identity.FIELD] = cluster
     try:
         app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(node), retry=True, retry_policy=_RETRY_POLICY)
     except Exception:  # the broker is down; the tick re-sends what is overdue

@@ -27,7 +27,7 @@ from typing import Any
 from cluster import protocol
 from cluster.protocol_versions import CLUSTER_ID_FIELD as FIELD
 
-__all__ = ("FIELD", "cluster_id", "names_another", "log_ignored", "forget", "ANY_CLUSTER")
+__all__ = ("FIELD", "cluster_id", "known_id", "names_another", "log_ignored", "forget", "ANY_CLUSTER")
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,17 @@ def cluster_id() -> str:
 
     row, _ = ServerIdentity.objects.get_or_create(pk=1, defaults={"uuid": str(uuid.uuid4())})
     return row.uuid
+
+
+def known_id() -> str | None:
+    """``cluster_id()``, or None when the database cannot be read: a command then goes without the
+    field, and an agent acts on it as on any command that names no cluster."""
+    from django.db import DatabaseError
+
+    try:
+        return cluster_id()
+    except DatabaseError:
+        return None
 
 
 def names_another(kwargs: Mapping[str, Any]) -> str | None:

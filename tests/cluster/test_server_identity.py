@@ -118,3 +118,19 @@ def test_reports_naming_this_cluster_or_none_are_handled(owner, sent) -> None:
     tasks.started(node="n1", job_id=job.pk, attempt=1, pid=9, started_at=timezone.now().timestamp(), token="")
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
+
+
+def test_a_command_sent_while_the_database_cannot_be_read_goes_without_the_id(monkeypatch) -> None:
+    from django.db import DatabaseError
+
+    from cluster import commands
+    from cluster.broker import app
+
+    def unreadable(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise DatabaseError("connection refused")
+
+    monkeypatch.setattr(ServerIdentity.objects, "get_or_create", unreadable)
+    published = []
+    monkeypatch.setattr(app, "send_task", lambda task, kwargs, **_: published.append(kwargs))
+    assert commands.send("n1", protocol.AGENT_RECONCILE, {"keep": []}) is True
+    assert FIELD not in published[0] and published[0]["keep"] == []
