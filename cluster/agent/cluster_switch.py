@@ -14,6 +14,8 @@ id to compare). When a command names another id than the one adopted, the agent
   account for them) and reports nothing more about them;
 * forgets the newest attempts of jobs, its recent exits and its undelivered reports about jobs
   (a registration still queued is kept: it says who the node is);
+* moves the previous cluster's job dirs (logs, progress files, working directories) and its own
+  checkpoints aside, so that a job with a reused id finds none of another job's files;
 * adopts the new id, which every report it sends from then on names, and carries out the command.
 
 Reports name the adopted id, so the server ignores what an agent sends before it learns of the new
@@ -25,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from cluster import protocol, session_contract
@@ -115,8 +118,28 @@ def forget_previous(agent: AgentParts, previous: str) -> None:
     while supervisor.attempts and time.monotonic() < give_up:
         supervisor.tick()
         time.sleep(0.02)
+    _move_files_aside(agent, previous)
     supervisor.newest.clear()
     supervisor.dirty = True
     agent.recent_exits = RecentExits()
     agent.outbox = [item for item in agent.outbox if item[0] not in ATTEMPT_REPORTS]
     agent._outbox_dirty = True
+
+
+def _move_files_aside(agent: AgentParts, previous: str) -> None:
+    """Move the previous cluster's job dirs (logs, progress files, working dirs) and, when they are
+    this agent's own, its checkpoints to ``<workdir>/previous-clusters/<id>-<time>/``: a new job with
+    a reused id must not find another job's files in its working or checkpoint directory. Moved, not
+    deleted, in case the switch was a mistake. A checkpoint root outside the work dir (shared by the
+    nodes) is left as it is, with a warning."""
+    workdir = Path(agent.config.workdir).resolve()
+    target = workdir / "previous-clusters" / f"{previous}-{int(time.time())}"
+    for path in (workdir / "jobs", Path(agent.config.checkpoint_root).resolve()):
+        if not path.is_relative_to(workdir):
+            log.warning("checkpoints of cluster %s stay in %s, outside this agent's work dir: a job of the new "
+                        "cluster with the same id finds them in its CHECKPOINT_DIR", previous, path)
+            continue
+        if path.exists():
+            target.mkdir(parents=True, exist_ok=True)
+            path.rename(target / path.name)
+            log.info("moved %s to %s", path, target / path.name)

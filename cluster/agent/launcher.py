@@ -95,6 +95,7 @@ class Launcher:
         inside_ckpt = Path(IMAGE_CHECKPOINT_DIR) if rootfs else checkpoint_dir
         env = job_environment(base, cmd, node=self.node, checkpoint_dir=inside_ckpt, address=self.address)
         progress = progress_path(job_dir, cmd.attempt)
+        progress.unlink(missing_ok=True)  # a new attempt here: anything in it is another job's
         env[protocol.ENV_PROGRESS_FILE] = str(Path(IMAGE_WORK_DIR) / progress.name if rootfs else progress)
         prefix: list[str] = []
         if rootfs is not None:

@@ -114,15 +114,17 @@ def spawn(command: str, *, cwd: Path, env: dict[str, str], log_path: Path, exit_
           shim_args: Sequence[str] = (), prefix: Sequence[str] = ()) -> ChildHandle:
     """Start ``/bin/sh -c command`` in ``cwd`` under a shim leading a new session.
 
-    stdout and stderr go to ``log_path`` (appended, created 0600: the open
-    file belongs to the job processes, so it keeps filling while the agent is
-    down, and the job needs no access to the file itself); stdin is /dev/null.
+    stdout and stderr go to ``log_path`` (emptied first: a launch that gets
+    here is of an attempt new to this node, so anything in the file is another
+    job's; then appended, created 0600: the open file belongs to the job
+    processes, so it keeps filling while the agent is down, and the job needs
+    no access to the file itself); stdin is /dev/null.
     ``shim_args`` are the shim's confinement options (cgroups, identity);
     ``prefix`` runs the shell under a container runtime (``bwrap ...``).
     Raises OSError if the shim cannot be started.
     """
     exit_path.unlink(missing_ok=True)
-    out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         pid = os.posix_spawn(
             sys.executable,

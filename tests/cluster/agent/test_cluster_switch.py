@@ -28,7 +28,7 @@ def _launch(node: Any, job: str, attempt: int, command: str, cluster: str | None
 
 
 def test_a_new_database_s_job_starts_though_its_id_was_seen_and_the_old_one_is_forgotten(node) -> None:
-    _launch(node, "7", 1, "exit 3", "cluster-a")
+    _launch(node, "7", 1, "echo old-1; echo old-state > state.txt; exit 3", "cluster-a")
     old_exit = node.reports.wait(protocol.REPORT_EXITED, job_id="7", attempt=1)
     assert old_exit[CLUSTER_ID_FIELD] == "cluster-a"
     _launch(node, "7", 2, "echo old; sleep 60", "cluster-a")
@@ -44,6 +44,14 @@ def test_a_new_database_s_job_starts_though_its_id_was_seen_and_the_old_one_is_f
     # The old attempt's end is not reported: no server would know what it is about.
     assert node.reports.all(protocol.REPORT_EXITED, job_id="7", attempt=2) == []
     assert "now cluster cluster-b, not cluster-a" in node.agent_output()
+    # The new job 7 sees none of the old one's files: its log holds its own line only, its working
+    # directory is empty; the old job dirs were moved aside, not deleted.
+    new_lines = [line for kw in node.reports.all(protocol.REPORT_LOG, job_id="7", attempt=1,
+                                                 **{CLUSTER_ID_FIELD: "cluster-b"}) for line in kw["lines"]]
+    assert new_lines == ["new"]
+    assert not (node.job_dir("7") / "work" / "state.txt").exists()
+    (moved,) = (node.workdir / "previous-clusters").glob("cluster-a-*")
+    assert (moved / "jobs" / "7" / "work" / "state.txt").read_text() == "old-state\n"
 
 
 def test_the_first_cluster_named_is_adopted_without_forgetting(node) -> None:
