@@ -24,6 +24,20 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 "$ROOT/scripts/setup.sh"
 mkdir -p var
 
+# One stack per agents' work dir: a second one would find every agent's work dir in use and stop
+# only after its web server failed on the port. Say so before starting anything.
+AGENTS_DIR="${AGENT_WORKDIR:-var/agent}"
+mkdir -p "$AGENTS_DIR"
+UP_PID_FILE="$AGENTS_DIR/up.pid"
+if [ -s "$UP_PID_FILE" ]; then
+    other="$(cat "$UP_PID_FILE")"
+    if [ "$other" != "$$" ] && kill -0 "$other" 2>/dev/null \
+            && ps -p "$other" -o command= 2>/dev/null | grep -q "up.sh"; then
+        die "another scripts/up.sh (pid $other) runs agents in $AGENTS_DIR: stop it first (Ctrl-C in its terminal), or give this one AGENT_WORKDIR and PORT of its own"
+    fi
+fi
+echo "$$" >"$UP_PID_FILE"
+
 # Components by shutdown tier. The web server, worker and beat stop first, so
 # no scheduling cycle can launch a job on an agent that is stopping; then the
 # agents stop their jobs (their exit reports wait in Redis for the next start);
@@ -70,7 +84,7 @@ stop_all() {
 }
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
-trap 'stop_all' EXIT
+trap 'stop_all; [ "$(cat "$UP_PID_FILE" 2>/dev/null)" != "$$" ] || rm -f "$UP_PID_FILE"' EXIT
 
 # start TIER NAME CMD...: run CMD in the background, its output prefixed by NAME.
 start() {
