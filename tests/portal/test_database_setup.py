@@ -86,7 +86,7 @@ def test_the_command_refuses_a_missing_database_in_one_line_and_creates_nothing(
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
-    assert f'database "{missing_name}"' in lines[0] and f"createdb" in lines[0] and missing_name in lines[0]
+    assert f'database "{missing_name}"' in lines[0] and "createdb" in lines[0] and missing_name in lines[0]
     assert database_setup.check(_wrapper(missing_name)).missing
 
 
