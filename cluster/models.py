@@ -114,7 +114,7 @@ class GpuPolicy(models.Model):
         return "GPU health and idle reclaim"
 
     def xids(self) -> frozenset[int]:
-        return frozenset(int(x) for x in self.unhealthy_xids.replace(" ", "").split(",") if x.isdigit())
+        return frozenset(int(x) for x in self.unhealthy_xids.replace(" ", "").split(",") if x.isascii() and x.isdigit())
 
 
 class ServerIdentity(models.Model):

@@ -40,7 +40,7 @@ def spoken_version(environ: Mapping[str, str]) -> int:
     raw = environ.get(ENV_PROTOCOL_VERSION, "")
     if not raw:
         return PROTOCOL_VERSION
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise ValueError(f"{ENV_PROTOCOL_VERSION} must be a whole number, got {raw!r}")
     return int(raw)
 

@@ -204,7 +204,7 @@ class SimulatedSource:
         found = []
         for key, pin in (gpus.items() if isinstance(gpus, dict) else ()):
             xids = pin.get("xid") if isinstance(pin, dict) else None
-            if not (key.isdigit() and int(key) < self.count and isinstance(xids, list)):
+            if not (key.isascii() and key.isdigit() and int(key) < self.count and isinstance(xids, list)):
                 continue
             index = int(key)
             seen = self._xids_seen.get(index, 0)

@@ -14,7 +14,7 @@ class JobPagination(PageNumberPagination):
 
     def get_page_size(self, request):  # noqa: ANN001, ANN201 - DRF's signature
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is not None and (not raw.isdigit() or int(raw) < 1):
+        if raw is not None and (not (raw.isascii() and raw.isdigit()) or int(raw) < 1):
             raise ValidationError({self.page_size_query_param: [f"Must be an integer between 1 and {self.max_page_size}."]})
         return super().get_page_size(request)
 
@@ -22,6 +22,6 @@ class JobPagination(PageNumberPagination):
         raw = request.query_params.get(self.page_query_param)
         if raw is None:
             return 1
-        if not raw.isdigit() or int(raw) < 1:
+        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
             raise NotFound("Invalid page.")
         return raw

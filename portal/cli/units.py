@@ -23,7 +23,7 @@ def parse_duration(text: str) -> int:
     value = text.strip().lower()
     if not value:
         raise ValueError("empty duration")
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return int(value)
     if ":" in value or "-" in value:
         return _parse_clock(value, text)
@@ -45,7 +45,8 @@ def _parse_clock(value: str, original: str) -> int:
     has_days = "-" in value
     days_text, _, clock = value.partition("-") if has_days else ("0", "", value)
     fields = clock.split(":")
-    digits = all(f.isdigit() for f in fields) and (not has_days or days_text.isdigit())
+    digits = all(f.isascii() and f.isdigit() for f in fields) and (
+        not has_days or (days_text.isascii() and days_text.isdigit()))
     if not digits or len(fields) > 3 or (not has_days and len(fields) < 2):
         raise ValueError(
             f"invalid duration {original!r}: expected MM:SS, HH:MM:SS or D-HH[:MM[:SS]]"

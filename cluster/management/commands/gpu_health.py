@@ -13,7 +13,7 @@ from cluster.models import Gpu
 
 def _gpu(text: str) -> tuple[str, int]:
     node, sep, index = text.rpartition(":")
-    if not sep or not node or not index.isdigit():
+    if not sep or not node or not (index.isascii() and index.isdigit()):
         raise CommandError(f"GPU {text!r}: write it NODE:INDEX, e.g. gpu-07:3")
     return node, int(index)
 

@@ -131,7 +131,7 @@ def _profile_run(config, data, config_name: str, data_name: str) -> ProfileRun:
         if flags[col] > 1:
             raise DataError(f"{cw}: {col}={c[col]!r} must be 0 or 1")
     strategy = d["strategy"]
-    if not (len(strategy) == 4 and strategy.isdigit()):
+    if not (len(strategy) == 4 and strategy.isascii() and strategy.isdigit()):
         raise DataError(f"{dw}: strategy={strategy!r} must be four digits")
     if int(strategy[3]) != zero_type:
         raise DataError(f"{dw}: strategy={strategy!r} says zero type {strategy[3]}, {cw} says {zero_type}")

@@ -121,7 +121,7 @@ def parse_placement(value: str | Sequence[int]) -> tuple[int, ...]:
     """
     if isinstance(value, str):
         s = value.strip()
-        if not s or not s.isdigit():
+        if not s or not (s.isascii() and s.isdigit()):
             raise PlanError(f"placement {value!r} must be digits, one per node (e.g. '233')")
         parts = tuple(int(c) for c in s)
     else:

@@ -141,7 +141,7 @@ def load_workload(path: str | os.PathLike[str], known_apps: set[str] | None = No
 
 
 def _placement(name: str, line: int, raw: str) -> tuple[int, ...]:
-    if not raw.isdigit() or "0" in raw:
+    if not (raw.isascii() and raw.isdigit()) or "0" in raw:
         raise TraceError(name, line, "placement", f"expected digits 1-9 (GPUs per node), got {raw!r}")
     return tuple(int(c) for c in raw)
 

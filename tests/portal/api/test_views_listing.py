@@ -215,8 +215,14 @@ def test_list_query_count_does_not_grow_with_the_page(roles, api_as, make_job, d
     assert len(body["results"]) == 25 and all(len(j["attempts"]) == 1 for j in body["results"])
 
 
-@pytest.mark.parametrize("value", ["", "0", "-3", "ten", "2.5"])
+# "²" and "³" pass str.isdigit() but not int(): they were answered with a server error.
+@pytest.mark.parametrize("value", ["", "0", "-3", "ten", "2.5", "²", "1³"])
 def test_page_size_that_is_not_a_positive_integer_is_a_400_naming_it(roles, api_as, value) -> None:
     response = api_as(roles.owner).get(f"/api/v1/jobs/?page_size={value}")
     assert response.status_code == 400
     assert "page_size" in str(response.json())
+
+
+@pytest.mark.parametrize("value", ["0", "x", "²", "٣"])
+def test_a_page_number_that_is_not_a_positive_ascii_integer_is_not_found(roles, api_as, value) -> None:
+    assert api_as(roles.owner).get(f"/api/v1/jobs/?page={value}").status_code == 404

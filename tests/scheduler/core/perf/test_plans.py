@@ -60,7 +60,7 @@ def test_parse_placement(value, expected) -> None:
     assert parse_placement(value) == expected
 
 
-@pytest.mark.parametrize("value", ["", "2a3", "203", (), (2, 0), "-1"])
+@pytest.mark.parametrize("value", ["", "2a3", "203", (), (2, 0), "-1", "2²", "٢٤"])
 def test_parse_placement_rejects(value) -> None:
     with pytest.raises(PlanError, match="placement"):
         parse_placement(value)
