@@ -240,6 +240,8 @@ class JobConsumer(_LiveConsumer):
         if not reset and not lines:
             return
         self.log_attempt, self.log_after = latest, last
+        # More lines arrived than a page shows: the page starts again from the newest, marked as cut.
+        reset = reset or truncated
         await self.send_json({"type": "log", "attempt": latest, "lines": lines, "reset": reset, "truncated": truncated})
 
     def _latest_attempt(self) -> int | None:

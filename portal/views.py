@@ -21,11 +21,14 @@ from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
 from scheduler import arrays, fair_usage, forecast_store, selectors, services, usage
+from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
 from scheduler.projects import names_of as project_names
 
 JOBS_PER_PAGE = 25
+# Log lines of the latest attempt in the job page's HTML (the live page then streams the last 2,000).
+JOB_DETAIL_LOG_LINES = 200
 
 
 @login_required
@@ -81,7 +84,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         raise Http404("No such job.")
     attempts = list(job.attempts.all())
     latest = attempts[-1] if attempts else None
-    log_lines = selectors.attempt_log_lines(latest)[-200:] if latest else []
+    log_lines = log_tail(latest.pk, JOB_DETAIL_LOG_LINES).lines if latest else []
     return render(request, "portal/job_detail.html", {
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,

@@ -299,20 +299,6 @@ class Attempt(models.Model):
         return sum(len(v) for v in (self.gpu_allocation or {}).values())
 
 
-class AttemptLog(models.Model):
-    """A batch of log lines received from the node for one attempt (append-only)."""
-
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_chunks")
-    received_at = models.DateTimeField(default=timezone.now)
-    text = models.TextField(help_text="Lines joined by newlines, without a trailing newline.")
-
-    class Meta:
-        ordering = ["attempt_id", "id"]
-
-    def __str__(self) -> str:
-        return f"log of {self.attempt}"
-
-
 class JobEvent(models.Model):
     """One state transition of a job: the job's timeline."""
 
@@ -394,6 +380,7 @@ class Quota(models.Model):
 
 
 # Models defined in their own modules of this app, imported here so that Django registers them.
+from scheduler.attempt_log import AttemptLog  # noqa: E402, F401
 from scheduler.identity import PosixIdentity  # noqa: E402, F401
 from scheduler.images import Image  # noqa: E402, F401
 from scheduler.projects import Membership, Project  # noqa: E402, F401

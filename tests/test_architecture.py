@@ -260,6 +260,7 @@ TESTED_ELSEWHERE = {
     "portal/api/pagination.py": "paging: tests/portal/api/test_views_listing.py",
     "portal/api/parsers.py": "request bodies: tests/portal/api/test_views.py, tests/adversarial/test_adv_fuzz.py",
     "portal/cli/progress.py": "gpusched show's Progress section: tests/portal/cli/test_commands.py",
+    "portal/cli/logs.py": "tests/portal/cli/test_commands.py (real API), tests/portal/cli/test_client.py (paging)",
     "portal/context_processors.py": "template context: tests/portal/test_views.py",
     "portal/dashboard/forms.py": "tests/portal/dashboard/test_simulation.py",
     "portal/dashboard/job_page.py": "tests/portal/test_consumers.py, tests/scheduler/test_elastic.py",

@@ -71,6 +71,7 @@ class Agent:
             base_env={"PATH": os.environ.get("PATH", DEFAULT_PATH) if config.single_user else DEFAULT_PATH,
                       **{k: os.environ[k] for k in config.pass_env if k in os.environ and k not in PRIVATE_VARS}},
             confinement=confine,
+            log_limits=config.log_limits,
         )
         self.broker = BrokerLink(config.broker, config.name, self._on_message, report_queue=config.report_queue)
         self.telemetry: TelemetrySampler | None = None

@@ -36,6 +36,7 @@ class TrackedAttempt:
     gpu_indices: list[int] = field(default_factory=list)
     marker_before: list[int] | None = None  # [inode, mtime_ns] of the marker at launch
     log_offset: int = 0
+    log_streamed: int = 0  # bytes of the log streamed while it ran (cluster/agent/logstream.py)
     progress_offset: int = 0  # bytes of the progress file already read (cluster/agent/progress.py)
     notice_at: float | None = None
     kill_at: float | None = None

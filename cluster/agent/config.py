@@ -9,6 +9,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster.agent.logstream import LogLimits
 from cluster.protocol import ENV_AGENT_TOKEN, REPORT_QUEUE, ProtocolError, check_address
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
@@ -47,6 +48,23 @@ class AgentConfig:
     # Seconds between GPU telemetry reports (0: none); the simulated source's control file (virtual GPUs).
     telemetry_interval: float = 5.0
     simulated_gpus: Path | None = None
+    # How much of each attempt's log is streamed to the portal (cluster/agent/logstream.py).
+    log_limits: LogLimits = LogLimits()
+
+
+def _size(name: str):
+    """A parser of a byte count >= 1: digits, optionally followed by K, M or G (powers of 1024)."""
+    units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+    def parse(text: str) -> int:
+        digits, unit = text.strip(), ""
+        if digits[-1:].upper() in units:
+            digits, unit = digits[:-1], digits[-1].upper()
+        if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
+            raise argparse.ArgumentTypeError(f"{name}: expected a size such as 4M or 65536, got {text!r}")
+        return int(digits) * units[unit]
+
+    return parse
 
 
 def _positive(name: str):
@@ -183,6 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="control file of the simulated telemetry of virtual GPUs (--gpus N; default "
                         "<workdir>/simulated-gpus.json; docs/telemetry.md)")
     p.add_argument("--image-cache", type=Path, help="where images are unpacked (default: <workdir>/images)")
+    p.add_argument("--log-max-lag", type=_size("--log-max-lag"), default=LogLimits().max_lag_bytes, metavar="SIZE",
+                   help="unstreamed log beyond which the stream jumps to the newest lines, saying what it left out "
+                        "(bytes, or with K, M or G; default 4M)")
+    p.add_argument("--log-stream-limit", type=_size("--log-stream-limit"), default=LogLimits().stream_bytes,
+                   metavar="SIZE", help="log streamed per attempt while it runs; beyond it only the end of the log, "
+                                        "when the attempt ends (default 256M)")
+    p.add_argument("--log-final", type=_size("--log-final"), default=LogLimits().final_bytes, metavar="SIZE",
+                   help="the most of a log's unstreamed end sent when the attempt ends (default 1M)")
     return p
 
 
@@ -214,4 +240,6 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
         pass_env=tuple(dict.fromkeys(args.pass_env)),
         telemetry_interval=args.telemetry_interval,
         simulated_gpus=(args.simulated_gpus or workdir / "simulated-gpus.json").resolve(),
+        log_limits=LogLimits(max_lag_bytes=args.log_max_lag, stream_bytes=args.log_stream_limit,
+                             final_bytes=args.log_final),
     )

@@ -31,7 +31,7 @@ from cluster import protocol
 from cluster.agent import attempt_cgroups, procs, stopping
 from cluster.agent.attempt import TrackedAttempt, Key, marker_identity, read_exit_file
 from cluster.agent.launcher import Confinement, LaunchError, Launcher
-from cluster.agent.logstream import flush_final_log, log_report, stream_new_lines
+from cluster.agent.logstream import LogLimits, flush_final_log, log_report, stream_new_lines
 from cluster.agent.orphans import orphan_attempt
 from cluster.agent.progress import ProgressReader
 from cluster.agent.sessions import Sessions
@@ -61,8 +61,7 @@ class Supervisor:
         address: str = "",
         base_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
-        log_chunk_bytes: int = 64 * 1024,
-        final_log_bytes: int = 1024 * 1024,
+        log_limits: LogLimits = LogLimits(),
         confinement: Confinement | None = None,
     ) -> None:
         self.node = node
@@ -78,8 +77,7 @@ class Supervisor:
         self.sessions = Sessions(self.launcher.address)  # interactive sessions' ports and secrets
         # The variables every job starts from (the agent adds its lease here); shared with the launcher.
         self.base_env = self.launcher.base_env
-        self.log_chunk_bytes = log_chunk_bytes
-        self.final_log_bytes = final_log_bytes
+        self.log_limits = log_limits
         self.attempts: dict[Key, TrackedAttempt] = {}
         self.newest: dict[str, int] = {}
         self.dirty = False
@@ -248,7 +246,7 @@ class Supervisor:
         """Report the complete new lines of every running attempt's log (one REPORT_LOG each) and its
         newest progress report when one is due (REPORT_PROGRESS, cluster/agent/progress.py)."""
         for att in self.attempts.values():
-            if stream_new_lines(att, self.log_chunk_bytes, self._emit_log):
+            if stream_new_lines(att, self.log_limits, self.node, self._emit_log):
                 self.dirty = True
             if self.progress.poll(att):
                 self.dirty = True
@@ -338,7 +336,7 @@ class Supervisor:
         if oom and att.reason is None and exit_code != 0:
             reason = protocol.EXIT_OUT_OF_MEMORY
             message = "the job went past its memory limit and the kernel's OOM killer ended it"
-        flush_final_log(att, self.log_chunk_bytes, self.final_log_bytes, self.node, self._emit_log)
+        flush_final_log(att, self.log_limits, self.node, self._emit_log)
         self.progress.poll(att, final=True)
         self.progress.forget(att.key)
         if message:

@@ -261,8 +261,11 @@ class DetailSerializer(serializers.Serializer):
 
 class LogSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(allow_null=True)
-    offset = serializers.IntegerField()
+    offset = serializers.IntegerField(help_text="Line number (from 0) of the first line in `lines`.")
     lines = serializers.ListField(child=serializers.CharField())
+    next_offset = serializers.IntegerField(help_text="`offset` for the lines after these.")
+    total_lines = serializers.IntegerField(help_text="Lines stored for the attempt so far.")
+    more = serializers.BooleanField(help_text="Whether stored lines follow these (ask again from `next_offset`).")
 
 
 class ImageSerializer(serializers.Serializer):

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from cluster.selectors import nodes_for
 from portal.api.errors import validation_error
+from portal.api.log_query import LOG_PAGE_LINES, LOG_PAGE_MAX_LINES, log_query
 from audit import services as audit
 from portal.api.serializers import (
     DetailSerializer,
@@ -28,6 +29,7 @@ from portal.api.serializers import (
     QuotaReportSerializer,
 )
 from scheduler import arrays, selectors, services, usage
+from scheduler.attempt_log import LogPage, log_page, log_tail_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 _LIST_PARAMS = [
@@ -163,22 +165,18 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         parameters=[
             OpenApiParameter("attempt", OpenApiTypes.INT, description="Attempt number; default the latest."),
             OpenApiParameter("offset", OpenApiTypes.INT, description="Skip this many lines (for polling)."),
+            OpenApiParameter("limit", OpenApiTypes.INT, description=(
+                f"Most lines in the answer (default {LOG_PAGE_LINES:,}, at most {LOG_PAGE_MAX_LINES:,}); "
+                "`more` says whether lines follow, from `next_offset`.")),
+            OpenApiParameter("tail", OpenApiTypes.INT, description=(
+                "Start at the last this many lines instead; `offset` is then where they start.")),
         ],
         responses={200: LogSerializer, 400: ErrorsSerializer, 404: DetailSerializer},
     )
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> Response:
         job = self._visible_job(pk)
-        errors = {}
-        numbers = {}
-        for name in ("attempt", "offset"):
-            raw = request.query_params.get(name)
-            if raw is None or raw == "":
-                continue
-            if not raw.isdigit() or (name == "attempt" and int(raw) < 1):
-                errors[name] = ["Must be a positive integer." if name == "attempt" else "Must be an integer >= 0."]
-            else:
-                numbers[name] = int(raw)
+        numbers, errors = log_query(request.query_params)
         if errors:
             return validation_error(errors)
         attempts = Attempt.objects.filter(job=job)
@@ -188,9 +186,15 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 raise Http404
         else:
             attempt = attempts.order_by("-number").first()
-        offset = numbers.get("offset", 0)
-        lines = selectors.attempt_log_lines(attempt, offset) if attempt else []
-        return Response({"attempt": attempt.number if attempt else None, "offset": offset, "lines": lines})
+        limit = numbers.get("limit", LOG_PAGE_LINES)
+        if attempt is None:
+            page = LogPage(numbers.get("offset", 0), [], 0)
+        elif "tail" in numbers:
+            page = log_tail_page(attempt.pk, numbers["tail"], limit)
+        else:
+            page = log_page(attempt.pk, numbers.get("offset", 0), limit)
+        return Response({"attempt": attempt.number if attempt else None, "offset": page.offset, "lines": page.lines,
+                         "next_offset": page.next_offset, "total_lines": page.total, "more": page.more})
 
 
     @extend_schema(responses={200: OpenApiResponse(description=(

@@ -97,14 +97,19 @@ class ApiClient:
     def cancel_job(self, job_id: int) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{job_id}/cancel/")
 
-    def job_logs(self, job_id: int, attempt: int | None = None, offset: int = 0) -> dict[str, Any]:
-        """GET /jobs/{id}/logs/: ``{"attempt": N, "offset": K, "lines": [...]}``.
+    def job_logs(self, job_id: int, attempt: int | None = None, offset: int = 0,
+                 tail: int | None = None) -> dict[str, Any]:
+        """GET /jobs/{id}/logs/: ``{"attempt": N, "offset": K, "lines": [...], "next_offset": K2, "more": bool, ...}``.
 
         ``attempt`` None means the latest (``"attempt": null`` before the first
-        start); ``offset`` skips that many lines from the start of the log.
+        start); ``offset`` skips that many lines from the start of the log;
+        ``tail`` asks for its last lines instead. One answer is one page:
+        ``more`` says whether lines follow from ``next_offset``.
         """
         params = {"attempt": str(attempt)} if attempt is not None else {}
-        if offset:
+        if tail is not None:
+            params["tail"] = str(tail)
+        elif offset:
             params["offset"] = str(offset)
         return self._request("GET", f"/jobs/{job_id}/logs/", params=params)
 

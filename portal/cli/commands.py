@@ -6,24 +6,19 @@ status. API failures propagate as :class:`ApiError` (the caller prints them).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from portal.cli.client import ApiClient
+from portal.cli.logs import cmd_logs
 from portal.cli.output import (Column, dump_json, forecast_start, format_quota, job_ref, key_values, local_time, memory,
                                node_messages, render_table, seconds, truncate)
 from portal.cli.progress import format_progress
 from portal.cli.sessions import cmd_session
 from portal.cli.usage import cmd_usage
-
-# States a job never leaves: scheduler.models.TERMINAL_STATES, restated here
-# because the client imports no Django (a test keeps the two equal).
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _LAUNCHERS = frozenset({"python", "python3", "bash", "sh", "torchrun", "accelerate", "deepspeed"})
@@ -261,64 +256,6 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"Job {job.get('id', args.job_id)}: {job.get('state')}\n")
     return 0
-
-
-# -- logs ---------------------------------------------------------------------
-
-def cmd_logs(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    """Print an attempt's log (the latest, or ``--attempt N``).
-
-    With ``--follow``, poll and print only new lines (the API's ``offset``)
-    until the job reaches a final state. A requeued job's later attempts are
-    printed in turn, each after a ``--- attempt N ---`` line; with
-    ``--attempt N`` it stops once a later attempt exists. The job is read
-    *before* each log fetch, so the fetch after a final state is complete.
-    """
-    if not args.follow:
-        body = client.job_logs(args.job_id, args.attempt)
-        if args.json:
-            dump_json(body, out)
-        else:
-            out.writelines(f"{line}\n" for line in body.get("lines") or [])
-        return 0
-    printer = _LogPrinter(out, as_json=args.json)
-    attempt, shown = args.attempt, 0
-    while True:
-        job = client.get_job(args.job_id)
-        body = client.job_logs(args.job_id, attempt, offset=shown)
-        printer.show(body)
-        attempt = body.get("attempt")
-        shown += len(body.get("lines") or [])
-        latest = job.get("attempt_count") or 0
-        if attempt is not None and latest > attempt:
-            if args.attempt is not None:
-                return 0  # the attempt asked for is over
-            attempt, shown = attempt + 1, 0  # drain the next attempt without waiting
-            continue
-        if job.get("state") in FINAL_STATES:
-            return 0
-        time.sleep(args.interval)
-
-
-class _LogPrinter:
-    """Prints log bodies; a header line marks a change to another attempt."""
-
-    def __init__(self, out: TextIO, *, as_json: bool) -> None:
-        self.out = out
-        self.as_json = as_json
-        self.attempt: Any = None
-
-    def show(self, body: Mapping[str, Any]) -> None:
-        attempt, lines = body.get("attempt"), list(body.get("lines") or [])
-        if self.as_json:
-            if lines or attempt != self.attempt:
-                self.out.write(json.dumps({"attempt": attempt, "lines": lines}) + "\n")
-        else:
-            if attempt != self.attempt and self.attempt is not None:
-                self.out.write(f"--- attempt {attempt} ---\n")
-            self.out.writelines(f"{line}\n" for line in lines)
-        self.attempt = attempt
-        self.out.flush()
 
 
 # -- quota & nodes ------------------------------------------------------------

@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="attempt number (default: the latest)")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="keep printing new lines until the job ends")
+    logs.add_argument("-n", "--tail", type=_positive_int, metavar="N",
+                      help="start at the last N lines of the log (default: from its first line)")
     logs.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
                       help="seconds between polls with --follow (default 2)")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from portal.dashboard.selectors import iso
 from scheduler import forecast_store
 from scheduler import selectors as job_selectors
-from scheduler.models import TERMINAL_STATES, AttemptLog, Job
+from scheduler.attempt_log import log_tail
+from scheduler.models import TERMINAL_STATES, Attempt, Job
 
 #: Log lines of an attempt sent when a job page (re)connects.
 LOG_TAIL_LINES = 2000
@@ -69,22 +70,15 @@ def job_state(job: Job) -> dict:
 def log_chunks_after(job_id: int, attempt_number: int, after_id: int | None) -> tuple[list[str], int | None, bool]:
     """Log lines of one attempt stored after chunk ``after_id`` (None: from the start).
 
-    Returns ``(lines, last chunk id, truncated)``; from the start, only the last
-    ``LOG_TAIL_LINES`` lines are returned and ``truncated`` says whether earlier
-    ones were left out. The last id is ``after_id`` when nothing is new.
+    Returns ``(lines, last chunk id, truncated)``: at most the last ``LOG_TAIL_LINES`` lines, and
+    ``truncated`` says whether earlier ones were left out (from the start, or because more arrived
+    since ``after_id`` than a page shows). The last id is ``after_id`` when nothing is new.
     """
-    chunks = AttemptLog.objects.filter(attempt__job_id=job_id, attempt__number=attempt_number)
-    if after_id is not None:
-        chunks = chunks.filter(id__gt=after_id)
-    lines: list[str] = []
-    last = after_id
-    for chunk_id, text in chunks.order_by("id").values_list("id", "text"):
-        lines.extend(text.split("\n"))
-        last = chunk_id
-    truncated = after_id is None and len(lines) > LOG_TAIL_LINES
-    if truncated:
-        lines = lines[-LOG_TAIL_LINES:]
-    return lines, last, truncated
+    attempt_pk = Attempt.objects.filter(job_id=job_id, number=attempt_number).values_list("pk", flat=True).first()
+    if attempt_pk is None:
+        return [], after_id, False
+    tail = log_tail(attempt_pk, LOG_TAIL_LINES, after_id)
+    return tail.lines, tail.last_id, tail.truncated
 
 
 def _forecast(job: Job) -> dict | None:

@@ -156,6 +156,9 @@
   /* A finished attempt's log comes from the REST API; the live one streams over the socket and is
    * kept here, so switching back to it needs no request. */
   const live = { attempt: null, lines: [], truncated: false };
+  /* Lines of a log the page holds: a job that prints without end must not fill the browser's memory
+   * (the server sends the last 2,000 on connecting; the API has every line). */
+  const LOG_KEPT_LINES = 2000;
 
   async function showAttempt(n) {
     view.shown = n;
@@ -164,9 +167,10 @@
       writeLog(live.lines, true, live.truncated);
     } else {
       setHeading(n);
-      const response = await fetch(config.logsUrl + "?attempt=" + n, { credentials: "same-origin" });
+      const response = await fetch(config.logsUrl + "?attempt=" + n + "&tail=" + LOG_KEPT_LINES,
+                                   { credentials: "same-origin" });
       const body = response.ok ? await response.json() : { lines: ["(could not load the log: HTTP " + response.status + ")"] };
-      if (view.shown === n) writeLog(body.lines, true, false);
+      if (view.shown === n) writeLog(body.lines, true, body.offset > 0);
     }
     refreshTabs();
   }
@@ -185,9 +189,15 @@
     }
     live.lines.push(...message.lines);
     view.following = live.attempt;
+    const cut = live.lines.length > 2 * LOG_KEPT_LINES;
+    if (cut) {
+      live.lines = live.lines.slice(-LOG_KEPT_LINES);
+      live.truncated = true;
+    }
     if (view.shown === live.attempt) {
       setHeading(message.attempt);
-      writeLog(message.lines, message.reset, message.truncated);
+      if (cut) writeLog(live.lines, true, true); // written again from the kept lines
+      else writeLog(message.lines, message.reset, message.truncated);
     }
     refreshTabs();
   }

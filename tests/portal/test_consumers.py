@@ -147,6 +147,29 @@ def test_job_socket_streams_new_log_lines_once_and_resets_on_a_new_attempt(ws_co
     run(scenario)
 
 
+def test_job_socket_sends_only_the_newest_lines_when_more_arrived_than_a_page_holds(ws_connect, roles, make_job,
+                                                                                     monkeypatch):
+    from portal.dashboard import job_page
+    from scheduler.models import Attempt, AttemptLog, JobState
+
+    monkeypatch.setattr(job_page, "LOG_TAIL_LINES", 3)
+    job = make_job(roles.owner, state=JobState.RUNNING)
+    attempt = Attempt.objects.get(job=job)
+    AttemptLog.objects.create(attempt=attempt, text="a\nb")
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.owner)
+        await communicator.receive_json_from(TIMEOUT)  # state
+        log = await communicator.receive_json_from(TIMEOUT)
+        assert (log["lines"], log["reset"], log["truncated"]) == (["a", "b"], True, False)
+        await sync_to_async(AttemptLog.objects.create)(attempt=attempt, text="c\nd\ne\nf\ng")
+        log = await communicator.receive_json_from(TIMEOUT)
+        assert (log["lines"], log["reset"], log["truncated"]) == (["e", "f", "g"], True, True)  # drawn again, marked
+        await communicator.disconnect()
+
+    run(scenario)
+
+
 def test_job_socket_ignores_hints_for_other_jobs_of_its_shard(ws_connect, roles, make_job):
     from scheduler.models import JobState
 

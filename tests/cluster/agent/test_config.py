@@ -9,6 +9,7 @@ import pytest
 
 from cluster import protocol
 from cluster.agent import config
+from cluster.agent.logstream import LogLimits
 from cluster.agent.config import ENV_SINGLE_USER, parse_args
 
 BASE = ["--name", "n", "--gpus", "1", "--workdir", "/srv/agent"]
@@ -58,12 +59,23 @@ def test_options_defaults_and_environment_fallbacks(tmp_path, monkeypatch):
         (["--name", "n", "--gpus", "1", "--heartbeat", "0"], "--heartbeat must be > 0"),
         (["--name", "n", "--gpus", "1", "--cpus", "many"], "--cpus must be a number"),
         (["--gpus", "1"], "--name"),
+        (["--name", "n", "--gpus", "1", "--log-max-lag", "0"], "--log-max-lag: expected a size"),
+        (["--name", "n", "--gpus", "1", "--log-final", "²M"], "--log-final: expected a size"),
+        (["--name", "n", "--gpus", "1", "--log-stream-limit", "1T"], "--log-stream-limit: expected a size"),
     ],
 )
 def test_bad_options_name_the_option(argv, message, capsys):
     with pytest.raises(SystemExit):
         config.parse_args(argv, environ={})
     assert message in capsys.readouterr().err
+
+
+def test_log_limits_are_sizes_in_bytes_or_with_a_unit():
+    base = ["--name", "n", "--gpus", "1"]
+    limits = config.parse_args([*base, "--log-max-lag", "2M", "--log-stream-limit", "1G", "--log-final", "512k"],
+                               environ={}).log_limits
+    assert (limits.max_lag_bytes, limits.stream_bytes, limits.final_bytes) == (2 * 2**20, 2**30, 512 * 2**10)
+    assert config.parse_args(base, environ={}).log_limits == LogLimits()
 
 
 def test_report_queue_option():

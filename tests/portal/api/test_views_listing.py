@@ -136,19 +136,39 @@ def test_logs_of_latest_or_given_attempt_with_offset(roles, api_as, make_job) ->
     AttemptLog.objects.create(attempt=second, text="resumed at step 2")
     client = api_as(roles.owner)
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/").json() == {
-        "attempt": 2, "offset": 0, "lines": ["resumed at step 2"]}
+        "attempt": 2, "offset": 0, "lines": ["resumed at step 2"], "next_offset": 1, "total_lines": 1, "more": False}
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/?attempt=1").json()["lines"] == ["step 1", "step 2", "preempted"]
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/?attempt=1&offset=2").json()["lines"] == ["preempted"]
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/?attempt=3").status_code == 404
-    for bad in ("attempt=0", "attempt=x", "offset=-1"):
+    for bad in ("attempt=0", "attempt=x", "offset=-1", "limit=0", "limit=100001", "tail=0", "tail=x",
+                "offset=1&tail=2"):
         response = client.get(f"/api/v1/jobs/{job.pk}/logs/?{bad}")
-        assert response.status_code == 400 and bad.split("=")[0] in response.json()["errors"]
+        assert response.status_code == 400 and bad.split("=")[-2].split("&")[-1] in response.json()["errors"]
+
+
+def test_a_long_log_comes_a_page_at_a_time_or_as_its_last_lines(roles, api_as, make_job) -> None:
+    job = make_job(roles.owner, JobState.RUNNING)
+    attempt = job.attempts.get()
+    for first in range(0, 25_000, 1_000):  # 25 batches of 1,000 lines
+        AttemptLog.objects.create(attempt=attempt, text="\n".join(f"line {n}" for n in range(first, first + 1_000)))
+    client = api_as(roles.owner)
+    url = f"/api/v1/jobs/{job.pk}/logs/"
+    page = client.get(url).json()
+    assert page["lines"] == [f"line {n}" for n in range(10_000)]  # the default limit
+    assert (page["next_offset"], page["total_lines"], page["more"]) == (10_000, 25_000, True)
+    page = client.get(url, {"offset": 12_345, "limit": 1_500}).json()
+    assert page["lines"] == [f"line {n}" for n in range(12_345, 13_845)] and page["more"]
+    page = client.get(url, {"offset": 24_990}).json()
+    assert page["lines"] == [f"line {n}" for n in range(24_990, 25_000)] and not page["more"]
+    page = client.get(url, {"tail": 3}).json()
+    assert (page["offset"], page["lines"], page["more"]) == (24_997, ["line 24997", "line 24998", "line 24999"], False)
+    assert client.get(url, {"offset": 30_000}).json()["lines"] == []
 
 
 def test_logs_before_any_attempt_are_empty(roles, api_as, make_job) -> None:
     job = make_job(roles.owner)
     assert api_as(roles.owner).get(f"/api/v1/jobs/{job.pk}/logs/").json() == {
-        "attempt": None, "offset": 0, "lines": []}
+        "attempt": None, "offset": 0, "lines": [], "next_offset": 0, "total_lines": 0, "more": False}
 
 
 # --- nodes ---------------------------------------------------------------------------

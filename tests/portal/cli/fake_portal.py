@@ -28,6 +28,7 @@ class FakeApi:
     url: str = ""
     jobs: dict[int, dict[str, Any]] = field(default_factory=dict)
     logs: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    log_page_lines: int = 3  # lines per answer of the logs endpoint: small, so that paging is exercised
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     max_gpus_quota: int = 8
     nodes: list[dict[str, Any]] = field(default_factory=list)
@@ -98,9 +99,12 @@ class _Handler(BaseHTTPRequestHandler):
             if segments[2:] == ["logs"] and method == "GET":
                 self.api.log_requests += 1
                 attempt = int(query["attempt"]) if "attempt" in query else job["attempt_count"] or None
-                offset = int(query.get("offset", 0))
                 lines = self.api.logs.get((job["id"], attempt), []) if attempt else []
-                return self._send(200, {"attempt": attempt, "offset": offset, "lines": lines[offset:]})
+                offset = max(0, len(lines) - int(query["tail"])) if "tail" in query else int(query.get("offset", 0))
+                page = lines[offset:offset + self.api.log_page_lines]
+                return self._send(200, {"attempt": attempt, "offset": offset, "lines": page,
+                                        "next_offset": offset + len(page), "total_lines": len(lines),
+                                        "more": offset + len(page) < len(lines)})
         return self._send(404, {"detail": "Not found."})
 
     def _submit(self, body: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-import portal.cli.commands as commands_module
+import portal.cli.logs as logs_module
 from tests.portal.cli.fake_portal import PAGE_SIZE, TOKEN, FakeApi
 
 
@@ -144,7 +144,18 @@ def test_logs_prints_lines_of_the_requested_attempt(run_cli, fake_api, api_env) 
     assert run_cli("logs", "1", env=api_env) == (0, "step 1\nstep 2\n", "")
     assert run_cli("logs", "1", "--attempt", "1", env=api_env) == (0, "first attempt\n", "")
     code, out, _ = run_cli("logs", "1", "--json", env=api_env)
-    assert json.loads(out) == {"attempt": 2, "offset": 0, "lines": ["step 1", "step 2"]}
+    assert json.loads(out) == {"attempt": 2, "offset": 0, "lines": ["step 1", "step 2"], "next_offset": 2,
+                               "total_lines": 2, "more": False}
+
+
+def test_a_log_of_several_pages_is_printed_whole_and_its_tail_on_request(run_cli, fake_api, api_env) -> None:
+    fake_api.add_job(attempt_count=1)
+    fake_api.logs[(1, 1)] = [f"line {n}" for n in range(8)]  # three pages of the fake's three lines
+    assert run_cli("logs", "1", env=api_env) == (0, "".join(f"line {n}\n" for n in range(8)), "")
+    assert run_cli("logs", "1", "--tail", "4", env=api_env) == (0, "line 4\nline 5\nline 6\nline 7\n", "")
+    code, out, _ = run_cli("logs", "1", "--json", "--tail", "5", env=api_env)
+    body = json.loads(out)
+    assert (body["offset"], body["lines"], body["more"]) == (3, [f"line {n}" for n in range(3, 8)], False)
 
 
 def test_logs_of_a_job_that_never_started_is_empty(run_cli, fake_api, api_env) -> None:
@@ -168,7 +179,7 @@ def follow(run_cli, fake_api: FakeApi, api_env, monkeypatch, worlds, *extra: str
         fake_api.logs.update({(1, n): list(lines) for n, lines in logs.items()})
 
     enter_next_world()
-    monkeypatch.setattr(commands_module.time, "sleep", lambda s: (sleeps.append(s), enter_next_world(s)))
+    monkeypatch.setattr(logs_module.time, "sleep", lambda s: (sleeps.append(s), enter_next_world(s)))
     result = run_cli("logs", "1", "--follow", "--interval", "0.25", *extra, env=api_env)
     return result, len(sleeps)
 

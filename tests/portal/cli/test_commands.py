@@ -32,7 +32,7 @@ def as_user(live_server, token_for, run_cli):  # noqa: ANN001, ANN201
 
 @pytest.mark.django_db(transaction=False)
 def test_the_clients_final_states_are_the_portals_terminal_states() -> None:
-    from portal.cli.commands import FINAL_STATES
+    from portal.cli.logs import FINAL_STATES
     from scheduler.models import TERMINAL_STATES
 
     assert FINAL_STATES == {str(s) for s in TERMINAL_STATES}
@@ -160,6 +160,27 @@ def test_logs_and_follow_of_a_finished_job(roles, as_user, make_job) -> None:
     assert cli("logs", str(job.pk), "--follow") == (0, "step 1\nstep 2\ndone\n", "")
     code, _, err = cli("logs", str(job.pk), "--attempt", "3")
     assert code == 1 and "404" in err
+    assert cli("logs", str(job.pk), "--tail", "2") == (0, "step 2\ndone\n", "")
+
+
+def test_a_log_longer_than_a_page_is_printed_whole_or_from_its_tail(roles, as_user, make_job) -> None:
+    from scheduler.models import AttemptLog
+
+    job = make_job(roles.owner, state="COMPLETED")
+    attempt = job.attempts.get()
+    AttemptLog.objects.create(attempt=attempt, text="\n".join(f"line {n}" for n in range(25_000)))
+    AttemptLog.objects.create(attempt=attempt, text="the end")
+    expected = "".join(f"line {n}\n" for n in range(25_000)) + "the end\n"
+    cli = as_user(roles.owner)
+    assert cli("logs", str(job.pk)) == (0, expected, "")
+    assert cli("logs", str(job.pk), "--follow") == (0, expected, "")
+    assert cli("logs", str(job.pk), "--tail", "2") == (0, "line 24999\nthe end\n", "")
+    last_12000 = "".join(f"line {n}\n" for n in range(13_001, 25_000)) + "the end\n"
+    assert cli("logs", str(job.pk), "--tail", "12000") == (0, last_12000, "")  # more than one page
+    assert cli("logs", str(job.pk), "--tail", "12000", "--follow") == (0, last_12000, "")
+    code, out, _ = cli("logs", str(job.pk), "--json")
+    body = json.loads(out)
+    assert code == 0 and len(body["lines"]) == 25_001 and body["offset"] == 0 and body["lines"][-1] == "the end"
 
 
 def test_quota_and_nodes(roles, as_user, make_node) -> None:

@@ -75,6 +75,7 @@ def test_list_options() -> None:
 def test_logs_options() -> None:
     args = parse("logs", "7", "--attempt", "2", "-f", "--interval", "0.5")
     assert (args.job_id, args.attempt, args.follow, args.interval) == ("7", 2, True, 0.5)  # a job id or an array task (7_1), as text
+    assert (parse("logs", "7", "-n", "20").tail, parse("logs", "7").tail) == (20, None)
 
 
 @pytest.mark.parametrize(
@@ -97,6 +98,7 @@ def test_logs_options() -> None:
         (["list", "--", "x"], "'--' is only used by submit"),
         (["list", "--timeout", "0"], "'0' must be positive"),
         (["logs", "1", "--interval", "-1"], "must be positive"),
+        (["logs", "1", "--tail", "0"], "must be at least 1"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(run_cli, argv: list[str], message: str) -> None:
