@@ -107,14 +107,14 @@ def _emit_batch(att: TrackedAttempt, max_bytes: int, emit: EmitLines, final: boo
 def stream_new_lines(att: TrackedAttempt, limits: LogLimits, node: str, emit: EmitLines) -> bool:
     """One live batch of ``att``'s new lines, after a jump to the newest if the stream lags too
     far behind; nothing once the attempt has streamed ``limits.stream_bytes`` (the batch that
-    reaches it is whole, so at most one batch more). True if any."""
+    reaches it is whole, so at most one batch more). True if anything was emitted."""
     if att.log_streamed >= limits.stream_bytes:
         return False
-    size = _size(att.log_path)
+    size, before = _size(att.log_path), att.log_offset
     if size - att.log_offset > limits.max_lag_bytes:
         _skip_to(att, size - limits.chunk_bytes, node, "the job writes faster than its log is streamed", emit)
     if _emit_batch(att, limits.chunk_bytes, emit) == 0:
-        return False
+        return att.log_offset != before
     if att.log_streamed >= limits.stream_bytes:
         emit(att, [f"[agent] this attempt has streamed {limits.stream_bytes} bytes of log, its limit; "
                    f"only the end of its log follows when it ends; the full log is {att.log_path} on node {node}"])

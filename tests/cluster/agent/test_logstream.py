@@ -164,3 +164,12 @@ def test_a_long_last_line_is_streamed_whole_at_the_end(att):
     flush_final_log(att, limits, "n1", att.emit)
     assert att.lines[-1] == "E" * 3000
     assert att.lines[-2].startswith("[agent] 10000 bytes of log not streamed")
+
+
+def test_a_jump_onto_an_unfinished_last_line_counts_as_progress(att):
+    limits = LogLimits(chunk_bytes=300, max_lag_bytes=1 * KiB)
+    numbered(att.log_path, 0, 50)
+    with open(att.log_path, "a") as f:
+        f.write("p" * 400)  # the line being written, no newline yet
+    assert stream_new_lines(att, limits, "n1", att.emit)  # the jump is state to save, though no line was read
+    assert skipped_bytes(att.lines[-1]) == 5_000 and att.log_offset == 5_000
