@@ -33,6 +33,8 @@ class AttemptLog(models.Model):
     received_at = models.DateTimeField(default=timezone.now)
     text = models.TextField(help_text="Lines joined by newlines, without a trailing newline.")
     line_count = models.PositiveIntegerField(default=0, help_text="Lines in text, set on save.")
+    purged = models.BooleanField(
+        default=False, help_text="Stands for the attempt's log, deleted by log retention (scheduler/log_retention.py).")
 
     objects = AttemptLogQuerySet.as_manager()
 
