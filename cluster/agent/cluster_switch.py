@@ -131,13 +131,14 @@ def _move_files_aside(agent: AgentParts, previous: str) -> None:
     this agent's own, its checkpoints to ``<workdir>/previous-clusters/<id>-<time>/``: a new job with
     a reused id must not find another job's files in its working or checkpoint directory. Moved, not
     deleted, in case the switch was a mistake. A checkpoint root outside the work dir (shared by the
-    nodes) is left as it is, with a warning."""
+    nodes) is left as it is: each job's directory there is set aside when a job of the new cluster
+    with its id is launched (checkpoint_owner.py)."""
     workdir = Path(agent.config.workdir).resolve()
     target = workdir / "previous-clusters" / f"{previous}-{int(time.time())}"
     for path in (workdir / "jobs", Path(agent.config.checkpoint_root).resolve()):
         if not path.is_relative_to(workdir):
-            log.warning("checkpoints of cluster %s stay in %s, outside this agent's work dir: a job of the new "
-                        "cluster with the same id finds them in its CHECKPOINT_DIR", previous, path)
+            log.info("checkpoints of cluster %s stay in %s, outside this agent's work dir: each is set aside "
+                     "when a job of the new cluster with its id starts", previous, path)
             continue
         if path.exists():
             target.mkdir(parents=True, exist_ok=True)

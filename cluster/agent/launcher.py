@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cluster import protocol
-from cluster.agent import procs
+from cluster.agent import checkpoint_owner, procs
 from cluster.agent.attempt import TrackedAttempt, attempt_exit_path, attempt_log_path, marker_identity
 from cluster.agent.cgroups import Limits
 from cluster.agent.confinement import Confinement
@@ -82,12 +82,14 @@ class Launcher:
         except ValueError as exc:
             raise LaunchError(protocol.EXIT_LAUNCH_FAILED, str(exc)) from None
 
-    def spawn(self, cmd: protocol.LaunchCommand) -> TrackedAttempt:
-        """Start ``cmd`` confined under its shim; raises LaunchError or OSError if it cannot start."""
+    def spawn(self, cmd: protocol.LaunchCommand, cluster_id: str | None = None) -> TrackedAttempt:
+        """Start ``cmd`` confined under its shim; raises LaunchError or OSError if it cannot start.
+        ``cluster_id``: the server's that sent it, whose job the checkpoint directory is claimed for."""
         who = self.identity(cmd)
         rootfs = self._image(cmd)
         job = str(cmd.job_id)
         job_dir, checkpoint_dir = self.job_dir(job), self.checkpoint_root / job
+        checkpoint_owner.claim(self.checkpoint_root, job, cluster_id)
         cwd = job_dir / "work"
         self._make_dirs(job_dir, cwd, checkpoint_dir, who)
         cgroup = self._cgroup(cmd)

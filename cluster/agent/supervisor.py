@@ -36,6 +36,7 @@ from cluster.agent.orphans import orphan_attempt
 from cluster.agent.progress import ProgressReader
 from cluster.agent.sessions import Sessions
 from cluster.agent.outcome import checkpointed, ended_at, outcome
+from cluster.protocol_versions import CLUSTER_ID_FIELD
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ class Supervisor:
             return "failed"
         self._warn_shared_gpus(cmd)
         try:
-            att = self.launcher.spawn(self.sessions.prepare(cmd))
+            att = self.launcher.spawn(self.sessions.prepare(cmd), kwargs.get(CLUSTER_ID_FIELD))
         except LaunchError as exc:
             self._launch_failed(cmd, str(exc), exc.reason)
             return "failed"

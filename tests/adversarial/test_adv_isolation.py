@@ -71,6 +71,22 @@ def test_a_job_cannot_read_another_users_files_checkpoint_or_log(node):
     assert text.count("denied") == 4
 
 
+def test_a_job_of_a_new_database_gets_none_of_a_reused_ids_checkpoints(node):
+    """Job ids start again at 1 in a new server database; the checkpoint root outlives it."""
+    write = protocol.LaunchCommand(job_id="1", attempt=1, run_as=USER_B,
+                                   command='echo b-weights > "$CHECKPOINT_DIR/model.pt"; chmod 644 "$CHECKPOINT_DIR/model.pt"')
+    assert node.sup.launch({**write.to_kwargs(), "cluster_id": "cluster-of-the-old-database"}) == "started"
+    _ok(node, "1")
+    probe = protocol.LaunchCommand(job_id="1", attempt=2, run_as=USER_A,
+                                   command='ls -A "$CHECKPOINT_DIR"; cat "$CHECKPOINT_DIR/model.pt" 2>/dev/null; '
+                                           f'ls {node.sup.checkpoint_root}/.previous-clusters 2>/dev/null || echo denied')
+    assert node.sup.launch({**probe.to_kwargs(), "cluster_id": "cluster-of-the-new-database"}) == "started"
+    wait_until(lambda: node.step() or any(kw["attempt"] == 2 for kw in node.of(protocol.REPORT_EXITED, "1")),
+               what="attempt 2 to end")
+    text = "\n".join(line for kw in node.of(protocol.REPORT_LOG, "1") if kw["attempt"] == 2 for line in kw["lines"])
+    assert "b-weights" not in text and "model.pt" not in text and text.strip() == "denied", text
+
+
 @pytest.fixture
 def agent(users):
     confined = ConfinedAgent()
