@@ -10,11 +10,16 @@ text before it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db import models
 from django.db.models import F, Sum, Window
 from django.utils import timezone
+
+
+#: Rows read per query by the reads below.
+READ_BATCH = 100
 
 
 class AttemptLogQuerySet(models.QuerySet):
@@ -40,6 +45,8 @@ class AttemptLog(models.Model):
 
     class Meta:
         ordering = ["attempt_id", "id"]
+        # An attempt's batches in order, newest first or from a line on, without sorting them all.
+        indexes = [models.Index(fields=["attempt", "id"], name="attemptlog_attempt_id_order")]
 
     def save(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         self.line_count = count_lines(self.text)
@@ -64,6 +71,31 @@ class LogTail:
     truncated: bool
 
 
+def _newest_first(rows: models.QuerySet) -> Iterator[tuple[int, str]]:
+    """``(id, text)`` of ``rows``, newest first, ``READ_BATCH`` rows per query (keyset pagination
+    on the attempt-and-id index: a server-side cursor outside a transaction is declared WITH HOLD
+    and would copy every row of the query before handing out the first)."""
+    before: int | None = None
+    while True:
+        page = rows if before is None else rows.filter(id__lt=before)
+        batch = list(page.order_by("-id").values_list("id", "text")[:READ_BATCH])
+        yield from batch
+        if len(batch) < READ_BATCH:
+            return
+        before = batch[-1][0]
+
+
+def _oldest_first(rows: models.QuerySet, first_id: int) -> Iterator[tuple[str, int]]:
+    """``(text, line_count)`` of ``rows`` from id ``first_id`` on, ``READ_BATCH`` rows per query."""
+    after = first_id - 1
+    while True:
+        batch = list(rows.filter(id__gt=after).order_by("id").values_list("id", "text", "line_count")[:READ_BATCH])
+        yield from ((text, count) for _, text, count in batch)
+        if len(batch) < READ_BATCH:
+            return
+        after = batch[-1][0]
+
+
 def log_tail(attempt_pk: int, limit: int, after_id: int | None = None) -> LogTail:
     """At most the last ``limit`` lines of the attempt's log, of the rows after ``after_id`` when
     given; rows are read newest first and only until ``limit`` lines are in hand."""
@@ -72,7 +104,7 @@ def log_tail(attempt_pk: int, limit: int, after_id: int | None = None) -> LogTai
         rows = rows.filter(id__gt=after_id)
     texts: list[str] = []
     last_id, held, truncated = after_id, 0, False
-    for row_id, text in rows.order_by("-id").values_list("id", "text").iterator(chunk_size=100):
+    for row_id, text in _newest_first(rows):
         if held >= limit:
             truncated = True
             break
@@ -104,22 +136,38 @@ class LogPage:
 
 
 def log_page(attempt_pk: int, offset: int, limit: int) -> LogPage:
-    """Lines ``offset`` .. ``offset + limit`` of the attempt's log (fewer at its end). The rows
-    before the page are skipped by their line counts (a running sum in PostgreSQL), not read."""
+    """Lines ``offset`` .. ``offset + limit`` of the attempt's log (fewer at its end). The row holding
+    line ``offset`` is found from the rows' line counts (a running sum in PostgreSQL), not by
+    reading the text before it; the page's rows are then read in order."""
     rows = AttemptLog.objects.filter(attempt_id=attempt_pk)
     total = rows.aggregate(n=Sum("line_count"))["n"] or 0
     if offset >= total or limit <= 0:
         return LogPage(offset, [], total)
-    ends = rows.annotate(ends_at=Window(Sum("line_count"), order_by=F("id").asc())).order_by("id")
+    first_id, skip = _row_holding(rows, offset, total)
     lines: list[str] = []
-    for text, ends_at, count in ends.filter(ends_at__gt=offset).values_list(
-            "text", "ends_at", "line_count").iterator(chunk_size=100):
-        split = text.split("\n")
-        first = max(0, offset - (ends_at - count))
-        lines.extend(split[first:first + limit - len(lines)])
+    for text, _ in _oldest_first(rows, first_id):
+        lines.extend(text.split("\n")[skip:skip + limit - len(lines)])
+        skip = 0
         if len(lines) >= limit:
             break
     return LogPage(offset, lines, total)
+
+
+def _row_holding(rows: models.QuerySet, offset: int, total: int) -> tuple[int, int]:
+    """The id of the row that holds line ``offset`` (< ``total``) and that line's index in it.
+
+    A running sum of line counts, from the nearer end: PostgreSQL computes it row by row along the
+    attempt-and-id index and stops at the first row that reaches ``offset``, so a poll near the end
+    of a long log (``gpusched logs --follow``) adds up the last rows, not all of them."""
+    if offset < total // 2:
+        upto = rows.annotate(upto=Window(Sum("line_count"), order_by=F("id").asc()))
+        row_id, through, count = upto.filter(upto__gt=offset).order_by("id").values_list(
+            "id", "upto", "line_count")[0]
+        return row_id, offset - (through - count)
+    wanted = total - offset  # lines from line ``offset`` to the end
+    rest = rows.annotate(rest=Window(Sum("line_count"), order_by=F("id").desc()))
+    row_id, from_here = rest.filter(rest__gte=wanted).order_by("-id").values_list("id", "rest")[0]
+    return row_id, from_here - wanted
 
 
 def log_tail_page(attempt_pk: int, tail: int, limit: int) -> LogPage:

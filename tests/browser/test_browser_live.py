@@ -238,3 +238,38 @@ def test_the_first_log_lines_create_the_log_section_of_a_page_opened_while_the_j
     page.wait_for_function("/step 1\\/9/.test((document.getElementById('log') || {}).textContent || '')")
     assert page.text_content("#log-heading") == "Log of attempt 1"
     assert_not_reloaded(page)
+
+
+def test_a_long_log_keeps_only_its_newest_lines_on_the_page(web, browser_page, user_factory):
+    """A job that prints without end must not fill the browser: the live attempt keeps its newest lines
+    and marks the cut; a finished attempt's tab loads only its last lines."""
+    from django.utils import timezone
+
+    from scheduler.models import Attempt, AttemptLog, AttemptState, Job, JobEvent, JobState
+
+    kim = user_factory("kim")
+    now = timezone.now()
+    job = Job.objects.create(owner=kim, name="chatty", command="python train.py", num_gpus=1,
+                             state=JobState.RUNNING, attempt_count=2, preemption_count=1, first_started_at=now)
+    JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
+    first = Attempt.objects.create(job=job, number=1, gpu_allocation={"n1": [0]}, state=AttemptState.PREEMPTED,
+                                   ended_at=now)
+    AttemptLog.objects.create(attempt=first, text="\n".join(f"old {n}" for n in range(5000)))
+    second = Attempt.objects.create(job=job, number=2, gpu_allocation={"n1": [1]}, state=AttemptState.RUNNING)
+    AttemptLog.objects.create(attempt=second, text="new start")
+
+    page = browser_page(kim)
+    page.goto(f"/jobs/{job.pk}/")
+    page.wait_for_function("/new start/.test(document.getElementById('log').textContent)")
+    for batch in range(5):
+        AttemptLog.objects.create(attempt=second, text="\n".join(f"new {n}" for n in range(batch * 1000, (batch + 1) * 1000)))
+        last = (batch + 1) * 1000 - 1
+        page.wait_for_function(f"/new {last}\\n/.test(document.getElementById('log').textContent)")
+    log = page.text_content("#log")
+    assert "earlier lines left out" in log and "new start" not in log
+    assert log.count("\n") <= 4001 and log.rstrip().endswith("new 4999")
+
+    page.click('#log-tabs button[data-attempt="1"]')
+    page.wait_for_function("/old 4999/.test(document.getElementById('log').textContent)")
+    log = page.text_content("#log")
+    assert "earlier lines left out" in log and "old 2999" not in log and "old 3000\n" in log
