@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db import models
-from django.db.models import F, Sum, Window
+from django.db.models import F, Max, Sum, Window
 from django.utils import timezone
 
 
@@ -135,15 +135,20 @@ class LogPage:
         return self.next_offset < self.total
 
 
-def log_page(attempt_pk: int, offset: int, limit: int) -> LogPage:
-    """Lines ``offset`` .. ``offset + limit`` of the attempt's log (fewer at its end). The row holding
-    line ``offset`` is found from the rows' line counts (a running sum in PostgreSQL), not by
-    reading the text before it; the page's rows are then read in order."""
+def log_page(attempt_pk: int, offset: int, limit: int, *, tail: int | None = None) -> LogPage:
+    """Lines ``offset`` .. ``offset + limit`` of the attempt's log (fewer at its end); with ``tail``,
+    the page that starts at its last ``tail`` lines instead. The row holding the first line is found
+    from the rows' line counts (a running sum in PostgreSQL), not by reading the text before it; the
+    page's rows are then read in order. Rows stored while this runs come after the page's start."""
     rows = AttemptLog.objects.filter(attempt_id=attempt_pk)
-    total = rows.aggregate(n=Sum("line_count"))["n"] or 0
-    if offset >= total or limit <= 0:
+    stored = rows.aggregate(total=Sum("line_count"), last=Max("id"))
+    total = stored["total"] or 0
+    if tail is not None:
+        offset = max(0, total - tail)
+    found = _row_holding(rows.filter(id__lte=stored["last"] or 0), offset, total) if offset < total else None
+    if found is None or limit <= 0:
         return LogPage(offset, [], total)
-    first_id, skip = _row_holding(rows, offset, total)
+    first_id, skip = found
     lines: list[str] = []
     for text, _ in _oldest_first(rows, first_id):
         lines.extend(text.split("\n")[skip:skip + limit - len(lines)])
@@ -153,24 +158,18 @@ def log_page(attempt_pk: int, offset: int, limit: int) -> LogPage:
     return LogPage(offset, lines, total)
 
 
-def _row_holding(rows: models.QuerySet, offset: int, total: int) -> tuple[int, int]:
-    """The id of the row that holds line ``offset`` (< ``total``) and that line's index in it.
+def _row_holding(rows: models.QuerySet, offset: int, total: int) -> tuple[int, int] | None:
+    """The id of the row that holds line ``offset`` of ``rows`` (``total`` lines) and that line's
+    index in it; None if the rows are gone (deleted by log retention meanwhile).
 
     A running sum of line counts, from the nearer end: PostgreSQL computes it row by row along the
     attempt-and-id index and stops at the first row that reaches ``offset``, so a poll near the end
     of a long log (``gpusched logs --follow``) adds up the last rows, not all of them."""
     if offset < total // 2:
         upto = rows.annotate(upto=Window(Sum("line_count"), order_by=F("id").asc()))
-        row_id, through, count = upto.filter(upto__gt=offset).order_by("id").values_list(
-            "id", "upto", "line_count")[0]
-        return row_id, offset - (through - count)
+        found = upto.filter(upto__gt=offset).order_by("id").values_list("id", "upto", "line_count").first()
+        return None if found is None else (found[0], offset - (found[1] - found[2]))
     wanted = total - offset  # lines from line ``offset`` to the end
     rest = rows.annotate(rest=Window(Sum("line_count"), order_by=F("id").desc()))
-    row_id, from_here = rest.filter(rest__gte=wanted).order_by("-id").values_list("id", "rest")[0]
-    return row_id, from_here - wanted
-
-
-def log_tail_page(attempt_pk: int, tail: int, limit: int) -> LogPage:
-    """The page of at most ``limit`` lines that starts at the attempt's last ``tail`` lines."""
-    total = AttemptLog.objects.filter(attempt_id=attempt_pk).aggregate(n=Sum("line_count"))["n"] or 0
-    return log_page(attempt_pk, max(0, total - tail), limit)
+    found = rest.filter(rest__gte=wanted).order_by("-id").values_list("id", "rest").first()
+    return None if found is None else (found[0], found[1] - wanted)

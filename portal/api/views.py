@@ -29,7 +29,7 @@ from portal.api.serializers import (
     QuotaReportSerializer,
 )
 from scheduler import arrays, selectors, services, usage
-from scheduler.attempt_log import LogPage, log_page, log_tail_page
+from scheduler.attempt_log import LogPage, log_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 _LIST_PARAMS = [
@@ -190,7 +190,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         if attempt is None:
             page = LogPage(numbers.get("offset", 0), [], 0)
         elif "tail" in numbers:
-            page = log_tail_page(attempt.pk, numbers["tail"], limit)
+            page = log_page(attempt.pk, 0, limit, tail=numbers["tail"])
         else:
             page = log_page(attempt.pk, numbers.get("offset", 0), limit)
         return Response({"attempt": attempt.number if attempt else None, "offset": page.offset, "lines": page.lines,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import attempt_log
-from scheduler.attempt_log import AttemptLog, count_lines, log_page, log_tail, log_tail_page
+from scheduler.attempt_log import AttemptLog, AttemptLogQuerySet, count_lines, log_page, log_tail
 from scheduler.models import Attempt, Job
 
 pytestmark = pytest.mark.django_db
@@ -98,6 +98,21 @@ def test_a_page_is_the_same_slice_of_the_log_however_it_was_batched(sizes, offse
 
 def test_a_tail_page_starts_at_the_last_lines_and_pages_on_from_there(attempt):
     lines = store(attempt, numbered_batches([7, 7, 7]))
-    page = log_tail_page(attempt.pk, 10, 4)
+    page = log_page(attempt.pk, 0, 4, tail=10)
     assert (page.offset, page.lines, page.more) == (11, lines[11:15], True)
-    assert log_tail_page(attempt.pk, 100, 100).lines == lines
+    assert log_page(attempt.pk, 0, 100, tail=100).lines == lines
+
+
+@pytest.mark.parametrize("offset", [2, 18])  # the running sum from the start, and from the end
+def test_lines_stored_while_a_page_is_read_do_not_shift_its_start(attempt, monkeypatch, offset):
+    lines = store(attempt, numbered_batches([7, 7, 7]))
+    original = AttemptLogQuerySet.aggregate
+
+    def aggregate_then_a_batch_arrives(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        result = original(self, *args, **kwargs)
+        AttemptLog.objects.create(attempt=attempt, text="late 1\nlate 2")
+        return result
+
+    monkeypatch.setattr(AttemptLogQuerySet, "aggregate", aggregate_then_a_batch_arrives)
+    page = log_page(attempt.pk, offset, 100)
+    assert page.lines == lines[offset:] + ["late 1", "late 2"] and page.total == 21
