@@ -211,7 +211,7 @@ class Agent:
             raise statefile.WorkdirBusy(f"work dir {self.config.workdir} belongs to node {state['node']!r}, not {self.config.name!r}")
         self.outbox = [list(item) for item in state.get("outbox", [])]
         self.recent_exits = RecentExits(state.get("recent_exits"))
-        self.cluster = cluster_switch.ClusterMemory(state.get("cluster_id", ""))
+        self.cluster = cluster_switch.ClusterMemory.from_state(state)
         adopted = self.supervisor.restore(state)
         if adopted:
             log.info("re-adopting %d attempt(s) left by the previous agent: %s", len(adopted), adopted)
@@ -303,7 +303,7 @@ class Agent:
                 statefile.save(
                     self.state_path,
                     {"node": self.config.name, **self.supervisor.to_state(), "outbox": self.outbox,
-                     "recent_exits": self.recent_exits.to_state(), "cluster_id": self.cluster.known},
+                     "recent_exits": self.recent_exits.to_state(), **self.cluster.to_state()},
                 )
             except OSError as exc:
                 # Keep supervising: a full disk must not orphan running jobs. The

@@ -52,6 +52,21 @@ class ClusterMemory:
         self.known = known if isinstance(known, str) else ""
         self.muted: set[Key] = set()
 
+    def to_state(self) -> dict[str, Any]:
+        """What the state file keeps: the adopted id, and the attempts still muted (an attempt of the
+        previous cluster that outlived the switch's wait must stay muted after an agent restart, or
+        its exit would be reported as one of the new cluster's job with the same id)."""
+        return {"cluster_id": self.known, "muted_attempts": sorted([job, attempt] for job, attempt in self.muted)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ClusterMemory:
+        """The memory ``to_state`` saved (an older state file has no muted attempts)."""
+        memory = cls(state.get("cluster_id", ""))
+        for item in state.get("muted_attempts") or ():
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int):
+                memory.muted.add((str(item[0]), item[1]))
+        return memory
+
     def observe(self, command: Mapping[str, Any]) -> str | None:
         """Adopt the cluster a command names. Returns the id left behind when it names another one
         than the adopted id, else None (none named, the same one, or the first one adopted)."""

@@ -7,6 +7,7 @@ server sends them (with ``cluster_id``)."""
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
@@ -76,6 +77,17 @@ def test_the_adopted_cluster_outlives_an_agent_restart(make_node) -> None:
     n.start()
     wait_until(lambda: len(n.reports.all(protocol.REPORT_REGISTER)) == 2, what="the restarted agent's register")
     assert n.reports.all(protocol.REPORT_REGISTER)[1][CLUSTER_ID_FIELD] == "cluster-a"
+
+
+def test_muted_attempts_outlive_a_restart_with_the_adopted_id() -> None:
+    memory = ClusterMemory("b")
+    memory.muted.update({("3", 1), ("12", 2)})
+    saved = json.loads(json.dumps(memory.to_state()))  # as the state file holds it
+    restored = ClusterMemory.from_state(saved)
+    assert restored.known == "b" and restored.muted == {("3", 1), ("12", 2)}
+    assert restored.mutes(protocol.REPORT_EXITED, {"job_id": 12, "attempt": 2})
+    assert ClusterMemory.from_state({"cluster_id": "a"}).muted == set()  # a state file from before
+    assert ClusterMemory.from_state({"muted_attempts": [["3"], ["4", "x"], 5]}).muted == set()
 
 
 def test_memory_adopts_switches_and_mutes() -> None:
