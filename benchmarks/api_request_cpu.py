@@ -28,7 +28,6 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import pstats
 import statistics
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.api_submit_rate import _bench_database, _django, _setup_cluster  # noqa: E402
+from benchmarks.api_submit_rate import _setup_cluster, in_process_bench_django  # noqa: E402
 
 WARM_UP = 30
 
@@ -105,12 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print a cProfile's top N functions")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
-    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    database_url = _bench_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched"))
-    _django(database_url, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    in_process_bench_django()
     result = measure(args.requests, args.profile)
     profile = result.pop("profile", None)
     text = json.dumps(result, indent=2)

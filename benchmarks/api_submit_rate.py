@@ -80,6 +80,17 @@ def _django(database_url: str, redis_url: str) -> None:
     django.setup()
 
 
+def in_process_bench_django() -> None:
+    """Django in this process on a fresh, migrated ``<DATABASE_URL name>_bench`` database and
+    ``REDIS_URL``, answering the test client (``testserver``): for the in-process benchmarks."""
+    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
+    database_url = _bench_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched"))
+    _django(database_url, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def _setup_cluster(users: int) -> list[str]:
     from django.contrib.auth.models import User
     from django.utils import timezone

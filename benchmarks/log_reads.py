@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.api_submit_rate import _bench_database, _django  # noqa: E402
+from benchmarks.api_submit_rate import in_process_bench_django  # noqa: E402
 
 LINE = "x" * 89  # with "line NNNNNN " and the newline: 100 bytes a line
 
@@ -109,12 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
-    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    database_url = _bench_database(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched"))
-    _django(database_url, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    in_process_bench_django()
     result = {"benchmark": "log_reads", **measure(args.lines, args.batch, args.repeat)}
     text = json.dumps(result, indent=2)
     print(text)

@@ -71,29 +71,19 @@ class LogTail:
     truncated: bool
 
 
-def _newest_first(rows: models.QuerySet) -> Iterator[tuple[int, str]]:
-    """``(id, text)`` of ``rows``, newest first, ``READ_BATCH`` rows per query (keyset pagination
-    on the attempt-and-id index: a server-side cursor outside a transaction is declared WITH HOLD
-    and would copy every row of the query before handing out the first)."""
-    before: int | None = None
+def _in_order(rows: models.QuerySet, *fields: str, newest_first: bool = False) -> Iterator[tuple]:
+    """``(id, *fields)`` of ``rows`` in id order (newest first if asked), ``READ_BATCH`` rows per
+    query: keyset pagination on the attempt-and-id index. (A server-side cursor outside a
+    transaction is declared WITH HOLD, and PostgreSQL would copy every row of the query before
+    handing out the first.)"""
+    order, beyond = ("-id", "id__lt") if newest_first else ("id", "id__gt")
+    page = rows
     while True:
-        page = rows if before is None else rows.filter(id__lt=before)
-        batch = list(page.order_by("-id").values_list("id", "text")[:READ_BATCH])
+        batch = list(page.order_by(order).values_list("id", *fields)[:READ_BATCH])
         yield from batch
         if len(batch) < READ_BATCH:
             return
-        before = batch[-1][0]
-
-
-def _oldest_first(rows: models.QuerySet, first_id: int) -> Iterator[tuple[str, int]]:
-    """``(text, line_count)`` of ``rows`` from id ``first_id`` on, ``READ_BATCH`` rows per query."""
-    after = first_id - 1
-    while True:
-        batch = list(rows.filter(id__gt=after).order_by("id").values_list("id", "text", "line_count")[:READ_BATCH])
-        yield from ((text, count) for _, text, count in batch)
-        if len(batch) < READ_BATCH:
-            return
-        after = batch[-1][0]
+        page = rows.filter(**{beyond: batch[-1][0]})
 
 
 def log_tail(attempt_pk: int, limit: int, after_id: int | None = None) -> LogTail:
@@ -104,7 +94,7 @@ def log_tail(attempt_pk: int, limit: int, after_id: int | None = None) -> LogTai
         rows = rows.filter(id__gt=after_id)
     texts: list[str] = []
     last_id, held, truncated = after_id, 0, False
-    for row_id, text in _newest_first(rows):
+    for row_id, text in _in_order(rows, "text", newest_first=True):
         if held >= limit:
             truncated = True
             break
@@ -145,12 +135,12 @@ def log_page(attempt_pk: int, offset: int, limit: int, *, tail: int | None = Non
     total = stored["total"] or 0
     if tail is not None:
         offset = max(0, total - tail)
-    found = _row_holding(rows.filter(id__lte=stored["last"] or 0), offset, total) if offset < total else None
-    if found is None or limit <= 0:
+    found = _row_holding(rows.filter(id__lte=stored["last"]), offset, total) if offset < total and limit > 0 else None
+    if found is None:
         return LogPage(offset, [], total)
     first_id, skip = found
     lines: list[str] = []
-    for text, _ in _oldest_first(rows, first_id):
+    for _, text in _in_order(rows.filter(id__gte=first_id), "text"):
         lines.extend(text.split("\n")[skip:skip + limit - len(lines)])
         skip = 0
         if len(lines) >= limit:
