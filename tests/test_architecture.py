@@ -254,6 +254,7 @@ TESTED_ELSEWHERE = {
     "cluster/models.py": "model declarations; every cluster test writes and reads them",
     "cluster/broker.py": "the Celery app; its logging hook: tests/cluster/test_task_log.py",
     "cluster/selectors.py": "nodes page and API: tests/portal/api/test_views_listing.py",
+    "cluster/report_fields.py": "the reports' fields: tests/cluster/test_tasks.py (malformed reports, repeated exits)",
     "portal/access.py": "revocation: tests/adversarial/test_adv_access.py",
     "portal/admin.py": "admin declarations: tests/scheduler/test_admin.py",
     "portal/api/errors.py": "error bodies: tests/portal/api/test_views.py",

@@ -6,7 +6,11 @@ import re
 
 from scheduler.core.model import NodeCapacity
 
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$", re.ASCII)
+#: Bounds far above any cluster simulated here (the live benchmarks stop at 5,000 nodes), so that a
+#: typing slip gets an error instead of minutes spent building millions of nodes.
+MAX_NODES = 100_000
+MAX_GPUS_PER_NODE = 1024
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
@@ -17,6 +21,9 @@ def parse_cluster(text: str) -> tuple[int, int]:
     nodes, gpus = int(m.group(1)), int(m.group(2))
     if nodes < 1 or gpus < 1:
         raise ValueError(f"cluster needs at least 1 node with 1 GPU, got {text!r}")
+    if nodes > MAX_NODES or gpus > MAX_GPUS_PER_NODE:
+        raise ValueError(f"cluster may have at most {MAX_NODES:,} nodes of at most {MAX_GPUS_PER_NODE:,} GPUs, "
+                         f"got {text!r}")
     return nodes, gpus
 
 

@@ -4,7 +4,9 @@ reports reconcile the gap between the backup and the restore.
 Jobs the backup knows finish once (those that ended during the gap end as their nodes' heartbeats
 repeat it, not run again, when the restore comes within the agents' repetition of exits, ten minutes); jobs submitted after the backup are gone from the restored database, and
 their processes, still running on the nodes, are stopped as stale at the next heartbeats; job ids
-issued after the restore (``manage.py advance_job_ids``) are new to every agent.
+issued after the restore are new to every agent: moved past them by ``manage.py advance_job_ids``, as
+the restore's steps say, or, when that step is forgotten, by the workers at the first heartbeat that
+names an id the restored database has not issued (``scheduler/job_ids.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 
 __all__ = ["private_postgres"]  # the fixture, imported for this module's tests
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+ADVANCE_GAP = 1000
 
 
 def _issue_key(stack: stack_module.Stack) -> str:
@@ -37,18 +40,22 @@ def _issue_key(stack: stack_module.Stack) -> str:
                           timeout=120).stdout.strip().splitlines()[-1]
 
 
-def _restore(server: stack_module.PostgresServer, dbname: str, dump: Path, stack: stack_module.Stack) -> None:
-    """What docs/operations.md says to do, with portals and workers stopped: recreate, restore, advance ids."""
+def _restore(server: stack_module.PostgresServer, dbname: str, dump: Path, stack: stack_module.Stack,
+             advance: bool = True) -> None:
+    """What docs/operations.md says to do, with portals and workers stopped: recreate, restore, advance ids
+    (unless ``advance`` is false: the step an operator may forget)."""
     with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE "{dbname}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{dbname}"')
     subprocess.run([str(server.bin / "pg_restore"), "--no-owner", f"--dbname={server.url(dbname)}", str(dump)],
                    check=True, capture_output=True, timeout=WAIT)
-    subprocess.run([stack_module.PY, "manage.py", "advance_job_ids", "--gap", "1000"], cwd=stack_module.REPO,
-                   env=stack.env(), check=True, capture_output=True, timeout=120)
+    if advance:
+        subprocess.run([stack_module.PY, "manage.py", "advance_job_ids", "--gap", str(ADVANCE_GAP)],
+                       cwd=stack_module.REPO, env=stack.env(), check=True, capture_output=True, timeout=120)
 
 
-def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(private_postgres, private_redis,
+@pytest.mark.parametrize("advance", [True, False], ids=["advance_job_ids", "advance_job_ids-forgotten"])
+def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(advance, private_postgres, private_redis,
                                                                            tmp_path) -> None:
     url = private_postgres.create_database("backup")
     stack = stack_module.Stack(tmp_path, url, private_redis.url, settings=dict(SETTINGS))
@@ -96,7 +103,7 @@ def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(priva
         wait_until(lambda: all(jobs()[j]["state"] == "COMPLETED" for j in short), "the short jobs to end")
         stack.procs["portal"].stop()
         stack.procs["worker"].stop()
-        _restore(private_postgres, "backup", dump, stack)
+        _restore(private_postgres, "backup", dump, stack, advance)
         restored_at = time.time()
         stack.portal()
         stack.worker()
@@ -117,6 +124,11 @@ def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(priva
         later = [_api_submit(stack.base_url, key, f"later{i}", ticking_command(ticks, 10)) for i in range(3)]
         assert None not in later
         assert min(later) > max(forgotten)  # no id handed out twice
+        # Past the backup's ids by the command's gap, or past the forgotten ids by the workers' gap when
+        # the command was not run.
+        from scheduler.job_ids import DEFAULT_GAP
+
+        assert min(later) > (max(known) + ADVANCE_GAP if advance else max(forgotten) + DEFAULT_GAP)
 
         wait_until(lambda: all(jobs()[j]["state"] in FINAL for j in known + later), "every known job to finish",
                    timeout=WAIT)
@@ -132,7 +144,7 @@ def test_a_backup_restored_with_jobs_in_flight_is_reconciled_by_the_agents(priva
         # The short jobs ended after the backup: the restored database still runs them and their nodes no
         # longer list them, but the heartbeats repeat how they ended, so they end as they did, once.
         assert all(len(listing[j]["attempts"]) == 1 for j in short)
-        print(f"backup/restore: known {len(known)}, submitted after the backup {len(forgotten)} (stopped "
+        print(f"backup/restore ({'with' if advance else 'without'} advance_job_ids): known {len(known)}, submitted after the backup {len(forgotten)} (stopped "
               f"{stopped_after - restored_at:.1f} s after the restore), after the restore {len(later)}, "
               f"requeued {requeued}, ran twice at once 0, lost of those the backup knew 0")
     except BaseException:

@@ -135,7 +135,7 @@ def test_an_attempt_missing_from_heartbeats_for_too_long_is_lost(owner, sent, no
 
 
 def _outcome(exit_code: int | None, signal: int | None = None, reason: str | None = None) -> dict[str, object]:
-    """What a heartbeat repeats of an exit (cluster.tasks.parse_exit's outcome)."""
+    """What a heartbeat repeats of an exit (cluster.report_fields.parse_exit's outcome)."""
     return {"exit_code": exit_code, "signal": signal, "ended_at": timezone.now(), "notice_at": None,
             "checkpointed": False, "reason": reason, "message": "", "peak_mem_bytes": None, "cpu_seconds": None}
 

@@ -114,3 +114,41 @@ def test_a_heartbeat_whose_exited_is_not_a_list_still_counts(sent, no_triggers, 
     with caplog.at_level(logging.WARNING, logger="cluster.tasks"):
         tasks.heartbeat(node="n1", running=[], sent_at=time.time(), token="", exited={"job_id": 1})
     assert "exited must be a list" in caplog.text and read == [{}]
+
+
+def _next_job_id_after(caught_up: object) -> int:
+    from tests.support.live_helpers import make_user, submit
+
+    return submit(make_user(f"after{id(caught_up)}"), name="after").pk
+
+
+@pytest.mark.parametrize("where", ["running", "exited"])
+def test_a_heartbeat_naming_a_job_id_not_yet_issued_moves_the_sequence_past_it(where, sent, no_triggers,
+                                                                                monkeypatch) -> None:
+    """As after a restore without advance_job_ids: ids handed out afterwards are new to every agent."""
+    from scheduler import job_ids
+    from scheduler.models import Job
+    from tests.support.live_helpers import make_user, submit
+
+    job_ids.forget_read_value()
+    issued = submit(make_user("before"), name="before").pk
+    ahead = issued + 40
+    tasks.register(**REGISTER)
+    report = {"running": [[ahead, 1]]} if where == "running" else {"exited": ["junk", _repeated_exit(str(ahead))]}
+    tasks.heartbeat(node="n1", sent_at=time.time(), token="", **{"running": [], **report})
+    assert _next_job_id_after(where) > ahead + job_ids.DEFAULT_GAP - 1
+    assert Job.objects.count() == 2
+    job_ids.forget_read_value()
+
+
+def test_a_heartbeat_naming_issued_ids_moves_nothing(sent, no_triggers) -> None:
+    from scheduler import job_ids
+    from tests.support.live_helpers import make_user, submit
+
+    job_ids.forget_read_value()
+    issued = submit(make_user("steady"), name="steady").pk
+    tasks.register(**REGISTER)
+    tasks.heartbeat(node="n1", running=[[issued, 1]], sent_at=time.time(), token="",
+                    exited=[_repeated_exit(issued - 1 if issued > 1 else issued)])
+    assert _next_job_id_after("steady") == issued + 1
+    job_ids.forget_read_value()

@@ -7,6 +7,11 @@ forgotten one that an agent still runs (a launch it already runs is a
 duplicate to the agent). Advancing the sequence well past the backup's last
 id makes every id issued after the restore new to every agent; the
 forgotten attempts are stopped as stale at their node's next heartbeat.
+
+Workers also catch up by themselves (``scheduler/job_ids.py``) at the first
+heartbeat that names an id this database has not issued, but jobs submitted
+before that heartbeat could still collide: the restore runs this command
+before the portal accepts jobs again.
 """
 
 from __future__ import annotations
@@ -14,24 +19,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from scheduler.models import Job
-
-DEFAULT_GAP = 1_000_000
-
-
-def advance(gap: int) -> int:
-    """Set the job id sequence to ``max(highest id, sequence's last value) + gap``; return that value."""
-    table = Job._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
-        sequence = cursor.fetchone()[0]
-        cursor.execute(f"SELECT last_value FROM {sequence}")  # a name PostgreSQL gave, not input
-        last_value = cursor.fetchone()[0]
-        cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {connection.ops.quote_name(table)}")
-        highest = cursor.fetchone()[0]
-        target = max(highest, last_value) + gap
-        cursor.execute("SELECT setval(%s, %s)", [sequence, target])
-    return target
+from scheduler.job_ids import DEFAULT_GAP, advance
 
 
 class Command(BaseCommand):
