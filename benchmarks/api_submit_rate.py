@@ -276,6 +276,8 @@ def _one_burst(stack: Stack, tokens: list[str], size: int, clients: int, portals
         # CPU milliseconds per accepted job over the burst: the portal processes, the Celery worker.
         "cpu_ms_per_job": {name: round(1000 * seconds / max(1, len(result.accepted)), 2)
                            for name, seconds in cpu.items()},
+        # The load generator's own CPU per accepted job (all client processes), on the same cores.
+        "client_cpu_ms_per_job": round(1000 * result.client_cpu_seconds / max(1, len(result.accepted)), 2),
         "loadavg_1min": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
     }
 

@@ -31,6 +31,7 @@ class ClientResult:
     statuses: Counter = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0  # the client process's own CPU time over its requests
 
 
 @dataclass
@@ -42,6 +43,7 @@ class BurstResult:
     statuses: Counter
     errors: list[str]
     latencies: list[float]
+    client_cpu_seconds: float = 0.0  # the client processes' CPU time over their requests, together
 
     @property
     def rate(self) -> float:
@@ -64,6 +66,7 @@ def _client(base_url: str, token: str, names: list[str], per_request: int, start
     step = per_request or 1
     while time.time() < start_at:  # all clients start together
         time.sleep(0.001)
+    cpu_at_start = time.process_time()
     for first in range(0, len(names), step):
         chunk = names[first:first + step]
         jobs = [_job(name, first + i) for i, name in enumerate(chunk)]
@@ -82,6 +85,7 @@ def _client(base_url: str, token: str, names: list[str], per_request: int, start
                 result.accepted[name] = job["id"]
         elif len(result.errors) < 20:
             result.errors.append(f"{chunk[0]}: {response.status_code} {response.text[:200]}")
+    result.cpu_seconds = time.process_time() - cpu_at_start
     out.put(result)
 
 
@@ -112,7 +116,8 @@ def burst(base_url: str, tokens: list[str], total: int, clients: int, per_reques
         errors.extend(r.errors)
         latencies.extend(r.latencies)
     # The burst ends when the last client has its last answer, close to ``ended``.
-    return BurstResult(total, clients, ended - start_at, accepted, statuses, errors, latencies)
+    return BurstResult(total, clients, ended - start_at, accepted, statuses, errors, latencies,
+                       sum(r.cpu_seconds for r in results))
 
 
 def audit(rows: list[tuple[int, str]], result: BurstResult) -> list[str]:
