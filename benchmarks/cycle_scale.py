@@ -180,6 +180,9 @@ def _cycle_phases(repeat: int, save: Path | None = None) -> dict:
     decisions = []
     with paused():
         for _ in range(repeat):
+            # The previous repeat's decisions are freed before the clock starts: the loop frees a
+            # cycle's decisions after applying them, not inside its decide().
+            decisions = []
             t = time.perf_counter()
             decisions = policy.decide(cycle.snapshot, now.timestamp())
             policy_times.append(time.perf_counter() - t)

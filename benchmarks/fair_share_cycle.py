@@ -86,6 +86,7 @@ def _measure(repeat: int) -> dict:
             with loop.gc_paused():
                 cycle = snapshot.build(now)
             times[f"snapshot_{mode}_s"].append(time.perf_counter() - t)
+            decisions = []  # the previous run's, freed before the clock starts
             t = time.perf_counter()
             decisions = policy.decide(cycle.snapshot, now.timestamp())
             times[f"policy_{mode}_s"].append(time.perf_counter() - t)
