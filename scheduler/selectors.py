@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from cluster.models import Node
 from scheduler.images import Image
-from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, Job, JobClassChoice, JobEvent, JobState, Quota
+from scheduler.models import ACTIVE_STATES, Attempt, Job, JobClassChoice, JobEvent, JobState, Quota
 from scheduler.quotas import DEFAULT_BUDGET_PERIOD_DAYS, Limits, Scope, Usage, UsageSnapshot, held_gpus
 
 User = get_user_model()
@@ -68,14 +68,6 @@ def job_with_history(user, job_id: int) -> Job | None:  # noqa: ANN001
         .filter(pk=job_id)
         .first()
     )
-
-
-def attempt_log_lines(attempt: Attempt, offset: int = 0) -> list[str]:
-    """The log lines stored for ``attempt``, from line ``offset`` on."""
-    lines: list[str] = []
-    for text in AttemptLog.objects.filter(attempt=attempt).order_by("id").values_list("text", flat=True):
-        lines.extend(text.split("\n"))
-    return lines[offset:]
 
 
 # --- Cluster capacity -----------------------------------------------------

@@ -8,10 +8,9 @@ import json
 import pytest
 
 from cluster.models import GpuPolicy
-from scheduler import selectors
 from scheduler.models import Attempt, Job, JobEvent, JobState
 from tests.e2e.conftest import PY, wait_until
-from tests.support.live_helpers import make_user, submit
+from tests.support.live_helpers import log_lines, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 
@@ -34,7 +33,7 @@ def test_an_idle_te_job_is_warned_then_reclaimed_and_a_busy_one_is_not(live) -> 
     assert "IDLE_RECLAIMED" in warning.message and "will not restart" in warning.message
     wait_until(lambda: Job.objects.filter(pk=idle.pk, state=JobState.CANCELLED).exists(), "the idle job to end")
     assert JobEvent.objects.filter(job=idle).latest("id").reason == "IDLE_RECLAIMED"
-    log = selectors.attempt_log_lines(Attempt.objects.get(job=idle, number=1))
+    log = log_lines(Attempt.objects.get(job=idle, number=1))
     assert any(line.startswith("[gpusched] idle:") for line in log)
 
     busy.refresh_from_db()

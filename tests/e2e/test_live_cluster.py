@@ -3,18 +3,14 @@ with virtual GPUs, and the real example training job (examples/train_numpy.py)."
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 
 from cluster.models import Gpu, Node, NodeState
 from cluster.protocol import ENV_ATTEMPT
-from scheduler import selectors
 from scheduler import services as job_services
 from scheduler.models import Attempt, AttemptState, Job, JobEvent, JobState
 from tests.e2e.conftest import group_alive, job_groups, reference_digest, train_command, wait_until
-from tests.support.live_helpers import allocation_problems, make_user, submit
+from tests.support.live_helpers import allocation_problems, log_lines, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 
@@ -26,7 +22,7 @@ def wait_state(job: Job, *states: str) -> Job:
 
 
 def attempt_lines(job: Job, number: int) -> list[str]:
-    return selectors.attempt_log_lines(Attempt.objects.get(job=job, number=number))
+    return log_lines(Attempt.objects.get(job=job, number=number))
 
 
 def wait_line(job: Job, number: int, needle: str) -> list[str]:

@@ -8,10 +8,9 @@ import pytest
 from cluster.agent.config import default_advertise_address
 from cluster.models import Gpu, Node
 from cluster.protocol import master_port
-from scheduler import selectors
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from tests.e2e.conftest import group_alive, job_groups, wait_until
-from tests.support.live_helpers import make_user, submit
+from tests.support.live_helpers import log_lines, make_user, submit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.redis]
 
@@ -30,7 +29,7 @@ def wait_state(job: Job, *states: str) -> Job:
 def rank_lines(job: Job, count: int) -> dict[str, str]:
     """{rank: its printed line} once ``count`` ranks have printed into attempt 1's log."""
     def lines() -> dict[str, str] | None:
-        got = {ln.split()[0]: ln for ln in selectors.attempt_log_lines(Attempt.objects.get(job=job, number=1))
+        got = {ln.split()[0]: ln for ln in log_lines(Attempt.objects.get(job=job, number=1))
                if ln.startswith("rank=")}
         return got if len(got) >= count else None
 

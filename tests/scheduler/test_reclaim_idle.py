@@ -11,9 +11,9 @@ import redis as redis_lib
 from cluster import protocol
 from cluster.models import GpuPolicy
 from notifications.events import IDLE_WARNING, kind_of
-from scheduler import idleness, loop, selectors
+from scheduler import idleness, loop
 from scheduler.models import Attempt, JobEvent, JobState
-from tests.support.live_helpers import make_node, make_user, submit
+from tests.support.live_helpers import log_lines, make_node, make_user, submit
 from tests.support.placed_jobs import exit_report, placed_job
 
 pytestmark = [pytest.mark.django_db, pytest.mark.redis]
@@ -44,7 +44,7 @@ def test_an_idle_te_job_is_warned_then_reclaimed_and_a_busy_one_is_not(
     assert (warning.from_state, warning.to_state) == (JobState.RUNNING, JobState.RUNNING)
     assert kind_of(warning.from_state, warning.to_state, warning.reason) == IDLE_WARNING
     assert "not resumed" in warning.message or "will not restart" in warning.message
-    assert any("IDLE_RECLAIMED" in line for line in selectors.attempt_log_lines(Attempt.objects.get(job=idle)))
+    assert any("IDLE_RECLAIMED" in line for line in log_lines(Attempt.objects.get(job=idle)))
     assert marks.hget(idleness.WARNED_KEY, idleness.field(idle.pk, 1)) is not None
 
     with django_capture_on_commit_callbacks(execute=True):

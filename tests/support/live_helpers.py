@@ -150,3 +150,10 @@ def _allocation_problems() -> list[str]:
         elif gpus:
             problems.append(f"job {job.pk} ({job.state}) holds GPUs {sorted(gpus)}")
     return problems
+
+
+def log_lines(attempt) -> list[str]:  # noqa: ANN001
+    """Every stored log line of ``attempt``, read as the API reads a page of it."""
+    from scheduler.attempt_log import log_page
+
+    return log_page(attempt.pk, 0, 10**9).lines
