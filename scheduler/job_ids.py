@@ -35,11 +35,17 @@ _LOCK_KEY = 0x6A6F6269647331
 _issued: tuple[int, float] | None = None  # (sequence value, monotonic time read), per process
 
 
+_sequence: str | None = None  # the job id sequence's name, which PostgreSQL gives once per database schema
+
+
 def _sequence_and_table() -> tuple[str, str]:
+    global _sequence
     table = Job._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
-        return cursor.fetchone()[0], table
+    if _sequence is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+            _sequence = cursor.fetchone()[0]
+    return _sequence, table
 
 
 def _last_value(sequence: str) -> int:
