@@ -34,7 +34,9 @@ class AttemptLogQuerySet(models.QuerySet):
 class AttemptLog(models.Model):
     """A batch of log lines received from the node for one attempt (append-only)."""
 
-    attempt = models.ForeignKey("scheduler.Attempt", on_delete=models.CASCADE, related_name="log_chunks")
+    # No index of its own: the (attempt, id) index below serves every lookup by attempt.
+    attempt = models.ForeignKey("scheduler.Attempt", on_delete=models.CASCADE, related_name="log_chunks",
+                                db_index=False)
     received_at = models.DateTimeField(default=timezone.now)
     text = models.TextField(help_text="Lines joined by newlines, without a trailing newline.")
     line_count = models.PositiveIntegerField(default=0, help_text="Lines in text, set on save.")
@@ -45,8 +47,10 @@ class AttemptLog(models.Model):
 
     class Meta:
         ordering = ["attempt_id", "id"]
-        # An attempt's batches in order, newest first or from a line on, without sorting them all.
-        indexes = [models.Index(fields=["attempt", "id"], name="attemptlog_attempt_id_order")]
+        # An attempt's batches in order, newest first or from a line on, without sorting them all; with
+        # the line counts, so a log's total and the running sum that finds a page's first row read the
+        # index alone (once vacuum has marked the rows visible), not every row's text page.
+        indexes = [models.Index(fields=["attempt", "id"], include=["line_count"], name="attemptlog_attempt_lines")]
 
     def save(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         self.line_count = count_lines(self.text)

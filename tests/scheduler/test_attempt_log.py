@@ -4,6 +4,7 @@ whole long log (the newest lines for a page, a numbered page for the API)."""
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 from django.apps import apps
@@ -116,3 +117,44 @@ def test_lines_stored_while_a_page_is_read_do_not_shift_its_start(attempt, monke
     monkeypatch.setattr(AttemptLogQuerySet, "aggregate", aggregate_then_a_batch_arrives)
     page = log_page(attempt.pk, offset, 100)
     assert page.lines == lines[offset:] + ["late 1", "late 2"] and page.total == 21
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_logs_total_and_a_pages_first_row_are_read_from_the_index_once_vacuumed(django_user_model):
+    """What ``gpusched logs --follow`` asks on every poll of a long log, answered without its rows."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    owner = django_user_model.objects.create_user("vacuumed")
+    job = Job.objects.create(owner=owner, command="true", num_gpus=1)
+    runs = [Attempt.objects.create(job=job, number=n, state="RUNNING") for n in range(1, 11)]
+    # Ten attempts' batches interleaved, as jobs running side by side store them.
+    AttemptLog.objects.bulk_create(AttemptLog(attempt=r, text="a\nb") for _ in range(2000) for r in runs)
+    run = runs[0]
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE scheduler_attemptlog")
+    with CaptureQueriesContext(connection) as queries:
+        assert log_page(run.pk, 3990, 5).lines == ["a", "b", "a", "b", "a"]
+    total_sql, first_row_sql = queries.captured_queries[0]["sql"], queries.captured_queries[1]["sql"]
+    assert "SUM" in total_sql and "OVER" in first_row_sql
+    with connection.cursor() as cursor:
+        # A table this small would be read whole or through a bitmap otherwise.
+        cursor.execute("SET enable_seqscan = off; SET enable_bitmapscan = off")
+        try:
+            for sql in (total_sql, first_row_sql):
+                cursor.execute(f"EXPLAIN {sql}")
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+                assert re.search(r"Index Only Scan (Backward )?using attemptlog_attempt_lines", plan), plan
+        finally:
+            cursor.execute("RESET enable_seqscan; RESET enable_bitmapscan")
+
+
+@pytest.mark.postgres
+def test_the_log_table_is_vacuumed_after_every_ten_thousand_rows():
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'scheduler_attemptlog'")
+        options = set(cursor.fetchone()[0] or [])
+    assert {"autovacuum_vacuum_insert_threshold=10000", "autovacuum_vacuum_insert_scale_factor=0"} <= options
