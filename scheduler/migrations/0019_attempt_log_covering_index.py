@@ -1,7 +1,9 @@
 """An attempt's log rows indexed with their line counts, and one index on attempt fewer.
 
-The new index is built before the old ones go, and concurrently (``atomic = False``), so an upgrade
-on a large log table neither blocks the agents' log writes nor leaves reads without an index.
+On PostgreSQL the new index is built before the old ones go, and concurrently (``atomic = False``),
+so an upgrade on a large log table neither blocks the agents' log writes nor leaves reads without an
+index. Other databases (SQLite, for a try-out) build and drop them the ordinary way, without the
+line counts in the index.
 
 The index answers a log's total and a page's first row without reading the rows only where vacuum
 has marked their pages all-visible. PostgreSQL vacuums a table after inserts of a fifth of its rows,
@@ -15,6 +17,50 @@ from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndex
 from django.db import migrations, models
 
 
+def _postgresql(schema_editor) -> bool:
+    return schema_editor.connection.vendor == "postgresql"
+
+
+class AddIndexConcurrentlyOnPostgreSQL(AddIndexConcurrently):
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if _postgresql(schema_editor):
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        return migrations.AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if _postgresql(schema_editor):
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        return migrations.AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class RemoveIndexConcurrentlyOnPostgreSQL(RemoveIndexConcurrently):
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if _postgresql(schema_editor):
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        return migrations.RemoveIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if _postgresql(schema_editor):
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        return migrations.RemoveIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+VACUUM_OFTEN = ("ALTER TABLE scheduler_attemptlog SET (autovacuum_vacuum_insert_threshold = 10000, "
+                "autovacuum_vacuum_insert_scale_factor = 0)")
+VACUUM_AS_DEFAULT = ("ALTER TABLE scheduler_attemptlog RESET (autovacuum_vacuum_insert_threshold, "
+                     "autovacuum_vacuum_insert_scale_factor)")
+
+
+def vacuum_often(apps, schema_editor) -> None:
+    if _postgresql(schema_editor):
+        schema_editor.execute(VACUUM_OFTEN)
+
+
+def vacuum_as_default(apps, schema_editor) -> None:
+    if _postgresql(schema_editor):
+        schema_editor.execute(VACUUM_AS_DEFAULT)
+
+
 class Migration(migrations.Migration):
 
     atomic = False
@@ -24,20 +70,15 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        AddIndexConcurrently(
+        AddIndexConcurrentlyOnPostgreSQL(
             model_name='attemptlog',
             index=models.Index(fields=['attempt', 'id'], include=('line_count',), name='attemptlog_attempt_lines'),
         ),
-        RemoveIndexConcurrently(
+        RemoveIndexConcurrentlyOnPostgreSQL(
             model_name='attemptlog',
             name='attemptlog_attempt_id_order',
         ),
-        migrations.RunSQL(
-            "ALTER TABLE scheduler_attemptlog SET (autovacuum_vacuum_insert_threshold = 10000, "
-            "autovacuum_vacuum_insert_scale_factor = 0)",
-            "ALTER TABLE scheduler_attemptlog RESET (autovacuum_vacuum_insert_threshold, "
-            "autovacuum_vacuum_insert_scale_factor)",
-        ),
+        migrations.RunPython(vacuum_often, vacuum_as_default),
         migrations.AlterField(
             model_name='attemptlog',
             name='attempt',
