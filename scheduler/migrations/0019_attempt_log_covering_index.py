@@ -21,28 +21,32 @@ def _postgresql(schema_editor) -> bool:
     return schema_editor.connection.vendor == "postgresql"
 
 
-class AddIndexConcurrentlyOnPostgreSQL(AddIndexConcurrently):
+class ConcurrentlyOnPostgreSQL:
+    """An index operation run concurrently on PostgreSQL and as its ordinary ``plain`` one elsewhere."""
+
+    plain: type
+
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if _postgresql(schema_editor):
-            return super().database_forwards(app_label, schema_editor, from_state, to_state)
-        return migrations.AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+        run = super().database_forwards if _postgresql(schema_editor) else self._plain_forwards
+        return run(app_label, schema_editor, from_state, to_state)
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if _postgresql(schema_editor):
-            return super().database_backwards(app_label, schema_editor, from_state, to_state)
-        return migrations.AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+        run = super().database_backwards if _postgresql(schema_editor) else self._plain_backwards
+        return run(app_label, schema_editor, from_state, to_state)
+
+    def _plain_forwards(self, *args):
+        return self.plain.database_forwards(self, *args)
+
+    def _plain_backwards(self, *args):
+        return self.plain.database_backwards(self, *args)
 
 
-class RemoveIndexConcurrentlyOnPostgreSQL(RemoveIndexConcurrently):
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if _postgresql(schema_editor):
-            return super().database_forwards(app_label, schema_editor, from_state, to_state)
-        return migrations.RemoveIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+class AddIndexConcurrentlyOnPostgreSQL(ConcurrentlyOnPostgreSQL, AddIndexConcurrently):
+    plain = migrations.AddIndex
 
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if _postgresql(schema_editor):
-            return super().database_backwards(app_label, schema_editor, from_state, to_state)
-        return migrations.RemoveIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+class RemoveIndexConcurrentlyOnPostgreSQL(ConcurrentlyOnPostgreSQL, RemoveIndexConcurrently):
+    plain = migrations.RemoveIndex
 
 
 VACUUM_OFTEN = ("ALTER TABLE scheduler_attemptlog SET (autovacuum_vacuum_insert_threshold = 10000, "

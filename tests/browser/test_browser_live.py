@@ -178,22 +178,36 @@ def make_cluster_rows(transactional_db):  # noqa: ANN001
     return make
 
 
-def test_every_attempts_log_is_kept_and_the_live_one_keeps_streaming(web, browser_page, user_factory, screens):
-    """A job preempted once: its first attempt's log opens from the API, the second streams live."""
+def resumed_job(owner, name: str, first_log: str, second_log: str, **first_fields):  # noqa: ANN001, ANN201
+    """A running job preempted once: (job, its ended first attempt, its running second one), each
+    attempt with one stored log batch; ``first_fields`` add to the first attempt's columns."""
     from django.utils import timezone
 
     from scheduler.models import Attempt, AttemptLog, AttemptState, Job, JobEvent, JobState
 
-    ivan = user_factory("ivan")
     now = timezone.now()
-    job = Job.objects.create(owner=ivan, name="resumed", command="python train.py", num_gpus=1,
+    job = Job.objects.create(owner=owner, name=name, command="python train.py", num_gpus=1,
                              state=JobState.RUNNING, attempt_count=2, preemption_count=1, first_started_at=now)
     JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
     first = Attempt.objects.create(job=job, number=1, gpu_allocation={"n1": [0]}, state=AttemptState.PREEMPTED,
-                                   ended_at=now, notice_at=now, vacated_at=now, checkpointed=True, lost_gpu_seconds=0.0)
-    AttemptLog.objects.create(attempt=first, text="step 1/9\nstep 2/9\ncheckpoint saved at step 2")
+                                   ended_at=now, **first_fields)
+    AttemptLog.objects.create(attempt=first, text=first_log)
     second = Attempt.objects.create(job=job, number=2, gpu_allocation={"n1": [1]}, state=AttemptState.RUNNING)
-    AttemptLog.objects.create(attempt=second, text="resumed from checkpoint at step 2\nstep 3/9")
+    AttemptLog.objects.create(attempt=second, text=second_log)
+    return job, first, second
+
+
+def test_every_attempts_log_is_kept_and_the_live_one_keeps_streaming(web, browser_page, user_factory, screens):
+    """A job preempted once: its first attempt's log opens from the API, the second streams live."""
+    from django.utils import timezone
+
+    from scheduler.models import AttemptLog
+
+    ivan = user_factory("ivan")
+    now = timezone.now()
+    job, first, second = resumed_job(ivan, "resumed", "step 1/9\nstep 2/9\ncheckpoint saved at step 2",
+                                     "resumed from checkpoint at step 2\nstep 3/9",
+                                     notice_at=now, vacated_at=now, checkpointed=True, lost_gpu_seconds=0.0)
 
     page = browser_page(ivan)
     page.goto(f"/jobs/{job.pk}/")
@@ -243,20 +257,10 @@ def test_the_first_log_lines_create_the_log_section_of_a_page_opened_while_the_j
 def test_a_long_log_keeps_only_its_newest_lines_on_the_page(web, browser_page, user_factory):
     """A job that prints without end must not fill the browser: the live attempt keeps its newest lines
     and marks the cut; a finished attempt's tab loads only its last lines."""
-    from django.utils import timezone
-
-    from scheduler.models import Attempt, AttemptLog, AttemptState, Job, JobEvent, JobState
+    from scheduler.models import AttemptLog
 
     kim = user_factory("kim")
-    now = timezone.now()
-    job = Job.objects.create(owner=kim, name="chatty", command="python train.py", num_gpus=1,
-                             state=JobState.RUNNING, attempt_count=2, preemption_count=1, first_started_at=now)
-    JobEvent.objects.create(job=job, to_state=JobState.PENDING, reason="Submitted")
-    first = Attempt.objects.create(job=job, number=1, gpu_allocation={"n1": [0]}, state=AttemptState.PREEMPTED,
-                                   ended_at=now)
-    AttemptLog.objects.create(attempt=first, text="\n".join(f"old {n}" for n in range(5000)))
-    second = Attempt.objects.create(job=job, number=2, gpu_allocation={"n1": [1]}, state=AttemptState.RUNNING)
-    AttemptLog.objects.create(attempt=second, text="new start")
+    job, first, second = resumed_job(kim, "chatty", "\n".join(f"old {n}" for n in range(5000)), "new start")
 
     page = browser_page(kim)
     page.goto(f"/jobs/{job.pk}/")
