@@ -144,9 +144,9 @@ def reported_exit_ids(value: Any) -> list[int]:
         return []
     ids = []
     for item in value[-MAX_REPORTED_EXITS:]:
-        job = item.get("job_id") if isinstance(item, Mapping) else None
-        if isinstance(job, str) and job.isascii() and job.isdigit():
-            job = int(job)
-        if isinstance(job, int) and not isinstance(job, bool):
-            ids.append(job)
+        if isinstance(item, Mapping):
+            try:
+                ids.append(parse_job_id(item.get("job_id")))
+            except ProtocolError:
+                continue
     return ids
