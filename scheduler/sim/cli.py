@@ -29,7 +29,8 @@ from scheduler.sim.morphling import TESTBED, load_morphling
 from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table
 from scheduler.core.fairshare import DEFAULT_HALF_LIFE
 from scheduler.sim.fairness import DEFAULT_WINDOW
-from scheduler.sim.eta import DEFAULT_DRAWS, waited_count, write_eta_csv
+from scheduler.sim.eta import DEFAULT_DRAWS, EtaOptions, waited_count, write_eta_csv
+from scheduler.sim.progress_reports import check_noise, check_share
 from scheduler.sim.jobs_csv import write_jobs_csv
 from scheduler.sim.shares import load_shares
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
@@ -120,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eta-draws", type=int, default=DEFAULT_DRAWS, metavar="N",
                    help=f"with --eta-sample: each forecast is the median start over N runs with their own "
                         f"run-time draws (odd; default {DEFAULT_DRAWS}; 1: one run)")
+    p.add_argument("--progress-reports", type=float, default=None, metavar="SHARE",
+                   help="with --eta-sample: this share (0 to 1) of the jobs report their progress, and a "
+                        "forecast takes a reporting running job's remaining time from its reports, as the "
+                        "live cluster does (default 0: every remaining time from the history)")
+    p.add_argument("--progress-noise", type=float, default=None, metavar="SIGMA",
+                   help="with --progress-reports: each reporting job's rate is misread by a fixed factor "
+                        "exp(SIGMA x z), z standard normal per job (default 0: exact rates)")
     p.add_argument("--eta-csv", metavar="FILE",
                    help="with --eta-sample: write each forecast (policy, job_id, job_class, submit_time, "
                         "forecast_start, actual_start)")
@@ -215,14 +223,23 @@ def _fair_share(args: argparse.Namespace) -> dict:
     return {"shares": shares, "half_life": half_life}
 
 
-def _eta(args: argparse.Namespace) -> tuple[int, int, int] | None:
-    """``(K, seed, draws)`` of ``--eta-sample``/``--eta-seed``/``--eta-draws``; None when not asked."""
+def _eta(args: argparse.Namespace) -> EtaOptions | None:
+    """``--eta-sample``/``--eta-seed``/``--eta-draws``/``--progress-reports``; None when not asked."""
     if args.eta_sample is None:
         _check(args.eta_csv is None, "--eta-csv applies only with --eta-sample")
+        _check(args.progress_reports is None, "--progress-reports applies only with --eta-sample")
+        _check(args.progress_noise is None, "--progress-noise applies only with --progress-reports")
         return None
     _check(args.eta_sample >= 1, f"--eta-sample must be >= 1, got {args.eta_sample}")
     _check(args.eta_draws >= 1 and args.eta_draws % 2 == 1, f"--eta-draws must be an odd number >= 1, got {args.eta_draws}")
-    return args.eta_sample, args.eta_seed, args.eta_draws
+    _check(args.progress_noise is None or args.progress_reports is not None,
+           "--progress-noise applies only with --progress-reports")
+    try:
+        share = 0.0 if args.progress_reports is None else check_share(args.progress_reports)
+        noise = 0.0 if args.progress_noise is None else check_noise(args.progress_noise)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return EtaOptions(args.eta_sample, args.eta_seed, args.eta_draws, share, noise)
 
 
 def _eta_line(run: RunResult) -> str:
@@ -232,7 +249,15 @@ def _eta_line(run: RunResult) -> str:
     return (f"{run.policy}: start-time forecasts: {eta['samples']} samples, |error| p50 {err['p50'] or 0:.0f} s, "
             f"p90 {err['p90'] or 0:.0f} s, within 25%/5 min {eta['within_25pct'] or 0:.3f}, of the "
             f"{waited_count(run.eta_samples or [])} that waited >= 10 min "
-            + ("n/a" if waited is None else f"{waited:.3f}"))
+            + ("n/a" if waited is None else f"{waited:.3f}")
+            + _reports_note(run))
+
+
+def _reports_note(run: RunResult) -> str:
+    if not run.eta_progress_share:
+        return ""
+    noise = f", rates misread by sigma {run.eta_progress_noise:g}" if run.eta_progress_noise else ""
+    return f" (progress reports from {run.eta_progress_share:g} of the jobs{noise})"
 
 
 def parse_flood(text: str) -> tuple[str, float]:

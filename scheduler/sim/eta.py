@@ -12,6 +12,11 @@ the job's actual first start.
 Each forecast is the median start over ``draws`` runs (``DEFAULT_DRAWS``), each with its own
 draws of the run times (``scheduler.sim.forecast``, "Several futures").
 
+With ``progress_share`` > 0 (``--progress-reports``), that share of the jobs report their progress
+as jobs using ``gpusched.job`` do live: a forecast takes a reporting job's remaining time, once its
+attempt has a measured rate, from its reports instead of the history, misread by
+``progress_noise`` (``--progress-noise``; ``scheduler.sim.progress_reports``).
+
 A forecast is *within* when ``|forecast - actual| <= max(0.25 * wait, 300 s)``
 with ``wait = actual - submit``; ``within_25pct_waited`` counts only samples
 that waited at least 600 s (None when none did). A forecast past the
@@ -29,10 +34,11 @@ from dataclasses import dataclass
 from scheduler.core.metrics import percentile
 from scheduler.core.model import JobClass, NodeCapacity
 from scheduler.core.policy import Policy
-from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimator, owner_of
+from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, owner_of
 from scheduler.sim.engine import Simulator
 from scheduler.sim.forecast import ForecastLimits, forecast_starts, freeze
 from scheduler.sim.job_state import SimJobState
+from scheduler.sim.progress_reports import check_noise, check_share, measured_remainders
 from scheduler.sim.records import SimConfig, SimResult
 from scheduler.sim.workloads.types import SimJob
 
@@ -44,6 +50,19 @@ WITHIN_FRACTION = 0.25
 WITHIN_FLOOR = 300.0
 WAITED = 600.0
 CSV_COLUMNS = ("policy", "job_id", "job_class", "submit_time", "forecast_start", "actual_start")
+
+
+@dataclass(frozen=True, slots=True)
+class EtaOptions:
+    """What ``--eta-sample`` asks: ``sample`` forecasts at seeded submissions (``seed``), each the
+    median of ``draws`` runs, with ``progress_share`` of the jobs reporting their progress at rates
+    misread by ``progress_noise`` (``scheduler.sim.progress_reports``)."""
+
+    sample: int
+    seed: int = 0
+    draws: int = DEFAULT_DRAWS
+    progress_share: float = 0.0
+    progress_noise: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +89,13 @@ class SamplingSimulator(Simulator):
 
     def __init__(self, policy: Policy, nodes: Sequence[NodeCapacity], jobs: Sequence[SimJob],
                  config: SimConfig, samples: set[str], limits: ForecastLimits = ForecastLimits(),
-                 estimator: RuntimeEstimator | None = None, draws: int = DEFAULT_DRAWS) -> None:
+                 estimator: RuntimeEstimator | None = None, draws: int = DEFAULT_DRAWS,
+                 progress_share: float = 0.0, progress_noise: float = 0.0) -> None:
         super().__init__(policy, nodes, jobs, config)
         self.limits = limits
         self.draws = draws
+        self.progress_share = check_share(progress_share)
+        self.progress_noise = check_noise(progress_noise)
         self.estimator = estimator if estimator is not None else RuntimeEstimator()
         self._due: dict[float, list[str]] = {}
         for j in jobs:
@@ -96,21 +118,32 @@ class SamplingSimulator(Simulator):
         if self._usage is not None:
             self.snapshot.tenants = self._usage.state(t)
         snap = freeze(self.snapshot)
-        starts = forecast_starts(self.policy, snap, t, self.estimator, targets=ids, limits=self.limits,
+        estimator: RuntimeEstimate = self.estimator
+        if self.progress_share:
+            reported = measured_remainders(snap.running, t, self.progress_share, self._duration_of,
+                                           self.progress_noise)
+            estimator = WithReported(estimator, reported)
+        starts = forecast_starts(self.policy, snap, t, estimator, targets=ids, limits=self.limits,
                                  resume_overhead=self.config.resume_overhead, draws=self.draws)
         for jid in ids:
             spec = self._by_id[jid].spec
             self.forecasts[jid] = EtaSample(jid, spec.job_class, spec.submit_time, starts.get(jid))
 
+    def _duration_of(self, job_id: str) -> float:
+        """A job's true total work: what its own progress reports measure, never the history."""
+        return self._by_id[job_id].duration
+
 
 def sample_run(policy: Policy, nodes: Sequence[NodeCapacity], jobs: Sequence[SimJob], config: SimConfig,
                k: int, seed: int, limits: ForecastLimits = ForecastLimits(),
                estimator: RuntimeEstimator | None = None, draws: int = DEFAULT_DRAWS,
-               ) -> tuple[SimResult, list[EtaSample]]:
+               progress_share: float = 0.0, progress_noise: float = 0.0) -> tuple[SimResult, list[EtaSample]]:
     """Simulate with forecasts at ``k`` seeded submissions, each the median of ``draws`` runs; the
     run's result and the samples (with their actual starts), in submission order. ``estimator``
-    (default: a fresh ``RuntimeEstimator``) learns every completion of the run."""
-    sim = SamplingSimulator(policy, nodes, jobs, config, choose_samples(jobs, k, seed), limits, estimator, draws)
+    (default: a fresh ``RuntimeEstimator``) learns every completion of the run; ``progress_share``
+    of the jobs report their progress, at rates misread by ``progress_noise`` (module docstring)."""
+    sim = SamplingSimulator(policy, nodes, jobs, config, choose_samples(jobs, k, seed), limits, estimator, draws,
+                            progress_share, progress_noise)
     result = sim.run()
     firsts = {o.job_id: o.first_start for o in result.outcomes}
     samples = [

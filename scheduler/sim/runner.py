@@ -17,7 +17,7 @@ from scheduler.core.metrics import ClassMetrics, gpu_utilization, makespan, metr
 from scheduler.core.model import NodeCapacity
 from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.engine import ProgressCallback, simulate
-from scheduler.sim.eta import EtaSample, eta_summary, sample_run
+from scheduler.sim.eta import EtaOptions, EtaSample, eta_summary, sample_run
 from scheduler.sim.fairness import DEFAULT_WINDOW, run_fairness
 from scheduler.sim.records import SimConfig, SimResult
 from scheduler.sim.reconfig_metrics import reconfiguration_summary
@@ -153,6 +153,10 @@ class RunResult:
     """The run's configured shares (None: fair share off)."""
     eta_samples: list[EtaSample] | None = None
     """``--eta-sample``: the forecasts made during the run (None: not sampled)."""
+    eta_progress_share: float = 0.0
+    """``--progress-reports``: the share of jobs whose progress reports the forecasts used."""
+    eta_progress_noise: float = 0.0
+    """``--progress-noise``: how far those reports misread each job's rate (log-normal sigma)."""
 
     @property
     def preemptions(self) -> int:
@@ -182,7 +186,8 @@ class RunResult:
         if self.sim.attempts is not None:
             out.update(run_fairness(self.workload, self.sim, self.shares, self.fair_window))
         if self.eta_samples is not None:
-            out["eta"] = eta_summary(self.eta_samples)
+            out["eta"] = {**eta_summary(self.eta_samples), "progress_reports": self.eta_progress_share,
+                          "progress_noise": self.eta_progress_noise}
         return out
 
 
@@ -193,13 +198,13 @@ def run_policy(
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
     policy: Policy | None = None,
-    eta: tuple[int, int, int] | None = None,
+    eta: EtaOptions | None = None,
 ) -> RunResult:
     """Simulate one policy (built from ``spec`` unless given) and summarise it.
 
-    ``eta = (K, seed, draws)``: forecast start times at K seeded submissions during
-    the run, each the median of ``draws`` runs (``scheduler.sim.eta``); the forecasts
-    add to ``wall_seconds``."""
+    ``eta``: forecast start times at ``eta.sample`` seeded submissions during the run,
+    each the median of ``eta.draws`` runs (``scheduler.sim.eta``); the forecasts add
+    to ``wall_seconds``."""
     policy = policy if policy is not None else build_policy(spec, config.resume_overhead, config.reconfigure_overhead)
     # The attempt log feeds the per-tenant results and the fair-share attainment.
     config = replace(config, record_attempts=True)
@@ -208,7 +213,8 @@ def run_policy(
     if eta is None:
         sim = simulate(policy, nodes, workload.jobs, config, progress)
     else:
-        sim, samples = sample_run(policy, nodes, workload.jobs, config, eta[0], eta[1], draws=eta[2])
+        sim, samples = sample_run(policy, nodes, workload.jobs, config, eta.sample, eta.seed, draws=eta.draws,
+                                  progress_share=eta.progress_share, progress_noise=eta.progress_noise)
     wall = time.perf_counter() - t0
     span = makespan(sim.outcomes)
     return RunResult(
@@ -221,6 +227,8 @@ def run_policy(
         gpu_utilization=gpu_utilization(sim.allocated_gpu_seconds, sim.total_gpus, span),
         shares=config.shares,
         eta_samples=samples,
+        eta_progress_share=eta.progress_share if eta is not None else 0.0,
+        eta_progress_noise=eta.progress_noise if eta is not None else 0.0,
     )
 
 
@@ -230,7 +238,7 @@ def run_all(
     nodes: Sequence[NodeCapacity],
     config: SimConfig = SimConfig(),
     progress_for: Callable[[str], ProgressCallback | None] | None = None,
-    eta: tuple[int, int, int] | None = None,
+    eta: EtaOptions | None = None,
 ) -> list[RunResult]:
     """Every policy on the identical workload and cluster, in the given order.
 
