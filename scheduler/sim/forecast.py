@@ -48,6 +48,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import RuntimeEstimate, with_draw
 from scheduler.sim.dependencies import DependencyTracker
 from scheduler.sim.engine import Simulator
+from scheduler.sim.forecast_speed import believed_speed
 from scheduler.sim.job_state import COMPLETE, PENDING, PREEMPTING, RUNNING, VACATE, LiveRunningJob, SimJobState
 from scheduler.sim.records import SimConfig, SimulationError
 from scheduler.sim.workloads.types import SimJob
@@ -175,7 +176,7 @@ class ForecastRun(Simulator):
     def _load_running(self, r: RunningJob, now: float, estimator: RuntimeEstimate) -> None:
         progress = r.progress
         rest = estimator.remaining(r.spec, progress)
-        job = SimJobState(SimJob(spec=r.spec, duration=progress + rest))
+        job = SimJobState(SimJob(spec=r.spec, duration=progress + rest, speed=believed_speed(r.spec)))
         self._register(job)
         job.progress = progress
         job.preemptions = r.preemptions
@@ -205,7 +206,7 @@ class ForecastRun(Simulator):
 
     def _load_pending(self, p: PendingJob, estimator: RuntimeEstimate) -> None:
         rest = estimator.remaining(p.spec, p.progress)
-        job = SimJobState(SimJob(spec=p.spec, duration=p.progress + rest))
+        job = SimJobState(SimJob(spec=p.spec, duration=p.progress + rest, speed=believed_speed(p.spec)))
         self._register(job)
         job.progress, job.preemptions, job.first_start = p.progress, p.preemptions, p.first_start
         job.state = PENDING
