@@ -190,3 +190,20 @@ def test_a_small_cluster_s_forecast_is_the_median_over_every_draw_and_a_slow_one
 
     monkeypatch.setattr(forecasts, "DRAW_BUDGET_S", 0.0)  # as if one run took the whole budget
     assert forecasts.recompute(now).draws == 1
+
+
+def test_under_rubick_a_reconfigurable_job_started_at_another_size_is_forecast(
+        perf_model_traces, alice, nodes, store, heard, settings) -> None:
+    """Rubick starts a reconfigurable job on the GPUs it finds idle (here 7 of 8 for a request of 2,
+    one left for the next job); the forecast runs the same policy, so it must let it (it failed as
+    a policy bug, and no job was forecast)."""
+    settings.SCHEDULER_POLICY = "rubick"
+    nodes(("n1", 8))
+    elastic = submit(alice, "elastic", model="bert", plan="ga", allowed_plans=("ga", "zero-dp"), num_gpus=2,
+                     min_gpus=1, max_gpus=8)
+    small = submit(alice, "small", num_gpus=1)
+    now = timezone.now()
+    report = forecasts.recompute(now)
+    assert report.pending == 2
+    assert forecast_store.read_one(elastic.pk).start == pytest.approx(now.timestamp())
+    assert forecast_store.read_one(small.pk).start == pytest.approx(now.timestamp())
