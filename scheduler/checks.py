@@ -8,8 +8,8 @@ from django.core.checks import Error, Warning, register
 
 @register()
 def check_policy_setting(app_configs, **kwargs):  # noqa: ANN001 - Django's check signature
-    """SCHEDULER_POLICY names a registered policy."""
-    from scheduler.core.policy import policy_names
+    """SCHEDULER_POLICY names a registered policy, and one that can serve a live cluster."""
+    from scheduler.core.policy import policy_names, simulator_only
 
     try:
         names = policy_names()
@@ -25,4 +25,8 @@ def check_policy_setting(app_configs, **kwargs):  # noqa: ANN001 - Django's chec
                 id="scheduler.E001",
             )
         ]
+    why = simulator_only(settings.SCHEDULER_POLICY)
+    if why:
+        return [Warning(f"SCHEDULER_POLICY={settings.SCHEDULER_POLICY!r} is a simulator policy: {why}",
+                        hint="for adaptive jobs on a live cluster use pollux", id="scheduler.W003")]
     return []

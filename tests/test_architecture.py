@@ -287,7 +287,6 @@ TESTED_ELSEWHERE = {
     "notifications/tasks.py": "dispatch and retries: tests/notifications/test_services.py, test_hooks.py",
     "scheduler/applied.py": "tests/scheduler/test_apply.py (skips and savepoints)",
     "scheduler/cancel_kills.py": "tests/scheduler/test_loop.py, tests/scheduler/test_apply_atomic.py",
-    "scheduler/checks.py": "the policy setting check: tests/portal/test_env.py",
     "scheduler/coordination.py": "the Redis client of tests/scheduler/test_loop_lock.py and test_triggers.py",
     "scheduler/identity_admin.py": "superusers change, staff look: tests/portal/test_portal_identity.py, test_portal_images.py",
     "scheduler/models.py": "model declarations; every scheduler test writes and reads them",

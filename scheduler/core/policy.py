@@ -78,6 +78,12 @@ def policy_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def simulator_only(name: str) -> str | None:
+    """Why the policy registered as ``name`` cannot serve a live cluster (its class's
+    ``simulator_only`` text), or None when it can or the name is unknown."""
+    return getattr(_REGISTRY.get(name), "simulator_only", None)
+
+
 def make_policy(name: str, **params: object) -> Policy:
     """Build the policy registered as ``name``; ``params`` go to its constructor.
 

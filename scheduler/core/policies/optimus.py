@@ -40,7 +40,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from scheduler.core.adaptive import AdaptiveModel
-from scheduler.core.decisions import Decision
+from scheduler.core.decisions import Decision, Pend
 from scheduler.core.model import Snapshot
 from scheduler.core.policies.adaptive_alloc import (
     AdaptiveView,
@@ -107,11 +107,20 @@ def greedy_counts(jobs: list[tuple[str, float, SpeedFn, int]], gpus: int, first:
     return counts
 
 
+#: Why a job Optimus cannot run waits: the study's jobs have a fixed batch, the live cluster's adapt theirs.
+NO_FIXED_BATCH = ("optimus has no iteration time for this job on any GPU count: it runs adaptive jobs at a fixed "
+                  "batch size (the Pollux study's TunedJobs), which jobs on a live cluster do not have, so the job "
+                  "never starts under optimus (pollux adapts its batch)")
+
+
 class Optimus:
     """Greedy marginal-gain allocation of adaptive jobs (see the module doc)."""
 
     name = "optimus"
     decide_without_pending = True
+    simulator_only = ("it runs adaptive jobs at the fixed batch size of a trace with their remaining work known "
+                      "exactly (the Pollux study's Optimus+Oracle+TunedJobs); live adaptive jobs adapt their batch, "
+                      "so they would never start")
 
     def __init__(self, speed: str = "measured", first: str = "arrival", placement: str = "spread",
                  explain: bool = True) -> None:
@@ -142,7 +151,12 @@ class Optimus:
         jobs = [(v.id, v.model.remaining_iterations(v.progress), *self._speed(v)) for v in views]
         counts = greedy_counts(jobs, sum(free.values()), self.first)
         placements = (pack if self.placement == "pack" else spread)(counts, views, free)
-        return to_decisions(views, placements, "optimus") + plain_starts(snapshot, placements)
+        decisions = to_decisions(views, placements, "optimus") + plain_starts(snapshot, placements)
+        unrunnable = {jid for jid, _, t, top in jobs if not any(math.isfinite(t(w)) for w in range(1, top + 1))}
+        if unrunnable:
+            decisions = [Pend(d.job_id, d.reason, NO_FIXED_BATCH) if isinstance(d, Pend) and d.job_id in unrunnable
+                         else d for d in decisions]
+        return decisions
 
 
 __all__ = ["Optimus", "fit_speed", "greedy_counts", "predicted"]

@@ -3,12 +3,15 @@ its invariants on random clusters."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.decisions import Preempt, Reconfigure, Start
-from scheduler.core.policies.optimus import Optimus, fit_speed, greedy_counts, predicted
+from scheduler.core.decisions import Pend, Preempt, Reconfigure, Start
+from scheduler.core.policies.optimus import NO_FIXED_BATCH, Optimus, fit_speed, greedy_counts, predicted
+from scheduler.core.policy import simulator_only
 from tests.scheduler.core.policies.adaptive_fakes import FakeModel, snapshot
 
 def perfect(w: int) -> float:
@@ -75,3 +78,25 @@ def apply(run: dict[str, dict[str, int]], decisions: list) -> dict[str, dict[str
         elif isinstance(d, Preempt):
             placements.pop(d.job_id)
     return placements
+
+
+class NoFixedBatch(FakeModel):
+    """A live cluster's adaptive job: it adapts its batch, so it has no iteration time at a fixed one."""
+
+    fixed_batch = None
+
+    def iteration_time(self, gpus: int) -> float:
+        return math.inf
+
+
+def test_a_job_without_a_fixed_batch_is_told_why_it_never_starts_and_the_others_are_not() -> None:
+    snap = snapshot(2, {}, ["live", "study"], {"live": NoFixedBatch(), "study": FakeModel()})
+    decisions = Optimus().decide(snap, 60.0)
+    (pend,) = [d for d in decisions if isinstance(d, Pend)]
+    assert pend.job_id == "live" and pend.message == NO_FIXED_BATCH and "never starts under optimus" in pend.message
+    assert [d.job_id for d in decisions if isinstance(d, Start)] == ["study"]
+
+
+def test_optimus_says_it_is_a_simulator_policy() -> None:
+    assert "fixed batch size" in simulator_only("optimus")
+    assert simulator_only("pollux") is None and simulator_only("fitgpp") is None and simulator_only("nope") is None
