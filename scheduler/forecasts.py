@@ -37,6 +37,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, with_draw
 from scheduler.models import Job, JobState
 from scheduler.sim.forecast import ForecastLimits, forecast_starts, median_starts, queue_positions
+from scheduler.sim.records import SimulationError
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,13 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     at = now.timestamp()
     reported = measured.remaining_seconds((int(r.spec.id) for r in cycle.snapshot.running), now)
     estimator = WithReported(history_estimator(), reported)
-    starts, draws = starts_within_budget(loop.current_policy(explain=False), cycle.snapshot, at, estimator, limits,
-                                         float(settings.SCHEDULER_RESUME_OVERHEAD))
+    try:
+        starts, draws = starts_within_budget(loop.current_policy(explain=False), cycle.snapshot, at, estimator,
+                                             limits, float(settings.SCHEDULER_RESUME_OVERHEAD))
+    except (SimulationError, ValueError) as exc:
+        return _withdrawn(exc, at, started)
     positions = queue_positions(cycle.snapshot)
+    _last_failure.clear()
     entries = {int(jid): (starts.get(jid), positions[jid]) for jid in positions}
     changed = forecast_store.write(entries, at)
     if changed:
@@ -96,6 +101,23 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     log.debug("forecasts: %d pending, %d changed, %.3f s, %d runs", report.pending, report.changed, report.seconds,
               report.draws)
     return report
+
+
+#: The last failure logged, so that a forecast failing the same way at every recomputation logs once.
+_last_failure: list[str] = []
+
+
+def _withdrawn(exc: Exception, at: float, started: float) -> ForecastReport:
+    """A forecast run failed (a policy's bug, or a snapshot it cannot run): withdraw every stored
+    forecast, so that no page shows one computed before, and log the cause once until it changes."""
+    text = f"{type(exc).__name__}: {exc}"
+    if _last_failure != [text]:
+        log.error("start-time forecasts failed and are withdrawn until they run again: %s", text)
+        _last_failure[:] = [text]
+    changed = forecast_store.write({}, at)
+    if changed:
+        announce.forecasts_changed(sorted(changed))
+    return ForecastReport(0, len(changed), time.perf_counter() - started, 0)
 
 
 def starts_within_budget(policy: Policy, snap: Snapshot, at: float, estimator: RuntimeEstimate,

@@ -207,3 +207,41 @@ def test_under_rubick_a_reconfigurable_job_started_at_another_size_is_forecast(
     assert report.pending == 2
     assert forecast_store.read_one(elastic.pk).start == pytest.approx(now.timestamp())
     assert forecast_store.read_one(small.pk).start == pytest.approx(now.timestamp())
+
+
+class StartsWithTooManyGpus:
+    """A policy with a bug: it starts every pending job on one GPU more than it asked for."""
+
+    def decide(self, snap, now):  # noqa: ANN001, ANN201
+        from scheduler.core.decisions import Start
+        from scheduler.core.model import Placement
+
+        node = snap.nodes[0].name
+        return [Start(p.spec.id, Placement.of({node: p.spec.num_gpus + 1})) for p in snap.pending]
+
+
+def test_a_forecast_that_fails_withdraws_the_stored_ones_and_logs_its_cause_once(
+        alice, nodes, store, heard, monkeypatch, caplog) -> None:
+    nodes(("n1", 4))
+    job = submit(alice, "a", num_gpus=1)
+    forecasts.recompute(timezone.now())
+    assert forecast_store.read_one(job.pk) is not None
+    heard.clear()
+    good = loop.current_policy
+    monkeypatch.setattr(loop, "current_policy", lambda explain=True: StartsWithTooManyGpus())
+    with caplog.at_level("ERROR", logger="scheduler.forecasts"):
+        first = forecasts.recompute(timezone.now())
+        again = forecasts.recompute(timezone.now())
+    assert (first.pending, first.changed, again.changed) == (0, 1, 0)
+    assert forecast_store.read_one(job.pk) is None  # no page shows the forecast made before
+    assert heard == [[job.pk]]
+    failures = [r.getMessage() for r in caplog.records if "forecasts failed" in r.getMessage()]
+    assert len(failures) == 1 and "with 2 GPUs, the job needs 1" in failures[0]
+
+    monkeypatch.setattr(loop, "current_policy", good)
+    assert forecasts.recompute(timezone.now()).pending == 1
+    assert forecast_store.read_one(job.pk) is not None
+    monkeypatch.setattr(loop, "current_policy", lambda explain=True: StartsWithTooManyGpus())
+    with caplog.at_level("ERROR", logger="scheduler.forecasts"):
+        forecasts.recompute(timezone.now())
+    assert len([r for r in caplog.records if "forecasts failed" in r.getMessage()]) == 2  # logged again after a success
