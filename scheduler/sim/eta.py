@@ -2,7 +2,8 @@
 
 K jobs of the workload are drawn with a seeded generator; at each one's
 submission instant (after that instant's arrivals and events, before the
-policy decides) the run's snapshot is frozen and ``scheduler.sim.forecast``
+policy decides; with ``round_seconds``, at the first round at or after it, as
+the policy sees the job no sooner) the run's snapshot is frozen and ``scheduler.sim.forecast``
 forecasts the job's start, with the same policy and only what was known then:
 the jobs submitted so far, their progress, and the run times of the jobs
 finished so far (``RuntimeEstimator``; never a job's true duration). The run
@@ -97,10 +98,9 @@ class SamplingSimulator(Simulator):
         self.progress_share = check_share(progress_share)
         self.progress_noise = check_noise(progress_noise)
         self.estimator = estimator if estimator is not None else RuntimeEstimator()
-        self._due: dict[float, list[str]] = {}
-        for j in jobs:
-            if j.spec.id in samples:
-                self._due.setdefault(j.spec.submit_time, []).append(j.spec.id)
+        # (submit time, job id) of the samples, latest first: each is forecast at the first decision
+        # instant at or after its submission (the same instant unless the policy decides in rounds).
+        self._due = sorted(((j.spec.submit_time, j.spec.id) for j in jobs if j.spec.id in samples), reverse=True)
         self.forecasts: dict[str, EtaSample] = {}
 
     def _complete(self, job: SimJobState, t: float) -> None:
@@ -109,7 +109,9 @@ class SamplingSimulator(Simulator):
         self.estimator.add(FinishedRun(owner_of(spec), spec.job_class, spec.num_gpus, job.duration))
 
     def _decide(self, t: float) -> None:
-        due = self._due.pop(t, None)
+        due = []
+        while self._due and self._due[-1][0] <= t:
+            due.append(self._due.pop()[1])
         if due:
             self._forecast(due, t)
         super()._decide(t)

@@ -47,6 +47,7 @@ from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
 from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import RuntimeEstimate, with_draw
 from scheduler.sim.dependencies import DependencyTracker
+from scheduler.sim.adaptive_attempt import AdaptiveRunningJob, finish_time, shape_of
 from scheduler.sim.engine import Simulator
 from scheduler.sim.forecast_speed import believed_speed
 from scheduler.sim.job_state import COMPLETE, PENDING, PREEMPTING, RUNNING, VACATE, LiveRunningJob, SimJobState
@@ -181,11 +182,17 @@ class ForecastRun(Simulator):
         job.progress = progress
         job.preemptions = r.preemptions
         job.first_start = r.first_start
-        live = LiveRunningJob(
+        model = r.spec.adaptive
+        live = (AdaptiveRunningJob if model is not None else LiveRunningJob)(
             spec=r.spec, placement=r.placement, attempt_start=r.attempt_start, first_start=r.first_start,
             progress=progress, preemptions=r.preemptions, plan=r.plan,
         )
         live._work_from, live._clock, live._rate, live._ref = now, self._clock, 1.0, 0.0
+        if model is not None:
+            # As the engine runs an adaptive attempt: progress by the model's goodput on the placement's
+            # shape, none before its restart is over; it completes when the model says, not by estimate.
+            live._shape = shape_of(live)
+            live._work_from = max(now, r.attempt_start + model.restart_seconds)
         try:
             self._ledger.hold(r.spec, r.placement)
         except ValueError as e:
@@ -202,7 +209,7 @@ class ForecastRun(Simulator):
             self._push(max(now, live.notice_time + r.spec.grace_period), VACATE, job)
         else:
             job.state = RUNNING
-            self._push(now + rest, COMPLETE, job)
+            self._push(finish_time(job, live) if model is not None else now + rest, COMPLETE, job)
 
     def _load_pending(self, p: PendingJob, estimator: RuntimeEstimate) -> None:
         rest = estimator.remaining(p.spec, p.progress)
