@@ -123,7 +123,7 @@ class SamplingSimulator(Simulator):
         estimator: RuntimeEstimate = self.estimator
         if self.progress_share:
             reported = measured_remainders(snap.running, t, self.progress_share, self._duration_of,
-                                           self.progress_noise)
+                                           self.progress_noise, self._rate_of)
             estimator = WithReported(estimator, reported)
         starts = forecast_starts(self.policy, snap, t, estimator, targets=ids, limits=self.limits,
                                  resume_overhead=self.config.resume_overhead, draws=self.draws)
@@ -134,6 +134,12 @@ class SamplingSimulator(Simulator):
     def _duration_of(self, job_id: str) -> float:
         """A job's true total work: what its own progress reports measure, never the history."""
         return self._by_id[job_id].duration
+
+    def _rate_of(self, job_id: str) -> float:
+        """Seconds of work per second of the job's running attempt (a reconfigured job's differs from 1)."""
+        running = self._by_id[job_id].running
+        rate = getattr(running, "_rate", 1.0) if running is not None else 1.0
+        return rate if rate > 0 else 1.0
 
 
 def sample_run(policy: Policy, nodes: Sequence[NodeCapacity], jobs: Sequence[SimJob], config: SimConfig,

@@ -70,19 +70,23 @@ def reports_progress(job_id: str, share: float) -> bool:
 
 
 def measured_remainders(running: Iterable[RunningJob], now: float, share: float,
-                        duration_of: Callable[[str], float], noise: float = 0.0) -> dict[str, float]:
-    """Seconds of work left, keyed by job id, of the running jobs that report progress and whose
-    attempt has run at least ``MEASURED_AFTER_S`` at ``now``; ``duration_of(job_id)`` is the job's
-    true total work, and each remainder is off by ``misread(job_id, noise)``. Jobs being preempted
-    are left out (they vacate; what they have left is moot)."""
+                        duration_of: Callable[[str], float], noise: float = 0.0,
+                        rate_of: Callable[[str], float] = lambda job_id: 1.0) -> dict[str, float]:
+    """Seconds left, keyed by job id, of the running jobs that report progress and whose attempt has
+    run at least ``MEASURED_AFTER_S`` at ``now``: the job's work left (``duration_of(job_id)``, its
+    true total work, less its progress) at the rate its attempt runs (``rate_of(job_id)``, seconds of
+    work per second: a step rate measures the attempt's own speed), off by ``misread(job_id,
+    noise)``. Jobs being preempted are left out (they vacate; what they have left is moot), and
+    adaptive jobs (their progress is not in seconds of work; a forecast runs them by their model)."""
     out: dict[str, float] = {}
     if share <= 0.0:
         return out
     for r in running:
         jid = r.spec.id
-        if r.preempting or now - r.attempt_start < MEASURED_AFTER_S or not reports_progress(jid, share):
+        if r.preempting or r.spec.adaptive is not None or now - r.attempt_start < MEASURED_AFTER_S \
+                or not reports_progress(jid, share):
             continue
-        out[jid] = max(duration_of(jid) - r.progress, 0.0) * misread(jid, noise)
+        out[jid] = max(duration_of(jid) - r.progress, 0.0) / rate_of(jid) * misread(jid, noise)
     return out
 
 

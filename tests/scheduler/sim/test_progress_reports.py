@@ -73,9 +73,19 @@ def test_only_reporting_running_jobs_with_a_measured_rate_are_taken_from_their_r
     out = measured_remainders(jobs, now, 1.0, durations.__getitem__)
     assert out == {"measured": 1800.0, "overrun": 0.0}
     assert measured_remainders(jobs, now, 0.0, durations.__getitem__) == {}
+    # A reconfigured job's attempt runs at its own rate, which its step rate measures.
+    twice = measured_remainders(jobs, now, 1.0, durations.__getitem__, rate_of=lambda jid: 2.0)
+    assert twice == {"measured": 900.0, "overrun": 0.0}
     noisy = measured_remainders(jobs, now, 1.0, durations.__getitem__, noise=0.5)
     assert noisy == {"measured": pytest.approx(1800.0 * misread("measured", 0.5)), "overrun": 0.0}
     assert noisy["measured"] != 1800.0
+
+
+def test_an_adaptive_job_s_progress_is_not_taken_for_seconds():
+    model = object()  # any adaptive model: its progress is in the model's units
+    job = RunningJob(JobSpec("adaptive", BE, 1, 0.0, min_gpus=1, max_gpus=4, adaptive=model),  # type: ignore[arg-type]
+                     Placement({"n0": 1}), 0.0, 0.0, 500.0)
+    assert measured_remainders([job], 1000.0, 1.0, lambda jid: 9000.0) == {}
 
 
 def history_of_short_runs() -> RuntimeEstimator:
