@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.dependencies import parse
 from scheduler.core.model import JobClass, JobSpec
-from scheduler.core.policy import make_policy, policy_names
+from scheduler.core.policy import make_policy
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimator, with_draw
 from scheduler.sim.eta import sample_run
 from scheduler.sim.forecast import ForecastLimits, forecast_starts, freeze, median_starts, queue_positions
