@@ -16,8 +16,9 @@ rate); a real job's step rate varies, so the live remainders are less exact.
 ``noise`` (``--progress-noise SIGMA``) takes that into account: each job's
 measured remainders are off by a factor ``exp(SIGMA x z)``, ``z`` a standard
 normal drawn once per job id (a job whose rate is misread stays misread, the
-pessimistic case: its errors do not average out over forecasts). A pending job keeps the history estimate, as live:
-what a resumed attempt redoes after its checkpoint is not reported.
+pessimistic case: its errors do not average out over forecasts). A pending job
+keeps the history estimate, as live: what a resumed attempt redoes after its
+checkpoint is not reported.
 
 Pure: no clock, no randomness beyond the per-id draw, no I/O.
 """
