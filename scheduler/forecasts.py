@@ -37,7 +37,6 @@ from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, with_draw
 from scheduler.models import Job, JobState
 from scheduler.sim.forecast import ForecastLimits, forecast_starts, median_starts, queue_positions
-from scheduler.sim.records import SimulationError
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +88,7 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     try:
         starts, draws = starts_within_budget(loop.current_policy(explain=False), cycle.snapshot, at, estimator,
                                              limits, float(settings.SCHEDULER_RESUME_OVERHEAD))
-    except (SimulationError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the forward run is pure: any failure is a bug, and a forecast is advice
         return _withdrawn(exc, at, started)
     positions = queue_positions(cycle.snapshot)
     _last_failure.clear()
@@ -109,10 +108,11 @@ _last_failure: list[str] = []
 
 def _withdrawn(exc: Exception, at: float, started: float) -> ForecastReport:
     """A forecast run failed (a policy's bug, or a snapshot it cannot run): withdraw every stored
-    forecast, so that no page shows one computed before, and log the cause once until it changes."""
+    forecast, so that no page shows one computed before, and log the cause (with its traceback)
+    once until it changes. Called from the ``except`` block, so the traceback is the failure's."""
     text = f"{type(exc).__name__}: {exc}"
     if _last_failure != [text]:
-        log.error("start-time forecasts failed and are withdrawn until they run again: %s", text)
+        log.exception("start-time forecasts failed and are withdrawn until they run again: %s", text)
         _last_failure[:] = [text]
     changed = forecast_store.write({}, at)
     if changed:

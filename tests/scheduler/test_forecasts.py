@@ -245,3 +245,20 @@ def test_a_forecast_that_fails_withdraws_the_stored_ones_and_logs_its_cause_once
     with caplog.at_level("ERROR", logger="scheduler.forecasts"):
         forecasts.recompute(timezone.now())
     assert len([r for r in caplog.records if "forecasts failed" in r.getMessage()]) == 2  # logged again after a success
+
+
+def test_a_policy_that_raises_in_a_forecast_withdraws_them_too(alice, nodes, store, heard, monkeypatch,
+                                                               caplog) -> None:
+    class Raises:
+        def decide(self, snap, now):  # noqa: ANN001, ANN201
+            raise AttributeError("'LiveRunningJob' object has no attribute '_shape'")
+
+    nodes(("n1", 4))
+    job = submit(alice, "a", num_gpus=1)
+    forecasts.recompute(timezone.now())
+    monkeypatch.setattr(loop, "current_policy", lambda explain=True: Raises())
+    with caplog.at_level("ERROR", logger="scheduler.forecasts"):
+        report = forecasts.recompute(timezone.now())
+    assert (report.pending, report.changed) == (0, 1) and forecast_store.read_one(job.pk) is None
+    (record,) = [r for r in caplog.records if "forecasts failed" in r.getMessage()]
+    assert "AttributeError" in record.getMessage() and record.exc_info is not None  # with its traceback
