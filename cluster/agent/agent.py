@@ -365,6 +365,13 @@ class Agent:
         if self._stopping and self.config.kill_jobs_on_exit:
             return self.supervisor.decline(kwargs, protocol.EXIT_AGENT_STOP,
                                            f"launch refused: the agent of node {self.config.name} is stopping")
+        if self.config.fence_after > 0 and self.broker.connected:
+            # The launch just came through the broker: the lease says so before the new job's shim first
+            # reads it. After a stall longer than the fence period (the process paused, starved of CPU)
+            # the loop would renew it only after this command, and the shim, finding it stale, would
+            # SIGKILL the job it has just started.
+            self._stamp_lease(time.time())
+            self._next_lease = time.time() + min(1.0, self.config.fence_after / 4)
         return self.supervisor.launch(kwargs)
 
     def handle_command(self, headers: dict[str, Any] | None, body: Any) -> None:
