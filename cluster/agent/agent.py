@@ -37,14 +37,11 @@ from cluster.agent.telemetry import TelemetrySampler
 log = logging.getLogger(__name__)
 
 LOOP_WAIT = 0.1  # seconds; bounds how late a deadline or an exit is noticed
-# While an attempt is being stopped its exit is what frees GPUs for the job
-# waiting on them (a TE job displacing a BE one), so it is looked for sooner.
-STOPPING_WAIT = 0.01
+STOPPING_WAIT = 0.01  # while an attempt is stopped: its exit frees GPUs a waiting (TE) job needs, so looked for sooner
 RECONNECT_EVERY = 1.0
 SHUTDOWN_EXTRA_WAIT = 5.0  # beyond the longest grace period, when stopping jobs on exit
 STATE_FILE = "agent-state.json"
-# Renewed (mtime) while the agent runs; a job's shim kills the job when it goes stale (see shim.py).
-LEASE_FILE = "agent.lease"
+LEASE_FILE = "agent.lease"  # renewed (mtime) while the agent runs; a job's shim kills the job once it is stale
 
 
 class Agent:
@@ -168,8 +165,9 @@ class Agent:
             return
         self.telemetry.delivered()
 
-    def _renew_lease(self, now: float) -> None:
-        """Keep the lease (its mtime) at the node's last sign of life, a few times per fence period.
+    def _renew_lease(self, now: float, due: bool = False) -> None:
+        """Keep the lease (its mtime) at the node's last sign of life, a few times per fence period
+        (and whenever ``due``: a launch, which just came through the broker).
 
         While the broker is reachable that is now. While it is not, it is the
         last heartbeat that reached the broker, the moment from which the server
@@ -179,7 +177,7 @@ class Agent:
         off from the broker stops its jobs before the server restarts them
         elsewhere, as a node whose agent died does (docs/agent.md#fencing).
         """
-        if self.config.fence_after <= 0 or now < self._next_lease:
+        if self.config.fence_after <= 0 or (now < self._next_lease and not due):
             return
         self._stamp_lease(now if self.broker.connected else self._last_heartbeat_ok)
         self._next_lease = now + min(1.0, self.config.fence_after / 4)
@@ -365,13 +363,9 @@ class Agent:
         if self._stopping and self.config.kill_jobs_on_exit:
             return self.supervisor.decline(kwargs, protocol.EXIT_AGENT_STOP,
                                            f"launch refused: the agent of node {self.config.name} is stopping")
-        if self.config.fence_after > 0 and self.broker.connected:
-            # The launch just came through the broker: the lease says so before the new job's shim first
-            # reads it. After a stall longer than the fence period (the process paused, starved of CPU)
-            # the loop would renew it only after this command, and the shim, finding it stale, would
-            # SIGKILL the job it has just started.
-            self._stamp_lease(time.time())
-            self._next_lease = time.time() + min(1.0, self.config.fence_after / 4)
+        # Renewed before the new job's shim first reads it: after a stall longer than the fence period the
+        # loop would renew it only after this command, and the shim would SIGKILL the job (docs/agent.md).
+        self._renew_lease(time.time(), due=True)
         return self.supervisor.launch(kwargs)
 
     def handle_command(self, headers: dict[str, Any] | None, body: Any) -> None:
