@@ -254,10 +254,11 @@ def _eta_line(run: RunResult) -> str:
 
 
 def _reports_note(run: RunResult) -> str:
-    if not run.eta_progress_share:
+    asked = run.eta
+    if asked is None or not asked.progress_share:
         return ""
-    noise = f", rates misread by sigma {run.eta_progress_noise:g}" if run.eta_progress_noise else ""
-    return f" (progress reports from {run.eta_progress_share:g} of the jobs{noise})"
+    noise = f", rates misread by sigma {asked.progress_noise:g}" if asked.progress_noise else ""
+    return f" (progress reports from {asked.progress_share:g} of the jobs{noise})"
 
 
 def parse_flood(text: str) -> tuple[str, float]:

@@ -31,6 +31,7 @@ import zlib
 from collections.abc import Callable, Iterable
 
 from scheduler.core.model import RunningJob
+from scheduler.core.runtime_estimate import spread
 
 #: Seconds an attempt runs before its reports give a rate (two reports a few tens of steps apart).
 MEASURED_AFTER_S = 60.0
@@ -67,7 +68,7 @@ def reports_progress(job_id: str, share: float) -> bool:
         return False
     if share >= 1.0:
         return True
-    return zlib.crc32(f"progress:{job_id}".encode()) / 2**32 < share
+    return spread(f"progress:{job_id}") < share
 
 
 def measured_remainders(running: Iterable[RunningJob], now: float, share: float,

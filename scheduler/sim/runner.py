@@ -153,10 +153,8 @@ class RunResult:
     """The run's configured shares (None: fair share off)."""
     eta_samples: list[EtaSample] | None = None
     """``--eta-sample``: the forecasts made during the run (None: not sampled)."""
-    eta_progress_share: float = 0.0
-    """``--progress-reports``: the share of jobs whose progress reports the forecasts used."""
-    eta_progress_noise: float = 0.0
-    """``--progress-noise``: how far those reports misread each job's rate (log-normal sigma)."""
+    eta: EtaOptions | None = None
+    """What ``--eta-sample`` asked (with ``--progress-reports`` and ``--progress-noise``); None: not sampled."""
 
     @property
     def preemptions(self) -> int:
@@ -186,8 +184,9 @@ class RunResult:
         if self.sim.attempts is not None:
             out.update(run_fairness(self.workload, self.sim, self.shares, self.fair_window))
         if self.eta_samples is not None:
-            out["eta"] = {**eta_summary(self.eta_samples), "progress_reports": self.eta_progress_share,
-                          "progress_noise": self.eta_progress_noise}
+            out["eta"] = {**eta_summary(self.eta_samples),
+                          "progress_reports": self.eta.progress_share if self.eta else 0.0,
+                          "progress_noise": self.eta.progress_noise if self.eta else 0.0}
         return out
 
 
@@ -227,8 +226,7 @@ def run_policy(
         gpu_utilization=gpu_utilization(sim.allocated_gpu_seconds, sim.total_gpus, span),
         shares=config.shares,
         eta_samples=samples,
-        eta_progress_share=eta.progress_share if eta is not None else 0.0,
-        eta_progress_noise=eta.progress_noise if eta is not None else 0.0,
+        eta=eta,
     )
 
 
