@@ -10,7 +10,11 @@ lock against the scheduling cycle that writes the same jobs.
 n}``; ``AT_KEY`` holds the epoch seconds the forecasts were computed at. A job
 missing from the hash has no forecast (not pending when last computed, or
 never computed yet). ``start`` null: not started within the forecast's
-horizon (``scheduler.sim.forecast``).
+horizon (``scheduler.sim.forecast``). ``HEADS_KEY`` maps each job class to
+the JSON list of the ids at the head of its queue (the first
+``HEAD_LENGTH``, in queue order), so that a page listing the queue shows the
+order the scheduler considers (fair share reorders it) without reading every
+pending job's position.
 
 A forecast is advice: while Redis cannot be reached, reads answer "no
 forecast" (and log it) instead of failing the page or the submission that
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -33,6 +37,10 @@ log = logging.getLogger(__name__)
 
 HASH_KEY = "gpusched:forecasts"
 AT_KEY = "gpusched:forecasts:computed-at"
+HEADS_KEY = "gpusched:forecasts:queue-heads"
+
+HEAD_LENGTH = 200
+"""Ids kept per class in ``HEADS_KEY``: as many as the cluster page lists."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +68,11 @@ class StoredForecast:
                 "computed_at": _iso(self.computed_at)}
 
 
-def write(entries: Mapping[int, tuple[float | None, int]], computed_at: float) -> set[int]:
-    """Replace every stored forecast with ``entries`` (job id -> (start, position));
-    return the ids whose forecast is new, changed or gone."""
+def write(entries: Mapping[int, tuple[float | None, int]], computed_at: float,
+          heads: Mapping[str, Sequence[int]] | None = None) -> set[int]:
+    """Replace every stored forecast with ``entries`` (job id -> (start, position))
+    and the queue heads with ``heads`` (job class -> ids in queue order, at most
+    ``HEAD_LENGTH`` kept); return the ids whose forecast is new, changed or gone."""
     client = coordination.redis_client()
     old = client.hgetall(HASH_KEY)
     fresh = {str(k): json.dumps({"start": s, "position": p}, separators=(",", ":")) for k, (s, p) in entries.items()}
@@ -73,6 +83,10 @@ def write(entries: Mapping[int, tuple[float | None, int]], computed_at: float) -
     if fresh:
         pipe.hset(HASH_KEY, mapping=fresh)
     pipe.set(AT_KEY, repr(computed_at))
+    pipe.delete(HEADS_KEY)
+    if heads:
+        pipe.hset(HEADS_KEY, mapping={cls: json.dumps([int(i) for i in ids[:HEAD_LENGTH]], separators=(",", ":"))
+                                      for cls, ids in heads.items()})
     pipe.execute()
     return changed
 
@@ -99,6 +113,17 @@ def read(job_ids: Iterable[int]) -> dict[int, StoredForecast]:
             data = json.loads(raw)
             out[job_id] = StoredForecast(data["start"], int(data["position"]), computed_at)
     return out
+
+
+def read_heads() -> dict[str, list[int]]:
+    """Each job class's queue head as last stored (class -> ids in queue order); empty when none
+    is stored or Redis cannot be reached."""
+    try:
+        raw = coordination.redis_client().hgetall(HEADS_KEY)
+    except redis.RedisError as exc:
+        log.warning("queue order unavailable, shown by priority and arrival: %s", exc)
+        return {}
+    return {cls.decode(): [int(i) for i in json.loads(ids)] for cls, ids in raw.items()}
 
 
 def read_one(job_id: int) -> StoredForecast | None:

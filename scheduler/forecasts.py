@@ -34,9 +34,10 @@ from django.utils import timezone
 from scheduler import announce, forecast_store, loop, measured, snapshot
 from scheduler.core.model import JobClass, Snapshot
 from scheduler.core.policy import Policy
+from scheduler.core.queue_order import class_orders
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, with_draw
 from scheduler.models import Job, JobState
-from scheduler.sim.forecast import ForecastLimits, forecast_starts, median_starts, queue_positions
+from scheduler.sim.forecast import ForecastLimits, forecast_starts, median_starts
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +91,11 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
                                              limits, float(settings.SCHEDULER_RESUME_OVERHEAD))
     except Exception as exc:  # noqa: BLE001 - the forward run is pure: any failure is a bug, and a forecast is advice
         return _withdrawn(exc, at, started)
-    positions = queue_positions(cycle.snapshot)
+    orders = class_orders(cycle.snapshot)
     _last_failure.clear()
-    entries = {int(jid): (starts.get(jid), positions[jid]) for jid in positions}
-    changed = forecast_store.write(entries, at)
+    entries = {int(p.spec.id): (starts.get(p.spec.id), i) for queue in orders.values() for i, p in enumerate(queue, 1)}
+    heads = {cls.value: [int(p.spec.id) for p in queue[:forecast_store.HEAD_LENGTH]] for cls, queue in orders.items()}
+    changed = forecast_store.write(entries, at, heads)
     if changed:
         announce.forecasts_changed(sorted(changed))
     report = ForecastReport(len(entries), len(changed), time.perf_counter() - started, draws)

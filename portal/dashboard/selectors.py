@@ -118,12 +118,16 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
 
 
 def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
-    """PENDING jobs per class in the order the scheduler considers them: higher priority first, then
-    submission time, then id (``scheduler.core.queue_order``; fair share, when on, reorders BE further)."""
+    """PENDING jobs per class in the order the scheduler considers them (``scheduler.core.queue_order``):
+    the queue's head as the last forecast stored it (fair share, when on, reorders the queue), then
+    jobs submitted since, by priority, submission time and id; by those alone while no head is stored."""
     out: dict[str, dict] = {}
+    heads = forecast_store.read_heads()
     for job_class in CLASSES:
         pending = Job.objects.filter(state=JobState.PENDING, job_class=job_class)
         jobs = list(pending.select_related("owner").order_by("-priority", "submitted_at", "id")[:QUEUE_LIST_LIMIT])
+        if heads.get(job_class):
+            jobs = _head_first(jobs, heads[job_class], pending)
         reasons = dict(pending.order_by().values_list("pending_reason").annotate(n=Count("id")).values_list("pending_reason", "n"))
         forecasts = forecast_store.read(j.pk for j in jobs if may_see_job(user, j.owner_id))
         out[job_class] = {
@@ -144,6 +148,19 @@ def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
             ],
         }
     return out
+
+
+def _head_first(jobs: list[Job], head: list[int], pending) -> list[Job]:  # noqa: ANN001 - a queryset
+    """``jobs`` (by priority and arrival) and the still pending jobs of ``head`` not among them, the
+    head's in its order first, at most ``QUEUE_LIST_LIMIT``."""
+    listed = {j.pk for j in jobs}
+    missing = [pk for pk in head if pk not in listed]
+    if missing:
+        jobs = jobs + list(pending.select_related("owner").filter(pk__in=missing))
+    rank = {pk: i for i, pk in enumerate(head)}
+    after = len(head)
+    order = {j.pk: i for i, j in enumerate(jobs)}  # the priority-and-arrival order among the rest
+    return sorted(jobs, key=lambda j: (rank.get(j.pk, after), order[j.pk]))[:QUEUE_LIST_LIMIT]
 
 
 def _forecast_start(stored: forecast_store.StoredForecast | None) -> str | None:

@@ -5,13 +5,21 @@ equal priority the snapshot's arrival order (submit time, then job id) stands.
 The sort is stable, so when every pending job has the same priority (the usual
 case) the queue is exactly the snapshot's and the decisions are those of a
 policy that knows nothing of priorities.
+
+With fair share on (the snapshot carries ``tenants``), the BE queue is in
+fair order instead and TE jobs beyond their tenant's TE bound queue as BE
+(``scheduler.core.fair_queue``). ``queues`` builds both queues for a policy's
+``decide``, and ``class_orders`` gives each class's jobs in the order they
+are considered, for queue positions shown to users: one source, so that a
+position never disagrees with what the policy does.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from scheduler.core.model import PendingJob, Snapshot
+from scheduler.core.fair_queue import FairView
+from scheduler.core.model import JobClass, PendingJob, Snapshot
 
 
 def _descending_priority(job: PendingJob) -> int:
@@ -42,3 +50,34 @@ def by_priority(jobs: Sequence[PendingJob], uniform: bool) -> Sequence[PendingJo
     if uniform or len(jobs) < 2:
         return jobs
     return sorted(jobs, key=_descending_priority)
+
+
+def queues(snapshot: Snapshot, te_jobs: Sequence[PendingJob]
+           ) -> tuple[Sequence[PendingJob], Sequence[PendingJob], FairView | None]:
+    """``(te, be, fair)``: the cycle's queues as a policy considers them.
+
+    ``te_jobs``: the policy's TE queue in arrival order (empty for a policy
+    that serves every job from one queue). ``te``: those jobs by priority;
+    with fair share only those within their tenant's TE bound. ``be``: every
+    pending job, by priority or, with fair share, in fair order; the jobs of
+    ``te`` are among them and the BE pass skips them. ``fair``: the tenants'
+    standing, None without fair share."""
+    uniform = uniform_priority(snapshot)
+    te = by_priority(te_jobs, uniform)
+    if snapshot.tenants is None:
+        return te, by_priority(snapshot.pending, uniform), None
+    fair = FairView(snapshot, snapshot.tenants)
+    return fair.bound_te(te)[0], fair.order(snapshot.pending), fair
+
+
+def class_orders(snapshot: Snapshot) -> dict[JobClass, list[PendingJob]]:
+    """Each class's pending jobs in the order a preemptive policy considers
+    them: the TE queue's jobs (TE jobs beyond their tenant's TE bound after
+    them, in the BE queue's order), and the BE jobs in the BE queue's order."""
+    te_jobs = [p for p in snapshot.pending if p.spec.job_class is JobClass.TE]
+    te, be, _ = queues(snapshot, te_jobs)
+    first = {p.spec.id for p in te}
+    return {
+        JobClass.TE: [*te, *(p for p in be if p.spec.job_class is JobClass.TE and p.spec.id not in first)],
+        JobClass.BE: [p for p in be if p.spec.job_class is JobClass.BE],
+    }

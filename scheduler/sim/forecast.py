@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
 from scheduler.core.dependencies import Outcome, awaited
-from scheduler.core.model import JobClass, PendingJob, RunningJob, Snapshot
+from scheduler.core.model import PendingJob, RunningJob, Snapshot
 from scheduler.core.policy import Policy
 from scheduler.core.runtime_estimate import RuntimeEstimate, with_draw
 from scheduler.sim.dependencies import DependencyTracker
@@ -301,17 +301,6 @@ def median_starts(runs: list[dict[str, float | None]]) -> dict[str, float | None
     for jid in runs[0]:
         starts = sorted(math.inf if (t := run.get(jid)) is None else t for run in runs)
         out[jid] = None if starts[middle] == math.inf else starts[middle]
-    return out
-
-
-def queue_positions(snapshot: Snapshot) -> dict[str, int]:
-    """1-based position of each pending job in its class's queue, TE first,
-    in the order the queue policies consider them (priority, then arrival)."""
-    out: dict[str, int] = {}
-    for cls in (JobClass.TE, JobClass.BE):
-        queue = [p for p in snapshot.pending if p.spec.job_class is cls]
-        queue.sort(key=lambda p: (-p.spec.priority, p.spec.submit_time, p.spec.id))
-        out.update({p.spec.id: i for i, p in enumerate(queue, 1)})
     return out
 
 

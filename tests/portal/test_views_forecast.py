@@ -18,9 +18,9 @@ AT = 1_700_000_000.0
 @pytest.fixture
 def stored(redis_url):  # noqa: ANN001, ANN201
     client = redis.Redis.from_url(redis_url)
-    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY, forecast_store.HEADS_KEY)
     yield lambda entries: forecast_store.write(entries, AT)
-    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY, forecast_store.HEADS_KEY)
 
 
 @pytest.mark.parametrize("role, status", [("owner", 200), ("staff", 200), ("other", 404), (None, 302)])

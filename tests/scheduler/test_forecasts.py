@@ -23,9 +23,9 @@ def store(redis_url, settings):  # noqa: ANN001, ANN201
     import redis
 
     client = redis.Redis.from_url(redis_url)
-    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY, forecast_store.HEADS_KEY)
     yield client
-    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY, forecast_store.HEADS_KEY)
 
 
 @pytest.fixture
@@ -100,6 +100,32 @@ def test_jobs_no_longer_pending_leave_the_store_and_are_announced(alice, nodes, 
     assert forecast_store.read_one(a.pk) is None
     assert forecast_store.read_one(b.pk).position == 1
     assert set(heard[0]) == {a.pk, b.pk}  # a is gone; b moved up from position 2
+
+
+@pytest.mark.parametrize("fair, order", [(True, ["light", "heavy1", "heavy2"]), (False, ["heavy1", "heavy2", "light"])])
+def test_queue_positions_and_heads_follow_fair_share_when_it_is_on(nodes, store, settings, fair, order) -> None:
+    # The heavy project used 8 GPUs for an hour; the light one nothing. With fair share, the light
+    # project's job, submitted last, is the first the scheduler considers, and its position says so.
+    from scheduler.models import Attempt, AttemptState
+    from scheduler.projects import Membership, Project
+    from tests.support.live_helpers import make_user
+
+    settings.SCHEDULER_FAIR_SHARE = fair
+    nodes(("n1", 1))
+    users = {}
+    for name in ("heavy", "light"):
+        users[name] = make_user(f"u-{name}")
+        Membership.objects.create(project=Project.objects.create(name=name), user=users[name], is_default=True)
+    past = submit(users["heavy"], "past", num_gpus=1)
+    Job.objects.filter(pk=past.pk).update(state=JobState.COMPLETED)
+    Attempt.objects.create(job=past, number=1, gpu_allocation={"n0": list(range(8))}, state=AttemptState.COMPLETED,
+                           started_at=timezone.now() - timedelta(hours=2), ended_at=timezone.now() - timedelta(hours=1))
+    jobs = {"heavy1": submit(users["heavy"], "h1"), "heavy2": submit(users["heavy"], "h2"),
+            "light": submit(users["light"], "l1")}
+    forecasts.recompute()
+    got = forecast_store.read(j.pk for j in jobs.values())
+    assert sorted(jobs, key=lambda name: got[jobs[name].pk].position) == order
+    assert forecast_store.read_heads()["BE"] == [jobs[name].pk for name in order]
 
 
 def test_unchanged_forecasts_announce_nothing(alice, nodes, store, heard) -> None:

@@ -33,7 +33,7 @@ from scheduler.core.model import PendingJob, Placement, Snapshot
 from scheduler.core.fair_queue import FairView
 from scheduler.core.fair_reclaim import reclaim
 from scheduler.core.placement import FreeCapacity, per_unit
-from scheduler.core.queue_order import by_priority, uniform_priority
+from scheduler.core.queue_order import queues
 from scheduler.core.policies.starvation import NO_NODES, StarvationGuard, free_outside
 from scheduler.core.reservation import Reservation, capacity_units
 
@@ -209,14 +209,7 @@ class QueuePolicy:
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         cyc = Cycle(snapshot, now, self.explain)
         pending = snapshot.pending
-        uniform = uniform_priority(snapshot)
-        te = by_priority(self.te_queue(snapshot), uniform)
-        fair = FairView(snapshot, snapshot.tenants) if snapshot.tenants is not None else None
-        if fair is not None:
-            te = fair.bound_te(te)[0]
-            be = fair.order(pending)
-        else:
-            be = by_priority(pending, uniform)
+        te, be, fair = queues(snapshot, self.te_queue(snapshot))
         skip = {p.spec.id for p in te} if te else None
         cyc.te_queue = te
         guard = self.starving(cyc, pending, skip, fair, be)

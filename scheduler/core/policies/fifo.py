@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from scheduler.core.decisions import Decision, Reason
-from scheduler.core.fair_queue import FairView
 from scheduler.core.model import Snapshot
 from scheduler.core.policies.base import Cycle, QueuePolicy
-from scheduler.core.queue_order import by_priority, uniform_priority
+from scheduler.core.queue_order import queues
 
 
 class Fifo(QueuePolicy):
@@ -36,10 +35,7 @@ class FifoStrict(QueuePolicy):
         cyc = Cycle(snapshot, now, self.explain)
         explain = cyc.explain
         head = None
-        if snapshot.tenants is not None:
-            queue = FairView(snapshot, snapshot.tenants).order(snapshot.pending)
-        else:
-            queue = by_priority(snapshot.pending, uniform_priority(snapshot))
+        queue = queues(snapshot, ())[1]
         for job in queue:
             if job.hold_reason is not None:
                 if explain:

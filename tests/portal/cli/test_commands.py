@@ -300,9 +300,9 @@ def forecasts_stored(redis_url):  # noqa: ANN001, ANN201
     from scheduler import forecast_store
 
     client = redis.Redis.from_url(redis_url)
-    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY, forecast_store.HEADS_KEY)
     yield lambda entries: forecast_store.write(entries, 1_700_000_000.0)
-    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY)
+    client.delete(forecast_store.HASH_KEY, forecast_store.AT_KEY, forecast_store.HEADS_KEY)
 
 
 def test_list_start_shows_pending_jobs_with_position_and_forecast(roles, as_user, make_job, forecasts_stored) -> None:

@@ -11,7 +11,8 @@ from scheduler.core.decisions import Start
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policy import make_policy
-from scheduler.core.queue_order import by_priority, uniform_priority
+from scheduler.core import queue_order
+from scheduler.core.queue_order import by_priority, class_orders, uniform_priority
 
 TE, BE = JobClass.TE, JobClass.BE
 QUEUE_POLICIES = ["fifo", "fifo-strict", "te-priority", "preempt-random", "preempt-newest", "fitgpp", "fitgpp-shrink"]
@@ -97,3 +98,60 @@ def test_never_a_lower_priority_started_ahead_of_a_higher_one_of_the_same_class_
             same = (h.job_class, h.tenant, h.num_gpus) == (s.job_class, s.tenant, s.num_gpus)
             if same and h.priority > s.priority and high.hold_reason is None:
                 assert h.id in started, f"{name}: {s.id} (priority {s.priority}) started, {h.id} ({h.priority}) not"
+
+
+def ids(jobs):
+    return [p.spec.id for p in jobs]
+
+
+def test_queues_without_fair_share_are_the_snapshot_by_priority():
+    pending = [pend("a", 1, submit=1.0), pend("t", 1, TE, submit=2.0), pend("b", 1, submit=3.0, priority=5)]
+    snap = Snapshot([NodeCapacity("n1", 1)], [], pending)
+    te, be, fair = queue_order.queues(snap, [pending[1]])
+    assert (ids(te), ids(be), fair) == (["t"], ["b", "a", "t"], None)
+    same = Snapshot([NodeCapacity("n1", 1)], [], pending[:2])
+    assert queue_order.queues(same, [])[1] is same.pending  # one priority: the snapshot's own list
+
+
+def test_class_orders_count_within_each_class_by_priority_then_arrival():
+    snap = Snapshot([], [], [pend("c", 1, submit=0.5), pend("a", 1, submit=1.0), pend("b", 1, submit=2.0, priority=5),
+                             pend("t", 1, TE, submit=3.0)])
+    orders = class_orders(snap)
+    assert (ids(orders[BE]), ids(orders[TE])) == (["b", "c", "a"], ["t"])
+
+
+def test_class_orders_follow_fair_share_ahead_of_arrival():
+    # Tenant a holds the node and used much; b used nothing: b's later job is considered first.
+    running = [RunningJob(JobSpec("r", BE, 4, 0.0, tenant="a"), Placement.of({"n1": 4}), 0.0, 0.0)]
+    pending = [pend("a1", 4, submit=1.0, tenant="a"), pend("a2", 4, submit=2.0, tenant="a"),
+               pend("b1", 4, submit=3.0, tenant="b")]
+    tenants = {"a": TenantUsage(1.0, 50_000.0), "b": TenantUsage(1.0, 0.0)}
+    snap = Snapshot([NodeCapacity("n1", 4), NodeCapacity("n2", 4)], running, pending, tenants=tenants)
+    assert ids(class_orders(snap)[BE]) == ["b1", "a1", "a2"]
+    assert ids(class_orders(Snapshot(snap.nodes, running, pending))[BE]) == ["a1", "a2", "b1"]
+
+
+def test_te_jobs_beyond_their_tenants_te_bound_come_after_the_others():
+    # Two tenants of equal share on 4 GPUs: a's entitlement is 2 GPUs, so its second 2-GPU TE job
+    # queues as BE; b's TE job, submitted last, keeps its place in the TE queue ahead of it.
+    pending = [pend("ta1", 2, TE, 1.0, tenant="a"), pend("ta2", 2, TE, 2.0, tenant="a"),
+               pend("tb", 2, TE, 3.0, tenant="b")]
+    tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
+    snap = Snapshot([NodeCapacity("n1", 4)], [], pending, tenants=tenants)
+    assert ids(class_orders(snap)[TE]) == ["ta1", "tb", "ta2"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(0, 6))
+def test_a_strict_queue_starts_exactly_the_first_positions(seed, free):
+    # fifo-strict starts jobs in its queue's order until one does not fit; with 1-GPU BE jobs and
+    # ``free`` GPUs, the jobs it starts are those at positions 1..free, fair share on or off.
+    rng = random.Random(seed)
+    pending = [pend(f"p{i}", 1, submit=float(i), priority=rng.choice([0, 0, 5]), tenant=rng.choice("abc"))
+               for i in range(rng.randint(1, 9))]
+    tenants = ({t: TenantUsage(rng.choice([1.0, 2.0]), rng.choice([0.0, 500.0, 1e5])) for t in "ab"}
+               if rng.random() < 0.7 else None)
+    running = [RunningJob(JobSpec("r", BE, 2, 0.0, tenant="a"), Placement.of({"n1": 2}), 0.0, 0.0)]
+    snap = Snapshot([NodeCapacity("n1", 2 + free)], running, pending, tenants=tenants)
+    first = set(ids(class_orders(snap)[BE][:free]))
+    assert {d.job_id for d in make_policy("fifo-strict").decide(snap, 10.0) if isinstance(d, Start)} == first

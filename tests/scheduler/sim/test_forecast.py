@@ -16,7 +16,7 @@ from scheduler.core.model import JobClass, JobSpec
 from scheduler.core.policy import make_policy
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimator, with_draw
 from scheduler.sim.eta import sample_run
-from scheduler.sim.forecast import ForecastLimits, forecast_starts, freeze, median_starts, queue_positions
+from scheduler.sim.forecast import ForecastLimits, forecast_starts, freeze, median_starts
 from scheduler.sim.cluster import make_nodes
 from scheduler.sim.records import SimConfig
 from scheduler.sim.workloads.types import SimJob
@@ -102,12 +102,6 @@ def test_the_snapshot_is_not_mutated():
     forecast_starts(make_policy("fitgpp"), s, 50.0, RuntimeEstimator())
     assert s == before
     assert freeze(s) == s
-
-
-def test_queue_positions_count_within_each_class_by_priority_then_arrival():
-    s = snap(uniform(1), pending=[pend("a", submit=1.0), pend("b", submit=2.0, priority=5),
-                                  pend("t", cls=TE, submit=3.0), pend("c", submit=0.5)])
-    assert queue_positions(s) == {"b": 1, "c": 2, "a": 3, "t": 1}
 
 
 @st.composite
