@@ -20,7 +20,7 @@ from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
-from scheduler import arrays, fair_usage, forecast_store, selectors, services, usage
+from scheduler import arrays, fair_standing, fair_usage, forecast_store, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
@@ -163,7 +163,8 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def usage_page(request: HttpRequest) -> HttpResponse:
-    """Usage by project or user over a period: a stacked area of GPU-hours, a table, the quotas beside."""
+    """Usage by project or user over a period: a stacked area of GPU-hours, a table, each project's
+    fair-share standing now and the quotas beside."""
     try:
         query = usage.parse_query(request.GET)
     except usage.UsageQueryInvalid as exc:
@@ -173,6 +174,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     quota = data["quota"]
     quota_rows = [(name, value, quota["usage"].get(name)) for name, value in quota["limits"].items()]
     return render(request, "portal/usage.html", {"report": data, "rows": rows, "quota_rows": quota_rows,
+                                                 "standing": fair_standing.report(request.user),
                                                  "params": request.GET, "query": query,
                                                  "csv_query": request.GET.urlencode()})
 

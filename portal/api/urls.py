@@ -13,6 +13,7 @@ urlpatterns = [
     path("sessions/", sessions.SessionCreateView.as_view(), name="api-session-create"),
     path("sessions/<int:job_id>/", sessions.SessionDetailView.as_view(), name="api-session"),
     path("", include("notifications.api_urls")),
+    path("fairshare/", views.FairShareView.as_view(), name="api-fairshare"),
     path("usage/", views.UsageView.as_view(), name="api-usage"),
     path("usage/csv/", views.UsageCsvView.as_view(), name="api-usage-csv"),
     *router.urls,

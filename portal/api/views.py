@@ -28,7 +28,7 @@ from portal.api.serializers import (
     QuotaExceededSerializer,
     QuotaReportSerializer,
 )
-from scheduler import arrays, selectors, services, usage
+from scheduler import arrays, fair_standing, selectors, services, usage
 from scheduler.attempt_log import LogPage, log_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
@@ -216,6 +216,16 @@ class QuotaView(APIView):
     @extend_schema(responses={200: QuotaReportSerializer})
     def get(self, request: Request) -> Response:
         return Response(selectors.quota_report(request.user))
+
+
+class FairShareView(APIView):
+    """Each project's fair-share standing now (``scheduler.fair_standing``, like Slurm's sshare):
+    share, decayed usage, fair-share factor, GPUs held, wanted and entitled. Staff see every
+    project; others the projects they belong to."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        return Response(fair_standing.report(request.user))
 
 
 class NodeListView(APIView):

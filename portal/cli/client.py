@@ -124,6 +124,10 @@ class ApiClient:
         """GET /sessions/<id>/: the session's phase, and its URL once ready."""
         return self._request("GET", f"/sessions/{job_id}/")
 
+    def fair_share(self) -> dict[str, Any]:
+        """GET /fairshare/: each visible project's fair-share standing."""
+        return self._request("GET", "/fairshare/")
+
     def usage(self, params: Mapping[str, str]) -> dict[str, Any]:
         """GET /usage/ with ``from``, ``to`` and ``by``."""
         return self._request("GET", "/usage/", params=dict(params))

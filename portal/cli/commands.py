@@ -18,7 +18,7 @@ from portal.cli.output import (Column, dump_json, forecast_start, format_quota, 
                                node_messages, render_table, seconds, truncate)
 from portal.cli.progress import format_progress
 from portal.cli.sessions import cmd_session
-from portal.cli.usage import cmd_usage
+from portal.cli.usage import cmd_share, cmd_usage
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _LAUNCHERS = frozenset({"python", "python3", "bash", "sh", "torchrun", "accelerate", "deepspeed"})
@@ -319,5 +319,6 @@ HANDLERS: dict[str, Handler] = {
     "notebook": cmd_session,
     "shell": cmd_session,
     "usage": cmd_usage,
+    "share": cmd_share,
 }
 

@@ -1,5 +1,6 @@
 """``gpusched usage``: GPU-hours, jobs, preemptions and lost GPU-hours by project or user and class
-(GET /api/v1/usage/), as a table, CSV or the API's JSON."""
+(GET /api/v1/usage/), as a table, CSV or the API's JSON; ``gpusched share``: each project's
+fair-share standing now (GET /api/v1/fairshare/), like Slurm's ``sshare``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="end: YYYY-MM-DD (that day included) or an ISO date-time (default: now)")
     usage.add_argument("--by", choices=["project", "user"], default="project", help="group by (default: project)")
     usage.add_argument("--csv", action="store_true", help="print CSV (the portal's CSV download) instead of a table")
+    sub.add_parser("share", parents=[common], help="fair share: each project's share, usage, factor and GPUs")
 
 
 def cmd_usage(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -59,3 +61,27 @@ def _beside(configured: dict) -> Any:
     if configured.get("gpu_hours_budget") is not None:
         return f"{configured['gpu_hours_budget']:g}/{configured['budget_period_days']}d"
     return None
+
+
+def cmd_share(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    body = client.fair_share()
+    if args.json:
+        dump_json(body, out)
+        return 0
+    hours = body["half_life_s"] / 3600
+    state = "on" if body["enabled"] else "off (the figures say how it would weigh the projects)"
+    out.write(f"Fair share {state}; usage half-life {hours:g} h; {body['total_gpus']} GPUs up\n")
+    columns: list[Column] = [
+        ("PROJECT", lambda r: r["project"]), ("SHARE", lambda r: r["share"]),
+        ("NORM SHARE", lambda r: round(r["share_norm"], 3)),
+        ("USAGE GPU-H", lambda r: round(r["usage_gpu_hours"], 2)), ("NORM USAGE", lambda r: round(r["usage_norm"], 3)),
+        ("YOURS GPU-H", lambda r: round(r["your_usage_gpu_hours"], 2)),
+        ("FACTOR", lambda r: round(r["fair_share_factor"], 3)),
+        ("HELD", lambda r: r["held_gpus"]), ("WANTED", lambda r: r["wanted_gpus"]),
+        ("ENTITLED", lambda r: round(r["entitled_gpus"], 1)),
+    ]
+    if not body["rows"]:
+        out.write("No project of yours holds, wants or has used GPUs.\n")
+        return 0
+    out.write(render_table(columns, body["rows"]) + "\n")
+    return 0

@@ -44,13 +44,26 @@ fair share, second pass): on the synthetic workload, four seeds, it cut reclaim
 preemptions by a third at the same attainment."""
 
 
+def standing(total_gpus: float, held: Mapping[str, float], wanted: Mapping[str, float],
+             tenants: Mapping[str, TenantUsage]) -> tuple[dict[str, TenantUsage], dict[str, float], dict[str, float]]:
+    """``(tenants, factor, entitled)``: every tenant (those that hold or want GPUs and are not in
+    ``tenants`` added with the default share and no usage), its fair-share factor, and its
+    entitlement, the max-min fair part of ``total_gpus`` given what each wants (``wanted``: GPUs it
+    holds and is not giving back, plus those its eligible pending jobs ask for) and the shares."""
+    known = dict(tenants)
+    for t in set(wanted) | set(held):
+        if t not in known:
+            known[t] = TenantUsage(DEFAULT_SHARE)
+    entitled = water_fill(total_gpus, {t: wanted.get(t, 0.0) for t in known}, {t: u.share for t, u in known.items()})
+    return known, factors(known), entitled
+
+
 class FairView:
     """The tenants' standing at the start of one cycle."""
 
     __slots__ = ("tenants", "factor", "alloc", "entitled", "te_alloc")
 
     def __init__(self, snapshot: Snapshot, tenants: Mapping[str, TenantUsage]) -> None:
-        known = dict(tenants)
         alloc: dict[str, float] = {}
         demand: dict[str, float] = {}
         te_alloc: dict[str, float] = {}
@@ -64,14 +77,8 @@ class FairView:
         for p in snapshot.pending:
             t = p.spec.tenant
             demand[t] = demand.get(t, 0.0) + (p.spec.num_gpus if p.hold_reason is None else 0.0)
-        for t in set(demand) | set(alloc):
-            if t not in known:
-                known[t] = TenantUsage(DEFAULT_SHARE)
-        total = sum(n.gpus for n in snapshot.nodes)
-        self.tenants = known
-        self.factor = factors(known)
+        self.tenants, self.factor, self.entitled = standing(sum(n.gpus for n in snapshot.nodes), alloc, demand, tenants)
         self.alloc = alloc
-        self.entitled = water_fill(total, {t: demand.get(t, 0.0) for t in known}, {t: u.share for t, u in known.items()})
         self.te_alloc = te_alloc
 
     def below(self, tenant: str, extra: float = 0.0) -> bool:

@@ -63,6 +63,7 @@ MATRIX = [
     ("api", "get", "/api/v1/quota/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/nodes/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/images/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
+    ("api", "get", "/api/v1/fairshare/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/usage/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/v1/usage/csv/", {"anonymous": 401, "owner": 200, "other": 200, "staff": 200}),
     ("api", "get", "/api/schema/", {"anonymous": 200, "owner": 200, "other": 200, "staff": 200}),

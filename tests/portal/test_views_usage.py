@@ -28,6 +28,18 @@ def test_staff_see_every_project_and_others_none(roles, browser_as, charged):  #
     assert other.context["rows"] == [] and "No usage in this period." in other.content.decode()
 
 
+def test_the_fair_share_table_shows_the_viewers_projects_only(roles, browser_as, charged):  # noqa: F811
+    owner = browser_as(roles.owner).get("/usage/")
+    assert [row["project"] for row in owner.context["standing"]["rows"]] == ["vision"]
+    table = owner.content.decode().split('id="fair-share"')[1].split("</table>")[0]
+    assert "<td>vision</td>" in table and "nlp" not in table
+    assert "Fair share is off" in owner.content.decode()
+    staff = browser_as(roles.staff).get("/usage/")
+    assert sorted(row["project"] for row in staff.context["standing"]["rows"]) == ["nlp", "vision"]
+    other = browser_as(roles.other).get("/usage/").content.decode()
+    assert "No project of yours holds, wants or has used GPUs." in other
+
+
 def test_anonymous_goes_to_the_login_page(browser_as):
     assert browser_as(None).get("/usage/").status_code == 302
     assert browser_as(None).get("/usage/csv/").status_code == 302

@@ -23,3 +23,17 @@ def test_usage_table_csv_and_bad_input(roles, live_server, token_for, run_cli, c
     code, out, err = run_cli("usage", "--from", "last-week", env=env)
     assert (code, out) == (1, "")
     assert "from: " in err and "not a date" in err
+
+
+def test_share_table_and_json(roles, live_server, token_for, run_cli, charged) -> None:  # noqa: ANN001, F811
+    env = {"GPUSCHED_URL": live_server.url, "GPUSCHED_TOKEN": token_for(roles.owner)}
+    code, out, err = run_cli("share", env=env)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("Fair share off") and "half-life 1 h" in lines[0]
+    assert lines[1].split()[:3] == ["PROJECT", "SHARE", "NORM"]
+    assert [line.split()[0] for line in lines[2:]] == ["vision"]  # nlp is not the owner's project
+    code, out, _ = run_cli("--json", "share", env=env)
+    assert code == 0 and '"project": "vision"' in out
+    code, out, _ = run_cli("share", env={**env, "GPUSCHED_TOKEN": token_for(roles.other)})
+    assert (code, out.splitlines()[-1]) == (0, "No project of yours holds, wants or has used GPUs.")

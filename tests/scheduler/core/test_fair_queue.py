@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from scheduler.core.decisions import Pend, Preempt, Reason, Start
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
@@ -122,3 +124,14 @@ def test_reclaim_never_takes_a_tenant_below_its_own_entitlement():
     running = [run(f"a{i}", "n1", 2, "a", start=0.0) for i in range(3)] + [run("b0", "n1", 2, "b", start=0.0)]
     out = decide("fitgpp", [NodeCapacity("n1", 8)], running, [pend("b1", 2, "b"), pend("a2", 2, "a")], tenants)
     assert list(preempted(out).values()) == ["b1"]
+
+
+def test_standing_adds_unknown_tenants_at_the_default_share_and_splits_by_what_each_wants():
+    from scheduler.core.fair_queue import standing
+
+    tenants, factor, entitled = standing(8, {"a": 4.0, "x": 1.0}, {"a": 6.0, "b": 6.0, "x": 1.0},
+                                         {"a": TenantUsage(1.0, 100.0), "b": TenantUsage(1.0, 0.0)})
+    assert set(tenants) == {"a", "b", "x"} and tenants["x"] == TenantUsage(1.0)
+    # x wants 1 and gets it; a and b split the other 7 equally.
+    assert entitled == pytest.approx({"a": 3.5, "b": 3.5, "x": 1.0})
+    assert factor["b"] == 1.0 and factor["a"] < 1.0

@@ -1,0 +1,105 @@
+"""Each project's fair-share standing now, as the scheduler weighs it (reads only).
+
+What Slurm's ``sshare`` answers: is my project getting its share? For each
+tenant (a project, or ``(none)`` for jobs charged to no project):
+
+* **share** as configured, and normalized over every tenant;
+* **usage**: GPU-hours with the usage half-life applied (``SCHEDULER_FAIR_SHARE_HALF_LIFE``:
+  an hour of 4 GPUs that ended one half-life ago counts 2 GPU-hours), normalized over every
+  tenant, and the viewer's own part of it;
+* **fair-share factor** ``2^(-usage/share)`` on normalized values (``scheduler.core.fairshare``):
+  a higher factor goes first;
+* **held**, **wanted** and **entitled** GPUs: what the tenant's jobs hold now; what it holds and
+  is not giving back plus what its pending jobs that are not held back ask for; and its max-min
+  fair part of the cluster's GPUs given what every tenant wants and the shares, the part fair
+  share aims for (``scheduler.core.fair_queue.standing``, the function the policies use).
+
+Pending jobs held back (quota, dependency, array limit, image) are known by the pending reason
+the last scheduling cycle wrote. With fair share off (``SCHEDULER_FAIR_SHARE``) the same figures
+say how the scheduler would weigh the tenants; ``enabled`` says so.
+
+Who sees what: staff see every tenant; any other user the projects they belong to, and
+``(none)`` when they belong to none. The cluster's total GPUs are shown to everyone.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from cluster.models import Node, NodeState
+from scheduler import fair_usage
+from scheduler.core.decisions import Reason
+from scheduler.core.fair_queue import standing
+from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
+from scheduler.projects import Membership
+from scheduler.usage import NO_PROJECT
+
+#: Pending reasons of jobs held back: they want no GPUs until the hold ends (``scheduler.snapshot``).
+HELD_BACK = frozenset({Reason.QUOTA_EXCEEDED.value, Reason.DEPENDENCY.value, Reason.JOB_ARRAY_TASK_LIMIT.value,
+                       Reason.IMAGE_UNAVAILABLE.value})
+#: Job states whose GPUs are being given back: held, but not wanted.
+GIVING_BACK = frozenset({JobState.PREEMPTING, JobState.CANCELLING})
+
+
+def held_and_wanted() -> tuple[dict[str, float], dict[str, float]]:
+    """GPUs each tenant holds, and wants (module doc), by tenant name (``""``: no project); a job's
+    GPUs are those of its current attempt, as a cycle's snapshot reads them."""
+    held: dict[str, float] = defaultdict(float)
+    wanted: dict[str, float] = defaultdict(float)
+    open_attempts = (Attempt.objects.filter(job__state__in=ACTIVE_STATES, number=F("job__attempt_count"))
+                     .values_list("job__project__name", "job__state", "gpu_allocation").order_by())
+    for project, state, allocation in open_attempts:
+        gpus = sum(len(v) for v in (allocation or {}).values())
+        held[project or ""] += gpus
+        if state not in GIVING_BACK:
+            wanted[project or ""] += gpus
+    pending = (Job.objects.filter(state=JobState.PENDING).exclude(pending_reason__in=HELD_BACK)
+               .values_list("project__name").annotate(gpus=Sum("num_gpus")).order_by())
+    for project, gpus in pending:
+        wanted[project or ""] += gpus or 0
+    return dict(held), dict(wanted)
+
+
+def report(viewer, now: datetime | None = None) -> dict:  # noqa: ANN001 - a user model instance
+    """The standing as ``viewer`` may see it (module doc): ``enabled``, ``half_life_s``,
+    ``total_gpus``, ``computed_at`` and one row per visible tenant, most entitled first."""
+    now = now or timezone.now()
+    half = fair_usage.half_life()
+    total = Node.objects.filter(state=NodeState.UP).aggregate(n=Sum("gpus"))["n"] or 0
+    held, wanted = held_and_wanted()
+    tenants, factor, entitled = standing(total, held, wanted, fair_usage.tenant_usage(now, half))
+    shares = sum(u.share for u in tenants.values()) or 1.0
+    usage = sum(u.usage for u in tenants.values())
+    visible = _visible(viewer, tenants)
+    me = str(viewer.pk)
+    rows = [{
+        "project": name or NO_PROJECT,
+        "share": u.share,
+        "share_norm": u.share / shares,
+        "usage_gpu_hours": u.usage / 3600,
+        "usage_norm": u.usage / usage if usage > 0 else 0.0,
+        "your_usage_gpu_hours": u.users.get(me, 0.0) / 3600,
+        "fair_share_factor": factor[name],
+        "held_gpus": held.get(name, 0.0),
+        "wanted_gpus": wanted.get(name, 0.0),
+        "entitled_gpus": entitled.get(name, 0.0),
+    } for name, u in tenants.items() if name in visible]
+    rows.sort(key=lambda r: (-r["entitled_gpus"], -r["fair_share_factor"], r["project"]))
+    return {"enabled": fair_usage.enabled(), "half_life_s": half, "total_gpus": total,
+            "computed_at": now.isoformat().replace("+00:00", "Z"), "rows": rows}
+
+
+def _member_of(viewer) -> set[str]:  # noqa: ANN001
+    return set(Membership.objects.filter(user_id=viewer.pk).values_list("project__name", flat=True))
+
+
+def _visible(viewer, tenants: dict) -> set[str]:  # noqa: ANN001
+    """Tenant names the viewer may see (module doc)."""
+    if viewer.is_staff:
+        return set(tenants)
+    mine = _member_of(viewer)
+    return mine if mine else {""}
