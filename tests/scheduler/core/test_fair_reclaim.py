@@ -3,12 +3,20 @@ overshoot that lets an indivisible job bring its tenant closer to its part."""
 
 from __future__ import annotations
 
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.core import fair_reclaim
 from scheduler.core.decisions import Pend, Preempt, Reason
 from scheduler.core.fair_queue import RECLAIM_BELOW, FairView
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policies.base import RECLAIM_MAX_PREEMPTIONS
 from scheduler.core.policy import make_policy
+from scheduler.core.victim_choosers import BoundedChooser
+from scheduler.core.victims import HostView, Need
 
 NOW = 100_000.0
 
@@ -115,3 +123,81 @@ def test_reclaims_of_one_pass_stop_taking_jobs_larger_than_what_the_borrower_sti
                run("c1", "n2", 4, "c")] + [run(f"a-one-{i}", "n3", 1, "a", grace=600.0) for i in range(5)]
     out = reclaimed(nodes, running, pending, names=("a", "b", "c"))
     assert out.pop("a-four-1") == "b1" and list(out.values()) == ["b2"] and next(iter(out)).startswith("a-one-")
+
+
+_RESUME_COST = fair_reclaim.ResumeCostChooser
+
+
+class _ScanOnlyResumeCost:
+    """The reclaim chooser without its bound: the planner scans every node per job (``single``)."""
+
+    def __init__(self) -> None:
+        self.inner = _RESUME_COST()
+
+    def single(self, need, views, memo):  # noqa: ANN001, ANN201
+        return self.inner.single(need, views, memo)
+
+    def order(self, need, cands, nodes):  # noqa: ANN001, ANN201
+        return self.inner.order(need, cands, nodes)
+
+
+def _borrowed_cluster(seed: int) -> Snapshot:
+    """Nodes of 8 GPUs mostly held by tenant a's BE jobs of mixed sizes and graces (many equal costs,
+    so ties between nodes decide); b and c wait with jobs of several sizes."""
+    rng = random.Random(seed)
+    nodes = [NodeCapacity(f"n{i:02d}", 8) for i in range(rng.randint(3, 30))]
+    running = []
+    for node in nodes:
+        used = rng.choice([0, 0, 2])
+        if used:
+            running.append(run(f"c-{node.name}", node.name, used, "c", grace=rng.choice([10.0, 30.0])))
+        while used < 8:
+            g = min(rng.choice([1, 1, 2, 4]), 8 - used)
+            running.append(run(f"a{len(running):03d}", node.name, g, "a", grace=rng.choice([10.0, 30.0, 60.0]),
+                               preemptions=rng.choice([0, 0, 1])))
+            used += g
+    pending = [pend(f"{t}{k:03d}", rng.choice([1, 2, 4, 8]), t) for k in range(rng.randint(1, 40))
+               for t in [rng.choice("bc")]]
+    tenants = {"a": TenantUsage(1.0, 1e6), "b": TenantUsage(rng.choice([1.0, 2.0]), 0.0), "c": TenantUsage(1.0, 10.0)}
+    return Snapshot(nodes, running, pending, tenants=tenants)
+
+
+def test_the_reclaim_chooser_has_the_bound():
+    assert isinstance(fair_reclaim.ResumeCostChooser(), BoundedChooser)
+    assert not isinstance(_ScanOnlyResumeCost(), BoundedChooser)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["fitgpp", "fifo", "preempt-newest"]))
+def test_heap_and_scan_reclaim_the_same_victims(seed, policy):
+    snap = _borrowed_cluster(seed)
+    heap = make_policy(policy).decide(snap, NOW)
+    original = fair_reclaim.ResumeCostChooser
+    fair_reclaim.ResumeCostChooser = _ScanOnlyResumeCost  # the planner takes the scan path
+    try:
+        scan = make_policy(policy).decide(snap, NOW)
+    finally:
+        fair_reclaim.ResumeCostChooser = original
+    assert heap == scan
+
+
+def test_borrowed_clusters_exercise_reclaim():
+    preempted = [d for seed in range(5) for d in make_policy("fitgpp").decide(_borrowed_cluster(seed), NOW)
+                 if isinstance(d, Preempt) and d.reason is Reason.PREEMPTED_FOR_PRIORITY]
+    assert len(preempted) >= 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([0.0, 10.0, 30.0])), min_size=1, max_size=6),
+       st.integers(0, 4), st.sampled_from([1, 2, 4, 8]))
+def test_a_reclaim_floor_is_never_above_a_rank_of_the_node(cands, free, gpus):
+    # The heap searches a node only once its floor is on top: a floor above one of the node's ranks
+    # would pass over the cheapest node.
+    chooser = fair_reclaim.ResumeCostChooser()
+    running = [run(f"r{i}", "n1", g, "a", grace=grace) for i, (g, grace) in enumerate(cands)]
+    index = fair_reclaim.ReclaimIndex(Snapshot([NodeCapacity("n1", 64)], running, []), NOW, 99, 0.0, {"a": 1e9})
+    view = HostView("n1", free, 0.0, 0.0, [], NOW, 0, index.by_node.get("n1", []), True)
+    need = Need(pend("x", gpus, "b"), gpus, 0.0, 0.0, NOW)
+    found = chooser.best_on_node(need, view, None)
+    if found is not None:
+        assert chooser.floor(view, NOW) <= chooser.rank(found[0], found[1], "n1")
