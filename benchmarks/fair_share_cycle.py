@@ -7,7 +7,9 @@ fills it (90 % of GPUs busy, 20 users), then: 4 projects with every user a membe
 charged to its owner's project, and ``--history`` ended attempts per running job spread over the last
 day (what the usage query reads besides the running attempts). Then, alternately off and on,
 ``--repeat`` times: ``snapshot.build(now)`` and ``policy.decide(snapshot, now)`` (the configured
-policy, default fitgpp, with the loop's parameters). Medians are reported.
+policy, default fitgpp, with the loop's parameters); then ``--repeat`` times the fair-share standing
+that ``GET /api/v1/fairshare/`` answers, computed (``standing_s``, every project) and served from its
+cache (``standing_cached_s``). Medians are reported.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gs REDIS_URL=redis://127.0.0.1:6379/3 \\
         .venv/bin/python benchmarks/fair_share_cycle.py --nodes 100 1000
@@ -91,7 +93,34 @@ def _measure(repeat: int) -> dict:
             decisions = policy.decide(cycle.snapshot, now.timestamp())
             times[f"policy_{mode}_s"].append(time.perf_counter() - t)
             times.setdefault(f"decisions_{mode}", []).append(len(decisions))
-    return {k: round(statistics.median(v), 4) if k.endswith("_s") else v[0] for k, v in times.items()}
+    medians = {k: round(statistics.median(v), 4) if k.endswith("_s") else v[0] for k, v in times.items()}
+    return {**medians, **_standing(repeat)}
+
+
+def _standing(repeat: int) -> dict[str, float]:
+    """Median seconds of one computation of every project's standing (``fair_standing.figures``,
+    what a GET /api/v1/fairshare/ or ``gpusched share`` costs when no computation of the last
+    ``FAIR_STANDING_CACHE_SECONDS`` serves it) and of a report served from that cache, for a staff
+    viewer (every project), ``repeat`` times each."""
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from scheduler import coordination, fair_standing
+
+    staff = User(pk=0, username="benchmark-staff", is_staff=True)  # never saved: staff see every project
+    computed, cached = [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fair_standing.figures(timezone.now())
+        computed.append(time.perf_counter() - t)
+    coordination.redis_client().delete(fair_standing.CACHE_KEY)
+    fair_standing.report(staff)  # computes and caches
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fair_standing.report(staff)
+        cached.append(time.perf_counter() - t)
+    coordination.redis_client().delete(fair_standing.CACHE_KEY)
+    return {"standing_s": round(statistics.median(computed), 4), "standing_cached_s": round(statistics.median(cached), 4)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,9 +23,8 @@ Variables (all optional unless noted):
   ``fitgpp`` (checked against the registry by ``manage.py check``).
 * ``SCHEDULER_AUTORUN``: whether a submission or cancellation enqueues a
   scheduling cycle; default true.
-* ``SCHEDULER_FAIR_SHARE`` (false), ``SCHEDULER_FAIR_SHARE_HALF_LIFE`` (3600),
-  ``SCHEDULER_RECLAIM_MIN_RUNTIME`` (1800): fair share among projects on the
-  live cluster (docs/policies.md).
+* ``SCHEDULER_FAIR_SHARE`` (false), ``SCHEDULER_FAIR_SHARE_HALF_LIFE`` (3600), ``SCHEDULER_RECLAIM_MIN_RUNTIME``
+  (1800): fair share (docs/policies.md); ``FAIR_STANDING_CACHE_SECONDS`` (10): ``gpusched share``.
 * ``SCHEDULER_ROW_LOCK_WAIT`` (1): seconds a scheduling cycle waits for a row
   another transaction holds before passing over it (that job waits for a later
   cycle, the others go on; scheduler/row_locks.py); 0: wait as long as it takes.
@@ -255,10 +254,11 @@ if not re.fullmatch(r"[a-z][a-z0-9_\-]*", SCHEDULER_POLICY):
     raise ImproperlyConfigured(f"SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy name")
 SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
 # Fair share among projects on the live cluster (scheduler/fair_usage.py, docs/policies.md): off by
-# default; the usage half-life in seconds; the seconds a BE job must have run in its attempt before
-# fair share may reclaim its GPUs for an under-share project.
+# default; the usage half-life in seconds; the seconds one standing (fair_standing.py) serves every
+# viewer; the seconds a BE job must have run in its attempt before fair share may reclaim its GPUs.
 SCHEDULER_FAIR_SHARE = env_bool("SCHEDULER_FAIR_SHARE", default=False)
 SCHEDULER_FAIR_SHARE_HALF_LIFE = env_float("SCHEDULER_FAIR_SHARE_HALF_LIFE", 3600.0, positive=True)
+FAIR_STANDING_CACHE_SECONDS = env_int("FAIR_STANDING_CACHE_SECONDS", 10, minimum=0)
 SCHEDULER_RECLAIM_MIN_RUNTIME = env_float("SCHEDULER_RECLAIM_MIN_RUNTIME", 1800.0, minimum=0)
 # Traces folder holding morphling/ (the performance model of reconfigurable jobs,
 # scheduler/elastic.py); empty: ../shared/traces next to the repository.

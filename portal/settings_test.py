@@ -29,3 +29,6 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "login-throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "login-throttle"},
 }
+# Fair-share standings are computed for each request, so that tests never share them through Redis
+# (tests/scheduler/test_fair_standing.py turns the cache on where it is under test).
+FAIR_STANDING_CACHE_SECONDS = 0

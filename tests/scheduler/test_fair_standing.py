@@ -92,3 +92,30 @@ def test_with_fair_share_off_the_report_says_so(cluster, settings) -> None:  # n
     settings.SCHEDULER_FAIR_SHARE = False
     body = fair_standing.report(cluster["vic"])
     assert body["enabled"] is False and body["rows"][0]["project"] == "vision"
+
+
+@pytest.mark.redis
+def test_one_computation_serves_every_viewer_until_it_expires(cluster, settings, redis_url) -> None:  # noqa: ANN001
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.delete(fair_standing.CACHE_KEY)
+    settings.FAIR_STANDING_CACHE_SECONDS = 10
+    try:
+        first = rows(cluster["vic"])
+        assert 0 < client.ttl(fair_standing.CACHE_KEY) <= 10
+        holding(cluster["vic"], "v-more", 2, node="n2")
+        # Another viewer within the window: the same figures, their own part of the usage.
+        again = rows(cluster["vic"])
+        assert again["vision"]["held_gpus"] == first["vision"]["held_gpus"] == 4
+        assert rows(cluster["nia"])["nlp"]["your_usage_gpu_hours"] > 0
+        client.delete(fair_standing.CACHE_KEY)  # as if it had expired
+        assert rows(cluster["vic"])["vision"]["held_gpus"] == 6
+    finally:
+        client.delete(fair_standing.CACHE_KEY)
+
+
+def test_without_redis_the_standing_is_computed_for_the_request(cluster, settings) -> None:  # noqa: ANN001
+    settings.FAIR_STANDING_CACHE_SECONDS = 10
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    assert rows(cluster["vic"])["vision"]["held_gpus"] == 4
