@@ -7,7 +7,8 @@ fills it (90 % of GPUs busy, 20 users), then: 4 projects with every user a membe
 charged to its owner's project, and ``--history`` ended attempts per running job spread over the last
 day (what the usage query reads besides the running attempts). Then, alternately off and on,
 ``--repeat`` times: ``snapshot.build(now)`` and ``policy.decide(snapshot, now)`` (the configured
-policy, default fitgpp, with the loop's parameters); then ``--repeat`` times the fair-share standing
+policy, default fitgpp, with the loop's parameters; both with the garbage collector paused, as the loop
+runs them); then ``--repeat`` times the fair-share standing
 that ``GET /api/v1/fairshare/`` answers, computed (``standing_s``, every project) and served from its
 cache (``standing_cached_s``). Medians are reported.
 
@@ -89,9 +90,10 @@ def _measure(repeat: int) -> dict:
                 cycle = snapshot.build(now)
             times[f"snapshot_{mode}_s"].append(time.perf_counter() - t)
             decisions = []  # the previous run's, freed before the clock starts
-            t = time.perf_counter()
-            decisions = policy.decide(cycle.snapshot, now.timestamp())
-            times[f"policy_{mode}_s"].append(time.perf_counter() - t)
+            with loop.gc_paused():  # as the loop decides
+                t = time.perf_counter()
+                decisions = policy.decide(cycle.snapshot, now.timestamp())
+                times[f"policy_{mode}_s"].append(time.perf_counter() - t)
             times.setdefault(f"decisions_{mode}", []).append(len(decisions))
     medians = {k: round(statistics.median(v), 4) if k.endswith("_s") else v[0] for k, v in times.items()}
     return {**medians, **_standing(repeat)}
