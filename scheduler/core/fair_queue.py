@@ -29,8 +29,10 @@ without it nothing here runs and every policy decides as before.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
+from scheduler.core.decisions import Decision, Pend
 from scheduler.core.fairshare import DEFAULT_SHARE, TenantUsage, factors, water_fill
 from scheduler.core.model import JobClass, PendingJob, Snapshot
 
@@ -61,7 +63,7 @@ def standing(total_gpus: float, held: Mapping[str, float], wanted: Mapping[str, 
 class FairView:
     """The tenants' standing at the start of one cycle."""
 
-    __slots__ = ("tenants", "factor", "alloc", "entitled", "te_alloc")
+    __slots__ = ("tenants", "factor", "alloc", "entitled", "te_alloc", "te_over")
 
     def __init__(self, snapshot: Snapshot, tenants: Mapping[str, TenantUsage]) -> None:
         alloc: dict[str, float] = {}
@@ -80,6 +82,7 @@ class FairView:
         self.tenants, self.factor, self.entitled = standing(sum(n.gpus for n in snapshot.nodes), alloc, demand, tenants)
         self.alloc = alloc
         self.te_alloc = te_alloc
+        self.te_over: list[PendingJob] = []
 
     def below(self, tenant: str, extra: float = 0.0) -> bool:
         """True when the tenant, holding ``extra`` more GPUs, stays within its entitlement."""
@@ -161,7 +164,8 @@ class FairView:
 
     def bound_te(self, te: Sequence[PendingJob]) -> tuple[list[PendingJob], list[PendingJob]]:
         """``(kept, over)``: TE jobs within their tenant's entitlement, in
-        order, and those beyond it (they queue as BE this cycle)."""
+        order, and those beyond it (they queue as BE this cycle; kept as
+        ``te_over`` for ``tell_te_over``)."""
         used = dict(self.te_alloc)
         kept: list[PendingJob] = []
         over: list[PendingJob] = []
@@ -174,4 +178,17 @@ class FairView:
                 kept.append(job)
             else:
                 over.append(job)
+        self.te_over = over
         return kept, over
+
+    def tell_te_over(self, out: list[Decision]) -> None:
+        """Add to the Pend of each TE job ``bound_te`` queued as BE why it lost the TE queue's
+        privileges (going ahead of BE jobs, preempting them): without it the job reads like any
+        job waiting for GPUs, and its owner cannot tell why it neither starts nor preempts."""
+        over = {p.spec.id: p.spec.tenant for p in self.te_over}
+        for i, d in enumerate(out):
+            if d.__class__ is Pend and d.job_id in over:
+                t = over[d.job_id]
+                out[i] = replace(d, message=(
+                    f"{d.message}; queued as BE by fair share: TE jobs of tenant {t or '(none)'} hold "
+                    f"{self.te_alloc.get(t, 0.0):g} GPUs of its entitlement of {self.entitled.get(t, 0.0):.3g}"))

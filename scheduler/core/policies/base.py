@@ -218,6 +218,8 @@ class QueuePolicy:
         self.be_pass(cyc, be, skip, guard)
         if fair is not None and self.reclaim_min_runtime is not None:
             reclaim(cyc, fair, be, skip, self.reclaim_min_runtime, RECLAIM_MAX_PREEMPTIONS)
+        if fair is not None and fair.te_over and cyc.explain:
+            fair.tell_te_over(cyc.out)
         return cyc.out
 
     def te_queue(self, snapshot: Snapshot) -> list[PendingJob]:

@@ -113,6 +113,19 @@ def test_te_privilege_is_bounded_by_the_tenants_entitlement():
     assert preempted(out) == {"b-be": "a-te3"}
 
 
+def test_a_te_job_beyond_the_bound_is_told_why_it_waits_as_be():
+    running = [run("a-te1", "n1", 2, "a", cls=TE, start=NOW - 10), run("a-te2", "n1", 2, "a", cls=TE, start=NOW - 10),
+               run("b-be", "n1", 4, "b", start=0.0)]
+    tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
+    pending = [pend("a-te3", 2, "a", cls=TE), pend("b-be2", 4, "b"), pend("b-te", 2, "b", cls=TE)]
+    out = {d.job_id: d.message for d in decide("fitgpp", [NodeCapacity("n1", 8)], running, pending, tenants)
+           if isinstance(d, Pend)}
+    assert out["a-te3"].endswith("; queued as BE by fair share: TE jobs of tenant a hold 4 GPUs of its entitlement of 4")
+    assert "fair share" not in out["b-be2"] and "queued as BE" not in out["b-te"]
+    quiet = decide("fitgpp", [NodeCapacity("n1", 8)], running, pending, tenants, explain=False)
+    assert not any(isinstance(d, Pend) for d in quiet)
+
+
 def test_reclaim_never_takes_a_tenant_below_its_own_entitlement():
     # a holds 6 of 8 with one 6-GPU job (entitlement 4: borrowing 2); b wants 2.
     # Preempting the 6-GPU job would leave a with 0, below its 4: no reclaim.
