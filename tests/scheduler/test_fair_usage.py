@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from scheduler import loop
 from scheduler.core.fairshare import UsageLedger
+from scheduler import fair_usage
 from scheduler.fair_usage import decayed_gpu_seconds, tenant_usage
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from scheduler.projects import Membership, Project
@@ -138,3 +139,29 @@ def test_the_api_and_job_page_show_the_projects_fair_share_factor_while_on(setti
     assert listed == pytest.approx(factor, rel=1e-3)
     page = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
     assert f"fair share {factor:.3f}"[:16] in page
+
+
+def test_the_database_sums_what_python_sums() -> None:
+    """PostgreSQL sums the window's attempts (``_sql_sums``); elsewhere Python does (``_python_sums``):
+    the same figures, over attempts running, ended, beyond the horizon, on several nodes, without GPUs."""
+    from django.db import connection
+
+    alice, bob = make_user("alice"), make_user("bob")
+    vision = _member(alice, "vision")
+    _past_attempt(alice, vision, 2, started_ago=2 * HOUR, ended_ago=HOUR)
+    _past_attempt(alice, vision, 4, started_ago=HOUR, ended_ago=None)
+    _past_attempt(bob, None, 1, started_ago=30 * HOUR, ended_ago=25 * HOUR)  # beyond the horizon
+    empty = _past_attempt(bob, None, 1, started_ago=HOUR, ended_ago=None)
+    Attempt.objects.filter(pk=empty.pk).update(gpu_allocation={})  # no GPUs
+    spread = _past_attempt(bob, None, 3, started_ago=3 * HOUR, ended_ago=0.5 * HOUR)
+    Attempt.objects.filter(pk=spread.pk).update(gpu_allocation={"n1": [0, 1], "n2": [5]})
+    _past_attempt(bob, None, 2, started_ago=-HOUR, ended_ago=None)  # starts later: not yet
+    ended_early = _past_attempt(bob, None, 2, started_ago=HOUR, ended_ago=2 * HOUR)  # ends before it starts
+    Attempt.objects.filter(pk=ended_early.pk).update(gpu_allocation=[])  # not an object: no GPUs
+    now = timezone.now()
+    python = fair_usage._python_sums(now, HOUR)
+    assert connection.vendor == "postgresql"
+    database = fair_usage._sql_sums(now, HOUR)
+    assert set(database) == set(python) == {(vision.pk, alice.pk), (None, bob.pk)}
+    for key, used in python.items():
+        assert database[key] == pytest.approx(used, rel=1e-9)
