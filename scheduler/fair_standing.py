@@ -4,9 +4,9 @@ What Slurm's ``sshare`` answers: is my project getting its share? For each
 tenant (a project, or ``(none)`` for jobs charged to no project):
 
 * **share** as configured, and normalized over every tenant;
-* **usage**: GPU-hours with the usage half-life applied (``SCHEDULER_FAIR_SHARE_HALF_LIFE``:
-  an hour of 4 GPUs that ended one half-life ago counts 2 GPU-hours), normalized over every
-  tenant, and the viewer's own part of it;
+* **usage**: GPU-hours, each weighted by ``2^(-age/half-life)`` (``SCHEDULER_FAIR_SHARE_HALF_LIFE``:
+  a GPU-hour used one half-life ago counts half), normalized over every tenant, and the viewer's
+  own part of it;
 * **fair-share factor** ``2^(-usage/share)`` on normalized values (``scheduler.core.fairshare``):
   a higher factor goes first;
 * **held**, **wanted** and **entitled** GPUs: what the tenant's jobs hold now; what it holds and
@@ -23,9 +23,9 @@ Who sees what: staff see every tenant; any other user the projects they belong t
 
 The figures do not depend on the viewer, so one computation serves every viewer for
 ``FAIR_STANDING_CACHE_SECONDS`` (default 10; kept in Redis; ``computed_at`` says when it was
-made): at 5,000 nodes with 50,000 jobs waiting and a day of history it takes about a second of
-database reads (docs/results.md), which a page view or a script polling ``gpusched share`` must
-not repeat each time.
+made): at 5,000 nodes with 50,000 jobs waiting and a day of history it takes about a third of a
+second (docs/results.md), which a page view or a script polling ``gpusched share`` need not
+repeat each time.
 """
 
 from __future__ import annotations
