@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from scheduler import announce, forecast_store, loop, measured, snapshot
 from scheduler.core.model import JobClass, Snapshot
-from scheduler.core.policy import Policy
+from scheduler.core.policy import Policy, queue_order
 from scheduler.core.queue_order import class_orders
 from scheduler.core.runtime_estimate import FinishedRun, RuntimeEstimate, RuntimeEstimator, WithReported, with_draw
 from scheduler.models import Job, JobState
@@ -86,12 +86,13 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     at = now.timestamp()
     reported = measured.remaining_seconds((int(r.spec.id) for r in cycle.snapshot.running), now)
     estimator = WithReported(history_estimator(), reported)
+    policy = loop.current_policy(explain=False)
     try:
-        starts, draws = starts_within_budget(loop.current_policy(explain=False), cycle.snapshot, at, estimator,
+        starts, draws = starts_within_budget(policy, cycle.snapshot, at, estimator,
                                              limits, float(settings.SCHEDULER_RESUME_OVERHEAD))
+        orders = class_orders(queue_order(policy, cycle.snapshot, at))
     except Exception as exc:  # noqa: BLE001 - the forward run is pure: any failure is a bug, and a forecast is advice
         return _withdrawn(exc, at, started)
-    orders = class_orders(cycle.snapshot)
     _last_failure.clear()
     entries = {int(p.spec.id): (starts.get(p.spec.id), i) for queue in orders.values() for i, p in enumerate(queue, 1)}
     heads = {cls.value: [int(p.spec.id) for p in queue[:forecast_store.HEAD_LENGTH]] for cls, queue in orders.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Protocol
 
 from scheduler.core.decisions import Decision
-from scheduler.core.model import Snapshot
+from scheduler.core.model import PendingJob, Snapshot
 from scheduler.core.policies.fifo import Fifo, FifoStrict
 from scheduler.core.policies.fitgpp import FitGpp
 from scheduler.core.policies.fitgpp_shrink import FitGppShrink
@@ -21,6 +21,7 @@ from scheduler.core.policies.pollux import Pollux
 from scheduler.core.policies.preemptive import PreemptNewest, PreemptRandom
 from scheduler.core.policies.rubick import Rubick
 from scheduler.core.policies.te_priority import TePriority
+from scheduler.core.queue_order import by_priority, uniform_priority
 
 
 class Policy(Protocol):
@@ -32,6 +33,10 @@ class Policy(Protocol):
     decisions. The returned decisions are jointly feasible: applying all the
     ``Start`` decisions never puts more GPUs, CPUs or memory on a node than it
     has, counting resources still held by preempting jobs.
+
+    A policy may also have ``queue_order(snapshot, now) -> list[PendingJob]``:
+    every pending job, in the order its ``decide`` considers them; the queue
+    positions shown to users come from it (``queue_order`` below).
     """
 
     name: str
@@ -82,6 +87,16 @@ def simulator_only(name: str) -> str | None:
     """Why the policy registered as ``name`` cannot serve a live cluster (its class's
     ``simulator_only`` text), or None when it can or the name is unknown."""
     return getattr(_REGISTRY.get(name), "simulator_only", None)
+
+
+def queue_order(policy: Policy, snapshot: Snapshot, now: float) -> list[PendingJob]:
+    """Every pending job of ``snapshot`` in the order ``policy`` considers them: its own
+    ``queue_order`` when it has one, else by priority, then arrival (the snapshot's order).
+    Pure, like ``decide``: it changes neither the snapshot nor the policy."""
+    own = getattr(policy, "queue_order", None)
+    if own is not None:
+        return list(own(snapshot, now))
+    return list(by_priority(snapshot.pending, uniform_priority(snapshot)))
 
 
 def make_policy(name: str, **params: object) -> Policy:

@@ -9,8 +9,9 @@ policy that knows nothing of priorities.
 With fair share on (the snapshot carries ``tenants``), the BE queue is in
 fair order instead and TE jobs beyond their tenant's TE bound queue as BE
 (``scheduler.core.fair_queue``). ``queues`` builds both queues for a policy's
-``decide``, and ``class_orders`` gives each class's jobs in the order they
-are considered, for queue positions shown to users: one source, so that a
+``decide``, and ``considered_order`` the same queues as one list, which
+is what a queue policy's ``queue_order`` returns for the queue positions
+shown to users (``class_orders`` splits it by class): one source, so that a
 position never disagrees with what the policy does.
 """
 
@@ -70,14 +71,22 @@ def queues(snapshot: Snapshot, te_jobs: Sequence[PendingJob]
     return fair.bound_te(te)[0], fair.order(snapshot.pending), fair
 
 
-def class_orders(snapshot: Snapshot) -> dict[JobClass, list[PendingJob]]:
-    """Each class's pending jobs in the order a preemptive policy considers
-    them: the TE queue's jobs (TE jobs beyond their tenant's TE bound after
-    them, in the BE queue's order), and the BE jobs in the BE queue's order."""
-    te_jobs = [p for p in snapshot.pending if p.spec.job_class is JobClass.TE]
+def considered_order(snapshot: Snapshot, te_jobs: Sequence[PendingJob]) -> list[PendingJob]:
+    """Every pending job in the order a queue policy with the TE queue ``te_jobs``
+    considers them: the TE queue (within each tenant's TE bound), then the BE
+    queue without those jobs. For ``QueuePolicy.queue_order``."""
     te, be, _ = queues(snapshot, te_jobs)
+    if not te:
+        return list(be)
     first = {p.spec.id for p in te}
-    return {
-        JobClass.TE: [*te, *(p for p in be if p.spec.job_class is JobClass.TE and p.spec.id not in first)],
-        JobClass.BE: [p for p in be if p.spec.job_class is JobClass.BE],
-    }
+    return [*te, *(p for p in be if p.spec.id not in first)]
+
+
+def class_orders(order: Sequence[PendingJob]) -> dict[JobClass, list[PendingJob]]:
+    """Each class's jobs of ``order`` (every pending job as a policy considers
+    them: its ``queue_order``), in that order: a job's queue position is its
+    place among the jobs of its class."""
+    split: dict[JobClass, list[PendingJob]] = {JobClass.TE: [], JobClass.BE: []}
+    for p in order:
+        split[p.spec.job_class].append(p)
+    return split

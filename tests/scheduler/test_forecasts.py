@@ -128,6 +128,22 @@ def test_queue_positions_and_heads_follow_fair_share_when_it_is_on(nodes, store,
     assert forecast_store.read_heads()["BE"] == [jobs[name].pk for name in order]
 
 
+def test_queue_positions_follow_the_configured_policy_s_own_order(alice, nodes, store, settings) -> None:
+    # Under Tiresias a job that has already run 2 h on 1 GPU is demoted past its first threshold
+    # (1 h of attained service): the fresh job submitted after it is considered first, and the
+    # positions say so; under fitgpp (arrival order) they are the other way round.
+    nodes(("n1", 1))
+    ran = submit(alice, "ran")
+    Job.objects.filter(pk=ran.pk).update(progress_seconds=7200.0, preemption_count=1)
+    fresh = submit(alice, "fresh")
+    for policy, order in (("tiresias", [fresh.pk, ran.pk]), ("fitgpp", [ran.pk, fresh.pk])):
+        settings.SCHEDULER_POLICY = policy
+        forecasts.recompute()
+        got = forecast_store.read([ran.pk, fresh.pk])
+        assert sorted(got, key=lambda pk: got[pk].position) == order, policy
+        assert forecast_store.read_heads()["BE"] == order, policy
+
+
 def test_unchanged_forecasts_announce_nothing(alice, nodes, store, heard) -> None:
     nodes(("n1", 1))
     submit(alice, "a")

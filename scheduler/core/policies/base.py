@@ -33,7 +33,7 @@ from scheduler.core.model import PendingJob, Placement, Snapshot
 from scheduler.core.fair_queue import FairView
 from scheduler.core.fair_reclaim import reclaim
 from scheduler.core.placement import FreeCapacity, per_unit
-from scheduler.core.queue_order import queues
+from scheduler.core.queue_order import considered_order, queues
 from scheduler.core.policies.starvation import NO_NODES, StarvationGuard, free_outside
 from scheduler.core.reservation import Reservation, capacity_units
 
@@ -221,6 +221,11 @@ class QueuePolicy:
         if fair is not None and fair.te_over and cyc.explain:
             fair.tell_te_over(cyc.out)
         return cyc.out
+
+    def queue_order(self, snapshot: Snapshot, now: float) -> list[PendingJob]:
+        """Every pending job in the order ``decide`` considers them: the TE
+        queue, then the BE queue (``queue_order.considered_order``)."""
+        return considered_order(snapshot, self.te_queue(snapshot))
 
     def te_queue(self, snapshot: Snapshot) -> list[PendingJob]:
         """The jobs served ahead of the BE queue, in arrival order; the BE

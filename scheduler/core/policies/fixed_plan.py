@@ -71,6 +71,10 @@ class FixedPlanPolicy:
 
         return sorted(pending, key=key)
 
+    def queue_order(self, snapshot: Snapshot, now: float) -> list[PendingJob]:
+        """Every pending job in the order ``decide`` serves them."""
+        return self.order(snapshot.pending, now)
+
     def cpus(self, pool: Pool, job: PendingJob, parts: dict[str, int]) -> float | None:
         """CPUs for the job on ``parts`` (None: its request)."""
         return None
@@ -248,11 +252,15 @@ class Tiresias(FixedPlanPolicy):
         starving = self.starvation_threshold is not None and now - job.spec.submit_time > self.starvation_threshold
         return (not starving, *self._priority(job, False))
 
+    def queue_order(self, snapshot: Snapshot, now: float) -> list[PendingJob]:
+        """Every pending job in the order ``decide`` serves them (``_serve_key``)."""
+        return sorted(snapshot.pending, key=lambda p: self._serve_key(p, now))
+
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         pool = Pool.of(snapshot.nodes, snapshot.running, snapshot.free)
         out: list[Decision] = []
         keep = [r for r in snapshot.running if not r.preempting and not r.reconfiguring]
-        queue = sorted(snapshot.pending, key=lambda p: self._serve_key(p, now))
+        queue = self.queue_order(snapshot, now)
         starving = bool(queue) and not self._serve_key(queue[0], now)[0]
         victims, claims = ([], frozenset()) if starving else self._victims(snapshot, keep, now)
         for r in victims:

@@ -134,9 +134,7 @@ class Rubick(Reclaiming, Growing):
     # --- entry point ---------------------------------------------------------
 
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
-        cyc = Cycle(snapshot, now, Pool.of(snapshot.nodes, snapshot.running, snapshot.free), self.explain)
-        cyc.empty = Pool(full_free(snapshot.nodes))
-        self._sizes.use_nodes(tuple((n.name, n.gpus, n.cpus, n.mem_gb) for n in snapshot.nodes))
+        cyc = self._cycle(snapshot, now)
         for r in snapshot.running:
             if r.reconfiguring and r.reconfigured_for is not None:
                 cyc.awaited.add(r.reconfigured_for)
@@ -150,6 +148,17 @@ class Rubick(Reclaiming, Growing):
             self._improve(cyc)
         self._emit(cyc)
         return cyc.out
+
+    def _cycle(self, snapshot: Snapshot, now: float) -> Cycle:
+        cyc = Cycle(snapshot, now, Pool.of(snapshot.nodes, snapshot.running, snapshot.free), self.explain)
+        cyc.empty = Pool(full_free(snapshot.nodes))
+        self._sizes.use_nodes(tuple((n.name, n.gpus, n.cpus, n.mem_gb) for n in snapshot.nodes))
+        return cyc
+
+    def queue_order(self, snapshot: Snapshot, now: float) -> list[PendingJob]:
+        """Every pending job in the order ``decide`` admits them (``_queue_key``)."""
+        cyc = self._cycle(snapshot, now)
+        return sorted(snapshot.pending, key=lambda p: self._queue_key(cyc, p))
 
     def _model(self, cyc: Cycle, spec) -> JobModel:
         model = JobModel(spec)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from scheduler.core.decisions import Start
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
-from scheduler.core.policy import make_policy
+from scheduler.core.policy import make_policy, policy_names
+from scheduler.core import policy as policy_registry
 from scheduler.core import queue_order
 from scheduler.core.queue_order import by_priority, class_orders, uniform_priority
 
@@ -113,11 +114,16 @@ def test_queues_without_fair_share_are_the_snapshot_by_priority():
     assert queue_order.queues(same, [])[1] is same.pending  # one priority: the snapshot's own list
 
 
+def orders(snap: Snapshot, name: str = "fitgpp", now: float = 10.0) -> dict[JobClass, list[PendingJob]]:
+    """Each class's jobs in the order the policy ``name`` considers them, as positions count them."""
+    return class_orders(policy_registry.queue_order(make_policy(name), snap, now))
+
+
 def test_class_orders_count_within_each_class_by_priority_then_arrival():
     snap = Snapshot([], [], [pend("c", 1, submit=0.5), pend("a", 1, submit=1.0), pend("b", 1, submit=2.0, priority=5),
                              pend("t", 1, TE, submit=3.0)])
-    orders = class_orders(snap)
-    assert (ids(orders[BE]), ids(orders[TE])) == (["b", "c", "a"], ["t"])
+    orders_ = orders(snap)
+    assert (ids(orders_[BE]), ids(orders_[TE])) == (["b", "c", "a"], ["t"])
 
 
 def test_class_orders_follow_fair_share_ahead_of_arrival():
@@ -127,8 +133,8 @@ def test_class_orders_follow_fair_share_ahead_of_arrival():
                pend("b1", 4, submit=3.0, tenant="b")]
     tenants = {"a": TenantUsage(1.0, 50_000.0), "b": TenantUsage(1.0, 0.0)}
     snap = Snapshot([NodeCapacity("n1", 4), NodeCapacity("n2", 4)], running, pending, tenants=tenants)
-    assert ids(class_orders(snap)[BE]) == ["b1", "a1", "a2"]
-    assert ids(class_orders(Snapshot(snap.nodes, running, pending))[BE]) == ["a1", "a2", "b1"]
+    assert ids(orders(snap)[BE]) == ["b1", "a1", "a2"]
+    assert ids(orders(Snapshot(snap.nodes, running, pending))[BE]) == ["a1", "a2", "b1"]
 
 
 def test_te_jobs_beyond_their_tenants_te_bound_come_after_the_others():
@@ -138,7 +144,12 @@ def test_te_jobs_beyond_their_tenants_te_bound_come_after_the_others():
                pend("tb", 2, TE, 3.0, tenant="b")]
     tenants = {"a": TenantUsage(1.0, 0.0), "b": TenantUsage(1.0, 0.0)}
     snap = Snapshot([NodeCapacity("n1", 4)], [], pending, tenants=tenants)
-    assert ids(class_orders(snap)[TE]) == ["ta1", "tb", "ta2"]
+    assert ids(orders(snap)[TE]) == ["ta1", "tb", "ta2"]
+    # With a's past usage, the TE queue (arrival order within the bound) still starts with ta1;
+    # fifo has no TE queue and no TE bound: its one queue is in fair order, so b's job comes first.
+    used = Snapshot(snap.nodes, [], pending, tenants={"a": TenantUsage(1.0, 1e5), "b": TenantUsage(1.0, 0.0)})
+    assert ids(orders(used)[TE]) == ["ta1", "tb", "ta2"]
+    assert ids(orders(used, "fifo")[TE]) == ["tb", "ta1", "ta2"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -153,5 +164,51 @@ def test_a_strict_queue_starts_exactly_the_first_positions(seed, free):
                if rng.random() < 0.7 else None)
     running = [RunningJob(JobSpec("r", BE, 2, 0.0, tenant="a"), Placement.of({"n1": 2}), 0.0, 0.0)]
     snap = Snapshot([NodeCapacity("n1", 2 + free)], running, pending, tenants=tenants)
-    first = set(ids(class_orders(snap)[BE][:free]))
+    first = set(ids(orders(snap, "fifo-strict")[BE][:free]))
     assert {d.job_id for d in make_policy("fifo-strict").decide(snap, 10.0) if isinstance(d, Start)} == first
+
+
+def test_tiresias_positions_put_a_job_that_has_run_long_behind_a_fresh_one():
+    # Tiresias demotes by attained service: the job that ran 2 h on 1 GPU (past the first
+    # threshold, 1 h) waits behind the fresh job submitted after it; arrival order would not.
+    ran = PendingJob(JobSpec("ran", BE, 1, 0.0), progress=7200.0)
+    snap = Snapshot([NodeCapacity("n1", 1)], [], [ran, pend("fresh", 1, submit=5.0)])
+    assert ids(orders(snap, "tiresias")[BE]) == ["fresh", "ran"]
+    assert ids(orders(snap, "fifo")[BE]) == ["ran", "fresh"]
+
+
+def test_rubick_positions_put_te_jobs_first_and_the_rest_by_arrival_without_models():
+    # No throughput functions, so no expected work: TE first, then arrival order.
+    snap = Snapshot([NodeCapacity("n1", 8)], [], [pend("b1", 4, submit=0.0), pend("t1", 1, TE, submit=1.0),
+                                                   pend("b2", 1, submit=2.0)])
+    assert ids(policy_registry.queue_order(make_policy("rubick"), snap, 10.0)) == ["t1", "b1", "b2"]
+
+
+class _Bare:
+    """A policy with no ``queue_order`` of its own."""
+
+    name = "bare"
+
+    def decide(self, snapshot, now):  # noqa: ANN001, ANN201
+        return []
+
+
+def test_a_policy_without_its_own_order_is_counted_by_priority_then_arrival():
+    snap = Snapshot([], [], [pend("a", 1, submit=0.0), pend("b", 1, submit=1.0, priority=3), pend("c", 1, submit=2.0)])
+    assert ids(policy_registry.queue_order(_Bare(), snap, 10.0)) == ["b", "a", "c"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_every_policy_orders_each_pending_job_exactly_once_and_changes_nothing(seed):
+    rng = random.Random(seed)
+    pending = [PendingJob(JobSpec(f"p{i}", rng.choice([TE, BE]), rng.choice([1, 2, 4]), float(i),
+                                  priority=rng.choice([0, 0, 7]), tenant=rng.choice("ab")),
+                          progress=rng.choice([0.0, 0.0, 5000.0, 50000.0]))
+               for i in range(rng.randint(0, 12))]
+    tenants = {t: TenantUsage(1.0, rng.choice([0.0, 1e5])) for t in "ab"} if rng.random() < 0.5 else None
+    snap = Snapshot([NodeCapacity("n1", 4), NodeCapacity("n2", 4)], [], list(pending), tenants=tenants)
+    for name in policy_names():
+        order = policy_registry.queue_order(make_policy(name), snap, 100_000.0)
+        assert sorted(ids(order)) == sorted(ids(pending)), name
+        assert snap.pending == pending, name
