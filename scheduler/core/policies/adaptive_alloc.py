@@ -21,6 +21,7 @@ from scheduler.core.adaptive import AdaptiveModel
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
 from scheduler.core.model import JobSpec, Placement, Snapshot
 from scheduler.core.placement import FreeCapacity, free_from_running
+from scheduler.core.queue_order import by_priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +162,10 @@ def to_decisions(views: list[AdaptiveView], placements: dict[str, dict[str, int]
 
 
 def plain_starts(snapshot: Snapshot, placements: dict[str, dict[str, int]]) -> list[Decision]:
-    """Starts for pending jobs that are not adaptive, in arrival order, in the
-    GPUs left by the running plain jobs and the adaptive ``placements``."""
-    plain = [p for p in snapshot.pending if p.spec.adaptive is None and p.hold_reason is None]
+    """Starts for pending jobs that are not adaptive, by priority then arrival, in
+    the GPUs left by the running plain jobs and the adaptive ``placements``."""
+    plain = by_priority([p for p in snapshot.pending if p.spec.adaptive is None and p.hold_reason is None],
+                        uniform=False)
     if not plain:
         return []
     free = free_from_running(snapshot.nodes, [r for r in snapshot.running if r.spec.adaptive is None])

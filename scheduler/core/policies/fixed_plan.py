@@ -23,6 +23,7 @@ from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Start
 from scheduler.core.model import PendingJob, RunningJob, Snapshot
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
 from scheduler.core.placement import plan_block
+from scheduler.core.queue_order import by_priority
 from scheduler.core.policies.reconfig import Pool, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
 
 
@@ -53,13 +54,13 @@ class FixedPlanPolicy:
     # --- hooks -----------------------------------------------------------------
 
     def order(self, pending: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        """Pending jobs in the order they are served: arrival, or (``order=
-        "work"``, a diagnostic) the least expected work first: remaining steps
-        x the request's iteration time x GPUs, from the job's throughput
-        function (jobs without one last); jobs past the starvation threshold
-        first either way."""
+        """Pending jobs in the order they are served: higher ``priority``
+        first, then arrival, or (``order="work"``, a diagnostic) the least
+        expected work first: remaining steps x the request's iteration time x
+        GPUs, from the job's throughput function (jobs without one last); jobs
+        past the starvation threshold first either way."""
         if self.order_by == "arrival":
-            return list(pending)
+            return list(by_priority(pending, uniform=False))
 
         def key(p: PendingJob) -> tuple:
             spec = p.spec
@@ -67,7 +68,7 @@ class FixedPlanPolicy:
             work = math.inf
             if spec.throughput is not None and spec.steps:
                 work = max(spec.steps - p.steps_done, 0.0) * spec.throughput.reference() * spec.num_gpus
-            return (not starving, work, spec.submit_time, spec.id)
+            return (not starving, -spec.priority, work, spec.submit_time, spec.id)
 
         return sorted(pending, key=key)
 
@@ -197,6 +198,10 @@ class Tiresias(FixedPlanPolicy):
     highest (least service) first, each in arrival order, skipping a job
     that does not fit (the paper's discretized 2D-LAS). A pending job may
     preempt running jobs of a strictly lower queue when that lets it start.
+    Within a queue, waiting jobs of higher ``priority`` come first: attained
+    service stays the first key, since it is the policy's point. With the
+    default ``within_queue``, running jobs stay ahead of them, so a priority
+    orders waiting jobs and preempts nobody of its queue.
 
     Starvation: the paper avoids it by promoting a job that has waited long
     relative to its service back to the highest queue (``PROMOTEKNOB``), a
@@ -244,7 +249,7 @@ class Tiresias(FixedPlanPolicy):
     def _priority(self, job: PendingJob | RunningJob, running: bool) -> tuple:
         spec = job.spec
         first = 0 if running or self.within_queue == "arrival" else 1
-        return (self.queue_of(spec.num_gpus, job.progress), first, spec.submit_time, spec.id)
+        return (self.queue_of(spec.num_gpus, job.progress), first, -spec.priority, spec.submit_time, spec.id)
 
     def _serve_key(self, job: PendingJob, now: float) -> tuple:
         """Queue order, except that a job past the starvation threshold comes

@@ -217,13 +217,14 @@ class Rubick(Reclaiming, Growing):
         """Guaranteed jobs before the others; within each, TE jobs, then jobs
         past the starvation threshold, in arrival order; then the rest, by
         expected work (GPU-seconds at their admission size; ``order="work"``)
-        or in arrival order."""
+        or in arrival order. Within each of those groups a job of higher
+        ``priority`` comes first."""
         spec = p.spec
         head = (not spec.guaranteed, spec.job_class is not JobClass.TE)
         starving = self.starvation_threshold is not None and cyc.now - spec.submit_time > self.starvation_threshold
         if spec.job_class is JobClass.TE or starving or self.order == "arrival":
-            return (*head, not starving, 0.0, spec.submit_time, spec.id)
-        return (*head, True, self._work(cyc, p), spec.submit_time, spec.id)
+            return (*head, not starving, -spec.priority, 0.0, spec.submit_time, spec.id)
+        return (*head, True, -spec.priority, self._work(cyc, p), spec.submit_time, spec.id)
 
     def _work(self, cyc: Cycle, p: PendingJob) -> float:
         spec = p.spec

@@ -7,7 +7,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.decisions import Start
+from scheduler.core.decisions import Preempt, Start
 from scheduler.core.fairshare import TenantUsage
 from scheduler.core.model import JobClass, JobSpec, NodeCapacity, PendingJob, Placement, RunningJob, Snapshot
 from scheduler.core.policy import make_policy, policy_names
@@ -23,14 +23,25 @@ def pend(jid: str, gpus: int, cls: JobClass = BE, submit: float = 0.0, priority:
     return PendingJob(JobSpec(jid, cls, gpus, submit, priority=priority, tenant=tenant))
 
 
-def test_higher_priority_starts_first_in_every_queue_policy():
+def test_higher_priority_starts_first_in_every_policy_a_live_cluster_runs():
     # One free GPU; the job submitted last asks for priority 1000, the first for -1000.
-    for name in QUEUE_POLICIES:
+    for name in QUEUE_POLICIES + ["fifo-fixed", "synergy", "tiresias", "rubick", "pollux"]:
         for cls in (TE, BE):
             pending = [pend("low", 1, cls, 0.0, -1000), pend("mid", 1, cls, 1.0, 0), pend("high", 1, cls, 2.0, 1000)]
             snap = Snapshot([NodeCapacity("n1", 1)], [], pending)
             started = [d.job_id for d in make_policy(name).decide(snap, 10.0) if isinstance(d, Start)]
             assert started == ["high"], (name, cls, started)
+
+
+def test_tiresias_orders_waiting_jobs_by_priority_within_a_queue_and_preempts_nobody_for_it():
+    # r runs in queue 0 (no service yet); p, of higher priority, waits in the same queue behind it,
+    # and ahead of the earlier q. A job demoted by its service stays behind, whatever its priority.
+    running = [RunningJob(JobSpec("r", BE, 1, 0.0), Placement.of({"n1": 1}), 0.0, 0.0)]
+    pending = [pend("q", 1, submit=1.0), pend("p", 1, submit=2.0, priority=9),
+               PendingJob(JobSpec("old", BE, 1, 0.5, priority=99), progress=7200.0)]
+    snap = Snapshot([NodeCapacity("n1", 1)], running, pending)
+    assert ids(orders(snap, "tiresias")[BE]) == ["p", "q", "old"]
+    assert not [d for d in make_policy("tiresias").decide(snap, 10.0) if isinstance(d, Start | Preempt)]
 
 
 def test_equal_priorities_keep_arrival_order_and_the_same_list():
