@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 from scheduler.core.model import PendingJob
 from scheduler.core.placement import FreeCapacity, per_unit, spread
 from scheduler.core.victim_choosers import BoundedChooser, NodeMemo, VictimChooser, covers, drop_redundant
-from scheduler.core.victim_ranking import RankedNodes
+from scheduler.core.victim_ranking import RankedNodes, ViewOf
 from scheduler.core.victims import Candidate, Need, HostView, PreemptionPlan, RunningIndex, Vacating
 
 _NO_CANDS: list[Candidate] = []  # shared, never modified
@@ -93,13 +93,13 @@ class Planner:
                 picked = ranked.best(need, self._shared_view, avoided)
                 if picked is not None:
                     return self._single_plan(need, picked)
-                plan = self._multi(need, [v for v in self._all_views(need) if v.name not in avoided])
+                plan = self._multi_over(need, ranked.potentials(need, self._shared_view, avoided), self._shared_view)
                 if plan is not None:
                     return plan
             picked = ranked.best(need, self._shared_view)
             if picked is not None:
                 return self._single_plan(need, picked)
-            return self._multi(need, self._all_views(need))
+            return self._multi_over(need, ranked.potentials(need, self._shared_view), self._shared_view)
         views = self._all_views(need)
         if avoided:
             plan = self._victim_plan(need, [v for v in views if v.name not in avoided])
@@ -324,12 +324,18 @@ class Planner:
             u = need.units(g, c, m)
             if u > 0:
                 pot.append((u, v.name))
+        by_name = {v.name: v for v in views}
+        return self._multi_over(need, pot, lambda name, now: by_name[name])
+
+    def _multi_over(self, need: Need, pot: list[tuple[int, str]], view_of: ViewOf) -> PreemptionPlan | None:
+        """``_multi`` given each node's potential in units (``(units, name)``, only those above 0)
+        and the view of a node by name."""
         chosen = spread(pot, need.gpus)
         if chosen is None:
             return None
         names = frozenset(chosen)
-        by_name = {v.name: v for v in views}
-        sel = [by_name[n] for n in sorted(names)]
+        sel = [view_of(n, need.now) for n in sorted(names)]
+        by_name = {v.name: v for v in sel}
         pool = {x.id: x for v in sel for x in v.cands}
         ordered = self.chooser.order(need, sorted(pool.values(), key=lambda x: x.id), names)
 

@@ -64,6 +64,7 @@ class RankedNodes:
         self._version: dict[str, int] = {}
         self._dropped: list[str] = []
         self._heaps: dict[tuple[Shape, float], _ShapeHeap] = {}
+        self._potentials: dict[tuple[Shape, float], tuple[dict[str, int], list[int]]] = {}
 
     def drop(self, name: str) -> None:
         """The node changed: its facts are recomputed and its entries go stale."""
@@ -125,6 +126,47 @@ class RankedNodes:
             append(facts[1] + (name, version.get(name, 0), None))  # type: ignore[index]
         heapq.heapify(heap)
         return heap
+
+    def potentials(self, need: Need, shared_view: ViewOf,
+                   exclude: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+        """``(units, name)`` of ``need``'s shape each node outside ``exclude`` would have with
+        every candidate preempted (free, vacating and candidates), for the nodes where that is
+        above 0, in no particular order: what a multi-node plan spreads the job over. Kept per
+        (job shape, now) across the cycle's plans like the heaps, and brought up to date from
+        the log of dropped nodes, so a node's potential is summed again only once it changed."""
+        key = (need.shape, need.now)
+        held = self._potentials.get(key)
+        if held is None:
+            units: dict[str, int] = {}
+            for name in self._cap.gpus:
+                u = self._potential(name, need, shared_view)
+                if u > 0:
+                    units[name] = u
+            self._potentials[key] = (units, [len(self._dropped)])
+        else:
+            units, seen = held
+            if seen[0] < len(self._dropped):
+                for name in set(self._dropped[seen[0]:]):
+                    u = self._potential(name, need, shared_view)
+                    if u > 0:
+                        units[name] = u
+                    else:
+                        units.pop(name, None)
+                seen[0] = len(self._dropped)
+        if exclude:
+            return [(u, name) for name, u in units.items() if name not in exclude]
+        return [(u, name) for name, u in units.items()]
+
+    def _potential(self, name: str, need: Need, shared_view: ViewOf) -> int:
+        """Units of ``need``'s shape on the node with every candidate preempted (its view's free
+        and vacating units when it has no candidates)."""
+        facts = self._node_facts(name, need.now, shared_view)
+        if facts is None:
+            view = shared_view(name, need.now)
+            g, c, m = view.g, view.c, view.m
+        else:
+            g, c, m = facts[2]
+        return g if not (need.cpg or need.mpg) else need.units(g, c, m)
 
     def best(self, need: Need, shared_view: ViewOf,
              exclude: frozenset[str] = frozenset()) -> tuple[HostView, list[Candidate], float | None] | None:

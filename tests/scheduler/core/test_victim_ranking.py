@@ -36,16 +36,16 @@ class _ScanFitGpp(FitGpp):
         return _ScanOnly(self._chooser)
 
 
-def _busy_cluster(seed: int) -> tuple[Snapshot, float, dict]:
+def _busy_cluster(seed: int, te_sizes: tuple[int, ...] = (1, 1, 2, 4)) -> tuple[Snapshot, float, dict]:
     """Many nodes with few distinct grace periods (many equal bounds and
-    scores, so ties between nodes decide), many TE jobs of a few shapes, some
-    jobs vacating, some preempted before."""
+    scores, so ties between nodes decide), many TE jobs of a few shapes
+    (``te_sizes`` GPUs), some jobs vacating, some preempted before."""
     rng = random.Random(seed)
     now = 50_000.0
     nodes = [NodeCapacity(f"n{i:02d}", rng.choice([4, 8]), rng.choice([0.0, 32.0]), 0.0) for i in range(rng.randint(5, 40))]
     cap = FreeCapacity({n.name: (n.gpus, n.cpus or float("inf"), float("inf")) for n in nodes})
     pending = [
-        PendingJob(JobSpec(f"p{k:03d}", JobClass.TE if rng.random() < 0.7 else JobClass.BE, rng.choice([1, 1, 2, 4]),
+        PendingJob(JobSpec(f"p{k:03d}", JobClass.TE if rng.random() < 0.7 else JobClass.BE, rng.choice(te_sizes),
                            float(k), num_cpus=rng.choice([0.0, 0.0, 8.0]), grace_period=30.0))
         for k in range(rng.randint(5, 60))
     ]
@@ -99,6 +99,33 @@ def test_heap_and_scan_agree_on_small_snapshots(case):
     if policy != "fitgpp":
         params = {k: v for k, v in params.items() if k in ("explain", "starvation_threshold")}
     assert FitGpp(**params).decide(snap, now) == _ScanFitGpp(**params).decide(snap, now)
+
+
+MULTI_NODE_SIZES = (1, 2, 6, 8, 12)
+"""TE jobs larger than some or every node (of 4 or 8 GPUs): their plans span nodes."""
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_heap_and_scan_agree_when_plans_span_several_nodes(seed):
+    # Multi-node plans take each node's potential from the heap's kept facts on the heap path and
+    # from the views on the scan path: the same plans either way, as nodes change between jobs.
+    snap, now, params = _busy_cluster(seed, MULTI_NODE_SIZES)
+    assert FitGpp(**params).decide(snap, now) == _ScanFitGpp(**params).decide(snap, now)
+
+
+def test_busy_cluster_with_large_te_jobs_makes_multi_node_plans():
+    # The comparison above must see plans whose victims are on several nodes.
+    def spans(seed: int) -> bool:
+        snap, now, params = _busy_cluster(seed, MULTI_NODE_SIZES)
+        node_of = {r.spec.id: r.placement.parts[0][0] for r in snap.running}
+        nodes_for: dict[str, set[str]] = {}
+        for d in FitGpp(**params).decide(snap, now):
+            if isinstance(d, Preempt) and d.for_job is not None:
+                nodes_for.setdefault(d.for_job, set()).add(node_of[d.job_id])
+        return any(len(n) > 1 for n in nodes_for.values())
+
+    assert sum(spans(seed) for seed in range(10)) >= 3
 
 
 @pytest.mark.parametrize("seed", [3, 11])
