@@ -41,6 +41,7 @@ from django.conf import settings
 
 from scheduler import measured
 from scheduler.core.model import PendingJob, RunningJob
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Attempt
 
 from scheduler.core.perf.__main__ import morphling_dir
@@ -188,7 +189,7 @@ def attempt_history(job_ids: list[int], now: datetime) -> dict[int, tuple[float,
     out: dict[int, tuple[float, int]] = {}
     rows = Attempt.objects.filter(job_id__in=job_ids).values_list("job_id", "gpu_allocation", "started_at", "ended_at")
     for job_id, allocation, started, ended in rows:
-        gpus = sum(len(v) for v in (allocation or {}).values())
+        gpus = gpu_count(allocation)
         seconds = max(((ended or now) - started).total_seconds(), 0.0)
         attained, most = out.get(job_id, (0.0, 0))
         out[job_id] = (attained + gpus * seconds, max(most, gpus))

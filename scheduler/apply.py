@@ -66,6 +66,7 @@ from scheduler import pending_reasons, quotas, reconfigure, row_locks, starts_an
 from scheduler.applied import Applied, guarded
 from scheduler.bulkwrite import id_set
 from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Reconfigure, Start
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Job
 from scheduler.snapshot import CycleInput, JobRow
 
@@ -162,7 +163,7 @@ def _with_quota_holds(decisions: list[Decision], cycle: CycleInput, out: Applied
             cycle.usage.charge(row, gpus)
         elif isinstance(d, Reconfigure) and row is not None:
             size = d.placement.num_gpus
-            extra = size - sum(len(indices) for indices in row.allocation.values())
+            extra = size - gpu_count(row.allocation)
             found = quotas.grow_violation(row, cycle.usage, size, extra)
             if found is not None:
                 out.skip(d.job_id, f"{found.reason}: {found.message}")

@@ -44,6 +44,7 @@ from scheduler.core.perf.data import DataError, load_placements
 from scheduler.core.perf.fit import FitError
 from scheduler.core.perf.plans import PlanError, check_plan_fits, parse_plan
 from scheduler.core.perf.throughput import NODE_GPUS, ThroughputModel, packed_placement
+from scheduler.gpu_allocation import gpu_count
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ def launch_fields(*, plan: str, gpus: int, grad_accum: int, requested_gpus: int)
 
 def attempt_launch_fields(job: Any, attempt: Any) -> dict[str, Any]:
     """``launch_fields`` of a stored attempt (a re-sent launch says what the first did)."""
-    gpus = sum(len(v) for v in (_get(attempt, "gpu_allocation") or {}).values())
+    gpus = gpu_count(_get(attempt, "gpu_allocation"))
     if _get(job, "adaptive_app"):
         return adaptive_jobs.launch_fields(gpus=gpus, requested_gpus=_get(job, "num_gpus"),
                                            steps=_get(attempt, "grad_accum_steps"), batch=_get(attempt, "batch_size"))

@@ -44,6 +44,7 @@ from cluster.models import Node, NodeState
 from scheduler import coordination, fair_usage
 from scheduler.core.decisions import Reason
 from scheduler.core.fair_queue import standing
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import ACTIVE_STATES, Attempt, Job, JobState
 from scheduler.projects import Membership
 from scheduler.usage import NO_PROJECT
@@ -67,7 +68,7 @@ def held_and_wanted() -> tuple[dict[str, float], dict[str, float]]:
     open_attempts = (Attempt.objects.filter(job__state__in=ACTIVE_STATES, number=F("job__attempt_count"))
                      .values_list("job__project__name", "job__state", "gpu_allocation").order_by())
     for project, state, allocation in open_attempts:
-        gpus = sum(len(v) for v in (allocation or {}).values())
+        gpus = gpu_count(allocation)
         held[project or ""] += gpus
         if state not in GIVING_BACK:
             wanted[project or ""] += gpus

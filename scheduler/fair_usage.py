@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.core.fairshare import DEFAULT_SHARE, TenantUsage
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Attempt, Job
 from scheduler.projects import Project
 
@@ -96,7 +97,7 @@ def _python_sums(now: datetime, half: float) -> dict[tuple[int | None, int], flo
     rows = (Attempt.objects.filter(_window(now, half))
             .values_list("job__project_id", "job__owner_id", "gpu_allocation", "started_at", "ended_at").order_by())
     for project, owner, allocation, started, ended in rows:
-        gpus = sum(len(indices) for indices in (allocation or {}).values())
+        gpus = gpu_count(allocation)
         end = min(ended.timestamp(), t_now) if ended is not None else t_now
         used = decayed_gpu_seconds(gpus, started.timestamp(), end, t_now, half)
         if used > 0:

@@ -20,6 +20,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from scheduler.gpu_allocation import gpu_count
+
 # Hard bounds on a request, whatever the quotas say.
 MAX_GPUS_PER_JOB = 64
 MAX_CPUS_PER_JOB = 4096
@@ -296,7 +298,7 @@ class Attempt(models.Model):
 
     @property
     def gpu_count(self) -> int:
-        return sum(len(v) for v in (self.gpu_allocation or {}).values())
+        return gpu_count(self.gpu_allocation)
 
 
 class JobEvent(models.Model):

@@ -52,6 +52,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scheduler.gpu_allocation import gpu_count
+
 QUOTA_EXCEEDED = "QuotaExceeded"
 DEFAULT_BUDGET_PERIOD_DAYS = 7
 
@@ -92,7 +94,7 @@ def held_gpus(num_gpus: int, allocation: dict[str, list[int]] | None, *, growing
     target from the decision on, a shrink its current GPUs until they are
     vacated.
     """
-    held = num_gpus if allocation is None else sum(len(indices) for indices in allocation.values())
+    held = num_gpus if allocation is None else gpu_count(allocation)
     return max(held, growing_to)
 
 

@@ -39,6 +39,7 @@ from django.db.models import F
 from cluster import commands
 from scheduler import adaptive_jobs, elastic, measured, transitions
 from scheduler.core.decisions import Reconfigure, Start
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Attempt, Job, JobState, NoticeReason, PendingReason
 from scheduler.snapshot import JobRow
 from scheduler.transitions import Conflict
@@ -82,7 +83,7 @@ def apply_reconfigure(d: Reconfigure, row: JobRow, now: datetime) -> bool:
     Attempt.objects.filter(job_id=row.pk, number=row.attempt_count).update(
         notice_at=now, notice_reason=NoticeReason.RECONFIGURE, preempted_for=for_job
     )
-    held = sum(len(v) for v in row.allocation.values())
+    held = gpu_count(row.allocation)
     change = f"{describe(old or '', held)} -> {describe(plan, gpus)}"
     message = f"{change}: {d.message}" if d.message else change
     transitions.record_event(row.pk, at=now, from_state=JobState.RUNNING, to=JobState.PREEMPTING,

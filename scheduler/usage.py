@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Attempt, AttemptState, Job, Quota
 from scheduler.projects import Membership, Project
 from scheduler.selectors import quota_report
@@ -140,7 +141,7 @@ def report(viewer, query: UsageQuery, now: datetime | None = None) -> dict:  # n
                 .values_list(f"job__{name_of}", "job__job_class", "gpu_allocation", "started_at", "ended_at",
                              "state", "lost_gpu_seconds").order_by())
     for name, job_class, allocation, started, ended, state, lost in attempts:
-        gpus = sum(len(v) for v in (allocation or {}).values())
+        gpus = gpu_count(allocation)
         s = max(started.timestamp(), t0)
         e = min((ended or now).timestamp(), t1, now.timestamp())
         c = cell(name, job_class)

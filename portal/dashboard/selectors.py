@@ -27,6 +27,7 @@ from django.utils import timezone
 from cluster.models import Gpu, Node, NodeState
 from cluster.selectors import agent_outdated
 from scheduler import forecast_store
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 CLASSES = (JobClassChoice.TE.value, JobClassChoice.BE.value)
@@ -168,7 +169,7 @@ def _forecast_start(stored: forecast_store.StoredForecast | None) -> str | None:
 
 
 def _allocated_gpus(attempt: Attempt) -> int:
-    return sum(len(v) for v in (attempt.gpu_allocation or {}).values())
+    return gpu_count(attempt.gpu_allocation)
 
 
 def utilization_series(now: datetime, window_s: int = UTILIZATION_WINDOW_S,

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from cluster import reports
 from cluster.models import Gpu
+from scheduler.gpu_allocation import gpu_count
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from tests.support.live_helpers import make_user
 
@@ -23,7 +24,7 @@ def placed_job(owner: Any, allocation: dict[str, list[int]], *, state: str = Job
                grace: int = 10, started_ago: float = 100.0, **fields: Any) -> Job:
     """A job in ``state`` whose attempt ``attempt`` holds ``allocation`` (as the loop would have written it)."""
     now = timezone.now()
-    gpus = sum(len(v) for v in allocation.values())
+    gpus = gpu_count(allocation)
     job = Job.objects.create(owner=owner, name="j", command="python train.py", num_gpus=gpus, state=state,
                              attempt_count=attempt, grace_period=grace, **fields)
     att_state = AttemptState.STARTING if state == JobState.STARTING else AttemptState.RUNNING
