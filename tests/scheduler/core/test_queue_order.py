@@ -17,6 +17,9 @@ from scheduler.core.queue_order import by_priority, class_orders, uniform_priori
 
 TE, BE = JobClass.TE, JobClass.BE
 QUEUE_POLICIES = ["fifo", "fifo-strict", "te-priority", "preempt-random", "preempt-newest", "fitgpp", "fitgpp-shrink"]
+#: The other policies a live cluster can run; none of the jobs below has run yet, so Tiresias has
+#: them all in its first queue, and none has a throughput model, so Rubick runs them as they are.
+OTHER_LIVE_POLICIES = ["fifo-fixed", "synergy", "tiresias", "rubick", "pollux"]
 
 
 def pend(jid: str, gpus: int, cls: JobClass = BE, submit: float = 0.0, priority: int = 0, tenant: str = "") -> PendingJob:
@@ -25,7 +28,7 @@ def pend(jid: str, gpus: int, cls: JobClass = BE, submit: float = 0.0, priority:
 
 def test_higher_priority_starts_first_in_every_policy_a_live_cluster_runs():
     # One free GPU; the job submitted last asks for priority 1000, the first for -1000.
-    for name in QUEUE_POLICIES + ["fifo-fixed", "synergy", "tiresias", "rubick", "pollux"]:
+    for name in QUEUE_POLICIES + OTHER_LIVE_POLICIES:
         for cls in (TE, BE):
             pending = [pend("low", 1, cls, 0.0, -1000), pend("mid", 1, cls, 1.0, 0), pend("high", 1, cls, 2.0, 1000)]
             snap = Snapshot([NodeCapacity("n1", 1)], [], pending)
@@ -91,7 +94,7 @@ def queues(draw):
                        priority=rng.choice([-5, 0, 0, 3, 10]), tenant=rng.choice(["a", "b"]))
         hold = "QuotaExceeded" if rng.random() < 0.1 else None
         pending.append(PendingJob(spec, hold_reason=hold))
-    policy = draw(st.sampled_from(QUEUE_POLICIES))
+    policy = draw(st.sampled_from(QUEUE_POLICIES + OTHER_LIVE_POLICIES))
     # Half the cases with fair share on: priority still rules within a tenant.
     tenants = {"a": TenantUsage(1.0, rng.choice([0.0, 1e5])), "b": TenantUsage(2.0, 0.0)} if rng.random() < 0.5 else None
     return policy, Snapshot(nodes, running, pending, tenants=tenants)
