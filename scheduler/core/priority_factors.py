@@ -10,6 +10,11 @@ the order the queue policies apply them (as Slurm's ``sprio`` shows them).
    tenant);
 4. ``age_seconds``: time since submission: earlier first among equals, and
    the oldest job gets the starvation reservation, whatever its priority.
+
+The other policies put their own keys first (Tiresias attained service,
+Rubick its admission groups and expected work) and use ``priority`` after
+them; a job's queue position always follows the configured policy's own
+order (``scheduler.core.policy.queue_order``).
 """
 
 from __future__ import annotations
