@@ -23,8 +23,8 @@ from scheduler.core.decisions import Decision, Pend, Preempt, Reason, Start
 from scheduler.core.model import PendingJob, RunningJob, Snapshot
 from scheduler.core.policies.base import DEFAULT_STARVATION_THRESHOLD, check_non_negative, describe_placement, gpus_text
 from scheduler.core.placement import plan_block
-from scheduler.core.queue_order import by_priority
 from scheduler.core.policies.reconfig import Pool, cpus_per_gpu, mem_per_gpu, placement_of, shape_of
+from scheduler.core.queue_order import by_priority
 
 
 PLACEMENTS = ("pack", "most-free")
