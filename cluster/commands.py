@@ -60,15 +60,16 @@ def refuse(node: str, reason: str) -> bool:
     return send(node, protocol_versions.AGENT_REFUSED, {"reason": reason})
 
 
-def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **fields: Any) -> protocol.LaunchCommand:
-    """The AGENT_LAUNCH of ``attempt`` of ``job`` (anything with pk, command, grace_period,
-    time_limit) on one node's ``gpu_indices``; attempts after the first resume. ``fields``:
-    the plan fields of a reconfigurable job (``scheduler.elastic.launch_fields``) and the
-    node-rank fields (``launches_for`` fills them)."""
+def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], *, command: str | None = None,
+               **fields: Any) -> protocol.LaunchCommand:
+    """The AGENT_LAUNCH of ``attempt`` of ``job`` (anything with pk, grace_period, time_limit,
+    and command unless ``command`` gives it) on one node's ``gpu_indices``; attempts after the
+    first resume. ``fields``: the plan fields of a reconfigurable job
+    (``scheduler.elastic.launch_fields``) and the node-rank fields (``launches_for`` fills them)."""
     return protocol.LaunchCommand(
         job_id=job.pk,
         attempt=attempt,
-        command=job.command,
+        command=job.command if command is None else command,
         gpu_indices=tuple(gpu_indices),
         grace_period=float(job.grace_period),
         time_limit=float(job.time_limit) if job.time_limit is not None else None,
@@ -78,9 +79,11 @@ def launch_for(job: Any, attempt: int, gpu_indices: Iterable[int], **fields: Any
 
 
 def launches_for(
-    job: Any, attempt: int, allocation: Mapping[str, Iterable[int]], addresses: Mapping[str, str], **plan: Any
+    job: Any, attempt: int, allocation: Mapping[str, Iterable[int]], addresses: Mapping[str, str], *,
+    command: str | None = None, **plan: Any
 ) -> list[tuple[str, protocol.LaunchCommand]]:
-    """One ``(node, AGENT_LAUNCH)`` per node of ``allocation`` ({node: local GPU indices}).
+    """One ``(node, AGENT_LAUNCH)`` per node of ``allocation`` ({node: local GPU indices});
+    ``command`` as for ``launch_for``.
 
     Ranks follow the node names sorted: the order does not depend on how the
     allocation was stored (a JSON object's key order is not kept by
@@ -94,8 +97,8 @@ def launches_for(
     master_addr = addresses.get(nodes[0]) or nodes[0]
     port = protocol.master_port(job.pk, attempt)
     return [
-        (node, launch_for(job, attempt, allocation[node], nodes=nodes, node_rank=rank, master_addr=master_addr,
-                          master_port=port, **plan))
+        (node, launch_for(job, attempt, allocation[node], command=command, nodes=nodes, node_rank=rank,
+                          master_addr=master_addr, master_port=port, **plan))
         for rank, node in enumerate(nodes)
     ]
 

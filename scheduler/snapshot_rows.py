@@ -39,6 +39,10 @@ class JobRow:
     ``time_limit`` make it a ``scheduler.quotas.JobLike``. ``plan`` and
     ``target_gpus`` (and ``adaptive``) tell the apply step which starts launch
     with a plan (``scheduler.reconfigure.record_start``).
+
+    Not the command (up to 16 KiB): the start step reads it for the jobs it
+    launches (``scheduler.starts_and_preemptions``), instead of every cycle
+    reading it, and the worker keeping it, for every waiting job.
     """
 
     pk: int
@@ -48,7 +52,6 @@ class JobRow:
     job_class: str
     num_gpus: int
     time_limit: int | None
-    command: str
     grace_period: int
     pending_reason: str = ""
     pending_message: str = ""
@@ -70,7 +73,7 @@ Row = dict[str, Any]
 #: or None (``job_rows``).
 JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
-    "priority", "time_limit", "command", "progress_seconds",
+    "priority", "time_limit", "progress_seconds",
     "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus",
     "project__name", "dependency", "array_id", "array_max_running", "adaptive_app",
 )
@@ -153,7 +156,7 @@ def with_reconfig_fields(jobs: list[Row]) -> list[Row]:
 def job_row(job: Row, allocation: dict[str, list[int]] | None = None) -> JobRow:
     return JobRow(
         pk=job["id"], state=job["state"], attempt_count=job["attempt_count"], owner_id=job["owner_id"],
-        job_class=job["job_class"], num_gpus=job["num_gpus"], time_limit=job["time_limit"], command=job["command"],
+        job_class=job["job_class"], num_gpus=job["num_gpus"], time_limit=job["time_limit"],
         grace_period=job["grace_period"], pending_reason=job["pending_reason"],
         pending_message=job["pending_message"], allocation=allocation or {}, plan=job["plan"],
         target_gpus=job["target_gpus"], adaptive=bool(job["adaptive_app"]),

@@ -22,7 +22,7 @@ from scheduler import confinement, reconfigure, row_locks, transitions
 from scheduler.applied import Applied
 from scheduler.bulkwrite import id_set, insert_objects, update_each
 from scheduler.core.decisions import Preempt, Start
-from scheduler.models import Attempt, AttemptState, JobState
+from scheduler.models import Attempt, AttemptState, Job, JobState
 from scheduler.snapshot import JobRow
 from scheduler.transitions import Conflict
 
@@ -134,8 +134,11 @@ def write_starts(claims: list[_Claim], at: datetime, out: Applied) -> None:
     ])
     sends = []
     addresses = commands.node_addresses({node for c in claims for node in c.gpus})  # rank 0's is the master
+    # Read here, for the jobs launched only: the cycle's rows leave the commands out (``JobRow``).
+    command_of = dict(Job.objects.filter(pk__in=id_set(ids)).values_list("pk", "command"))
     for c in sorted(claims, key=lambda c: c.row.pk):
         for node, cmd in commands.launches_for(c.row, c.row.attempt_count + 1, c.allocation, addresses,
+                                               command=command_of[c.row.pk],
                                                **launches[c.row.pk], **confined[c.row.pk]):
             sends.append(lambda node=node, cmd=cmd: commands.launch(node, cmd))
         out.started.append(c.row.pk)

@@ -59,6 +59,28 @@ def test_pending_jobs_start_on_free_gpus_and_launch_after_commit(
     assert allocation_problems() == []
 
 
+def test_a_job_that_waited_through_cycles_launches_with_its_whole_command(
+    alice, nodes, sent, django_capture_on_commit_callbacks
+) -> None:
+    # The cycle's rows leave commands out (a worker would keep up to 16 KiB per waiting job); the
+    # start reads them for the jobs it launches, rows kept from earlier cycles included.
+    from scheduler.models import MAX_COMMAND_LENGTH
+
+    nodes(("n1", 1))
+    first = submit(alice, "first")
+    head, tail = "python train.py --config ", " && echo 'done; \"ok\"'"
+    script = head + "x" * (MAX_COMMAND_LENGTH - len(head) - len(tail)) + tail  # the longest command accepted
+    waiting = submit(alice, "waiting", command=script)
+    cycle(django_capture_on_commit_callbacks)
+    cycle(django_capture_on_commit_callbacks)  # the waiting job's row is kept from the first cycle now
+    Job.objects.filter(pk=first.pk).update(state=JobState.COMPLETED)
+    Gpu.objects.filter(allocated_to=first).update(allocated_to=None)
+    cycle(django_capture_on_commit_callbacks)
+    launches = {kw["job_id"]: kw for _, kw in sent.launches}
+    assert launches[first.pk]["command"] == "python train.py"
+    assert launches[waiting.pk]["command"] == script
+
+
 def test_pending_reason_is_written_only_when_it_changes(alice, nodes, sent, django_capture_on_commit_callbacks) -> None:
     nodes(("n1", 1))
     submit(alice, "first")
