@@ -71,4 +71,5 @@ def test_the_rows_the_apply_step_writes_against_are_as_read(sent, django_capture
     assert (ran.state, ran.attempt_count, ran.time_limit, ran.allocation) == (JobState.STARTING, 1, 60, {"n1": [0]})
     assert (waits.state, waits.attempt_count, waits.pending_reason, waits.pending_message, waits.allocation) == (
         JobState.PENDING, 0, "Resources", "no GPU", {})
-    assert (waits.owner_id, waits.command, waits.grace_period) == (alice.pk, "python train.py", 10)
+    assert (waits.owner_id, waits.grace_period) == (alice.pk, 10)
+    assert not hasattr(waits, "command")  # read by the start step for the jobs it launches, not kept per job
