@@ -85,7 +85,7 @@ class FixedPlanPolicy:
     def decide(self, snapshot: Snapshot, now: float) -> list[Decision]:
         pool = Pool.of(snapshot.nodes, snapshot.running, snapshot.free)
         out: list[Decision] = []
-        self.serve(pool, self.order(snapshot.pending, now), now, out)
+        self.serve(pool, self.queue_order(snapshot, now), now, out)
         return out
 
     def serve(self, pool: Pool, queue: Sequence[PendingJob], now: float, out: list[Decision],

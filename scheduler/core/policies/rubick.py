@@ -156,9 +156,12 @@ class Rubick(Reclaiming, Growing):
         return cyc
 
     def queue_order(self, snapshot: Snapshot, now: float) -> list[PendingJob]:
-        """Every pending job in the order ``decide`` admits them (``_queue_key``)."""
-        cyc = self._cycle(snapshot, now)
-        return sorted(snapshot.pending, key=lambda p: self._queue_key(cyc, p))
+        """Every pending job in the order ``decide`` admits them."""
+        return self._queue(self._cycle(snapshot, now))
+
+    def _queue(self, cyc: Cycle) -> list[PendingJob]:
+        """The cycle's pending jobs in admission order (``_queue_key``)."""
+        return sorted(cyc.snapshot.pending, key=lambda p: self._queue_key(cyc, p))
 
     def _model(self, cyc: Cycle, spec) -> JobModel:
         model = JobModel(spec)
@@ -191,7 +194,7 @@ class Rubick(Reclaiming, Growing):
     def _admit(self, cyc: Cycle) -> bool:
         """Start pending jobs; True when some job is left waiting (nothing
         may grow then: free GPUs are kept for it)."""
-        pending = sorted(cyc.snapshot.pending, key=lambda p: self._queue_key(cyc, p))
+        pending = self._queue(cyc)
         waiting = False
         blocked_by: PendingJob | None = None
         for p in pending:

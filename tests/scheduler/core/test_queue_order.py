@@ -214,7 +214,7 @@ def test_a_policy_without_its_own_order_is_counted_by_priority_then_arrival():
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1))
-def test_every_policy_orders_each_pending_job_exactly_once_and_changes_nothing(seed):
+def test_every_policy_orders_each_pending_job_exactly_once_and_leaves_the_snapshot_as_it_was(seed):
     rng = random.Random(seed)
     pending = [PendingJob(JobSpec(f"p{i}", rng.choice([TE, BE]), rng.choice([1, 2, 4]), float(i),
                                   priority=rng.choice([0, 0, 7]), tenant=rng.choice("ab")),
