@@ -91,12 +91,26 @@ def test_serve_refuses_an_unknown_component() -> None:
     assert "usage: scripts/serve.sh {migrate|demo-users|web|worker|beat|agent NAME [GPUS]}" in result.stderr
 
 
-def side_tests() -> list[str]:
-    """The tests scripts/test.sh runs in its second process (its SIDE_TESTS array)."""
+def side_entries() -> list[str]:
+    """The words of scripts/test.sh's SIDE_TESTS array, patterns unexpanded."""
     text = (ROOT / "scripts/test.sh").read_text()
     body = re.search(r"^SIDE_TESTS=\((.*?)\)", text, flags=re.MULTILINE | re.DOTALL)
     assert body, "scripts/test.sh defines no SIDE_TESTS array"
     return body.group(1).split()
+
+
+def side_tests() -> list[str]:
+    """The tests scripts/test.sh runs in its second process: SIDE_TESTS with its patterns expanded
+    as bash expands them there (from the repository root), each pattern matching at least one file."""
+    out = []
+    for entry in side_entries():
+        if "*" in entry:
+            matched = sorted(str(path.relative_to(ROOT)) for path in ROOT.glob(entry))
+            assert matched, f"{entry} in SIDE_TESTS matches no file"
+            out += matched
+        else:
+            out.append(entry)
+    return out
 
 
 # What makes a test unfit to run in the second process: it creates POSIX users, job images, network
@@ -121,5 +135,21 @@ def test_the_tests_run_alongside_exist_and_touch_nothing_machine_wide() -> None:
 
 def test_the_folders_with_machine_wide_tests_run_in_the_first_process() -> None:
     listed = set(side_tests())
-    for folder in ("tests/adversarial", "tests/cluster", "tests/support"):
+    for folder in ("tests/adversarial", "tests/cluster", "tests/support", "tests/cluster/agent"):
         assert (ROOT / folder).is_dir() and folder not in listed, folder
+        assert not any(entry.startswith(f"{folder}/") and (ROOT / entry).is_dir() for entry in listed), folder
+    # Files of those folders may run alongside one by one; the agent's tests and the fault tests
+    # (which time restarts and redeliveries) stay in the first process.
+    assert not any(entry.startswith("tests/cluster/agent/") for entry in listed)
+    for fault_tests in ("test_adv_faults.py", "test_adv_multihost.py", "test_adv_multihost_data.py",
+                        "test_adv_backup.py", "test_adv_isolation.py"):
+        assert f"tests/adversarial/{fault_tests}" not in listed
+
+
+def test_the_first_process_leaves_out_the_files_listed_alongside() -> None:
+    """run_split gives the first pytest an --ignore for each listed file inside one of its folders,
+    so that no test runs twice (once in each process)."""
+    script = (ROOT / "scripts/test.sh").read_text()
+    assert re.search(r'case "\$side" in tests/\*/\*\) machine_tests\+=\("--ignore=\$side"\)', script)
+    inside = [entry for entry in side_tests() if entry.count("/") >= 2]
+    assert "tests/cluster/test_commands.py" in inside and "tests/adversarial/test_adv_hostile_input.py" in inside
