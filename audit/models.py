@@ -29,6 +29,8 @@ class Action(models.TextChoices):
     PROJECT_CHANGED = "project.changed"
     PROJECT_DELETED = "project.deleted"
     JOB_CANCELLED_BY_STAFF = "job.cancelled-by-staff"
+    JOB_HELD_BY_STAFF = "job.held-by-staff"
+    JOB_RELEASED_BY_STAFF = "job.released-by-staff"
     AGENT_REGISTERED = "agent.registered"
     AGENT_REFUSED = "agent.refused"
     SESSION_OPENED_BY_STAFF = "session.opened-by-staff"

@@ -46,6 +46,14 @@ def record(action: str, *, target: str, actor: Any = None, actor_name: str = "",
     return entry
 
 
+def record_staff_hold(request: HttpRequest, job: Any, change: str) -> None:
+    """Staff holding or releasing another user's job (``change``: ``hold_job`` or ``release_job``) is audited."""
+    if request.user.pk != job.owner_id:
+        action = "held" if change == "hold_job" else "released"
+        record(f"job.{action}-by-staff", target=f"job {job.pk} of {job.owner.get_username()}", actor=request.user,
+               request=request, detail=f"hold now {job.hold or 'none'}")
+
+
 def record_staff_cancel(request: HttpRequest, job: Any) -> None:
     """Staff cancelling another user's job is audited; an owner cancelling their own is not."""
     if request.user.pk != job.owner_id:

@@ -30,7 +30,8 @@ def kind_of(from_state: str, to_state: str, reason: str = "") -> str | None:
     """The notification kind of a transition ``from_state -> to_state``; None when it is not one.
 
     A job back in PENDING after it had run (preempted, its node lost) is
-    requeued; the submission (no ``from_state``) is not an event to notify.
+    requeued; the submission (no ``from_state``) is not an event to notify, nor is a
+    waiting job held or released (``scheduler.holds``: PENDING to PENDING).
     """
     if reason == IDLE_WARNING_REASON:
         return IDLE_WARNING
@@ -38,7 +39,7 @@ def kind_of(from_state: str, to_state: str, reason: str = "") -> str | None:
         return STARTED
     if to_state == "PREEMPTING":
         return PREEMPTED
-    if to_state == "PENDING" and from_state:
+    if to_state == "PENDING" and from_state and from_state != "PENDING":
         return REQUEUED
     if to_state in ("COMPLETED", "CANCELLED"):
         return FINISHED

@@ -20,10 +20,10 @@ from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
-from scheduler import arrays, fair_standing, fair_usage, forecast_store, selectors, services, usage
+from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
-from scheduler.models import TERMINAL_STATES, JobState
+from scheduler.models import TERMINAL_STATES, JobHold, JobState
 from scheduler.projects import names_of as project_names
 
 JOBS_PER_PAGE = 25
@@ -88,6 +88,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "portal/job_detail.html", {
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
+        "can_hold": job.state == JobState.PENDING and not job.hold,
+        "can_release": bool(job.hold) and job.state not in TERMINAL_STATES
+                       and (request.user.is_staff or job.hold != JobHold.ADMIN),
         "progress": job_progress(job.pk),
         "session": session_status(job, timezone.now()),
         "forecast": forecast_store.read_one(job.pk) if job.state == JobState.PENDING else None,
@@ -110,6 +113,33 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Job {job.pk} is {job.state}.")
+    return redirect("job-detail", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_hold(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _hold_change(request, job_id, holds.hold_job)
+
+
+@login_required
+@require_POST
+def job_release(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _hold_change(request, job_id, holds.release_job)
+
+
+def _hold_change(request: HttpRequest, job_id: int, change) -> HttpResponse:  # noqa: ANN001 - holds.hold_job or release_job
+    """The job page's Hold and Release buttons (``scheduler.holds``); the refusal, if any, is shown there."""
+    job = selectors.visible_jobs(request.user).filter(pk=job_id).first()
+    if job is None:
+        raise Http404("No such job.")
+    try:
+        job = change(job, request.user)
+        audit.record_staff_hold(request, job, change.__name__)
+    except holds.HoldRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.pk} is {'held' if job.hold else 'not held'}.")
     return redirect("job-detail", job_id=job.pk)
 
 

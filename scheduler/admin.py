@@ -15,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 
 from audit import services as audit
 from audit.admin import AuditedAdmin
-from scheduler import selectors, services
+from scheduler import holds, selectors, services
 from scheduler.models import Attempt, Job, JobEvent, Quota
 from scheduler.quotas import Scope, Usage
 
@@ -72,12 +72,12 @@ class JobAdmin(StaffMayView, admin.ModelAdmin):
     # Compact columns: at 1400 px the admin's navigation and filter sidebars leave the list about 740 px,
     # where the default "Dec. 2, 2026, 1:10 a.m." (kept on one line) pushed the last column out of view.
     list_display = ["id", "name", "owner", "job_class", "gpus", "state", "pending_reason", "submitted"]
-    list_filter = ["state", "job_class", "pending_reason"]
+    list_filter = ["state", "job_class", "pending_reason", "hold"]
     search_fields = ["name", "owner__username", "command"]
     list_select_related = ["owner"]
     date_hierarchy = "submitted_at"
     inlines = [AttemptInline, JobEventInline]
-    actions = ["cancel_jobs"]
+    actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
 
     @admin.display(description="GPUs", ordering="num_gpus")
     def gpus(self, job: Job) -> int:
@@ -99,6 +99,27 @@ class JobAdmin(StaffMayView, admin.ModelAdmin):
                 finished += 1
         self.message_user(request, f"{done} job(s) cancelled or cancelling; {finished} had already finished.",
                           messages.SUCCESS if not finished else messages.WARNING)
+
+
+    @admin.action(description="Hold selected pending jobs")
+    def hold_jobs(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+        self._hold_change(request, queryset, holds.hold_job, "held")
+
+    @admin.action(description="Release selected jobs")
+    def release_jobs(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+        self._hold_change(request, queryset, holds.release_job, "released")
+
+    def _hold_change(self, request: HttpRequest, queryset, change, done_text: str) -> None:  # noqa: ANN001
+        """``scheduler.holds`` on each selected job (staff on another's job: an administrator's hold)."""
+        done, refused = 0, 0
+        for job in queryset:
+            try:
+                audit.record_staff_hold(request, change(job, request.user), change.__name__)
+                done += 1
+            except holds.HoldRefused:
+                refused += 1
+        self.message_user(request, f"{done} job(s) {done_text}; {refused} could not be (not pending, or ended).",
+                          messages.SUCCESS if not refused else messages.WARNING)
 
 
 class ScopeKindFilter(admin.SimpleListFilter):

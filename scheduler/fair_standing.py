@@ -14,7 +14,7 @@ tenant (a project, or ``(none)`` for jobs charged to no project):
   fair part of the cluster's GPUs given what every tenant wants and the shares, the part fair
   share aims for (``scheduler.core.fair_queue.standing``, the function the policies use).
 
-Pending jobs held back (quota, dependency, array limit, image) are known by the pending reason
+Pending jobs held back (quota, dependency, array limit, image, a person's hold) are known by the pending reason
 the last scheduling cycle wrote. With fair share off (``SCHEDULER_FAIR_SHARE``) the same figures
 say how the scheduler would weigh the tenants; ``enabled`` says so.
 
@@ -55,7 +55,7 @@ CACHE_KEY = "gpusched:scheduler:fair-standing"  # cleared with the stack's runti
 
 #: Pending reasons of jobs held back: they want no GPUs until the hold ends (``scheduler.snapshot``).
 HELD_BACK = frozenset({Reason.QUOTA_EXCEEDED.value, Reason.DEPENDENCY.value, Reason.JOB_ARRAY_TASK_LIMIT.value,
-                       Reason.IMAGE_UNAVAILABLE.value})
+                       Reason.IMAGE_UNAVAILABLE.value, Reason.JOB_HELD_USER.value, Reason.JOB_HELD_ADMIN.value})
 #: Job states whose GPUs are being given back: held, but not wanted.
 GIVING_BACK = frozenset({JobState.PREEMPTING, JobState.CANCELLING})
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler import announce, forecast_store, loop, measured, snapshot
+from scheduler import announce, forecast_store, holds, loop, measured, snapshot
 from scheduler.core.model import JobClass, Snapshot
 from scheduler.core.policy import Policy, queue_order
 from scheduler.core.queue_order import class_orders
@@ -90,7 +90,8 @@ def recompute(now: datetime | None = None, limits: ForecastLimits = ForecastLimi
     try:
         starts, draws = starts_within_budget(policy, cycle.snapshot, at, estimator,
                                              limits, float(settings.SCHEDULER_RESUME_OVERHEAD))
-        orders = class_orders(queue_order(policy, cycle.snapshot, at))
+        # A job a person holds waits for them, not for the queue: no position, and none behind it moves down.
+        orders = class_orders([p for p in queue_order(policy, cycle.snapshot, at) if p.hold_reason not in holds.BY_PERSON])
     except Exception as exc:  # noqa: BLE001 - the forward run is pure: any failure is a bug, and a forecast is advice
         return _withdrawn(exc, at, started)
     _last_failure.clear()

@@ -82,6 +82,16 @@ class PendingReason(models.TextChoices):
     NODE_LOST = "NodeLost"
     IMAGE_UNAVAILABLE = "ImageUnavailable"
     DEPENDENCY = "Dependency"
+    JOB_HELD_USER = "JobHeldUser"
+    JOB_HELD_ADMIN = "JobHeldAdmin"
+
+
+class JobHold(models.TextChoices):
+    """Who keeps a PENDING job from starting (``scheduler.holds``): its owner, or an administrator."""
+
+    NONE = "", "-"
+    USER = "user"
+    ADMIN = "admin"
 
 
 class Job(models.Model):
@@ -99,6 +109,7 @@ class Job(models.Model):
     )
     time_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Seconds of run time per attempt; empty: no limit.")
     priority = models.IntegerField(default=0)
+    hold = models.CharField(max_length=5, choices=JobHold.choices, blank=True, default="")
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.PENDING)
     pending_reason = models.CharField(max_length=32, blank=True, default="")

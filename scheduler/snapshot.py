@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db.models import Count, F
 
 from cluster.models import Gpu, GpuPolicy, Node, NodeState
-from scheduler import adaptive_jobs, coordination, dependencies, elastic, fair_usage, idleness, images, measured, quotas
+from scheduler import adaptive_jobs, coordination, dependencies, elastic, fair_usage, holds, idleness, images, measured, quotas
 from scheduler.accounting import attempt_work_seconds
 from scheduler.core.arrays import limit_message, throttled
 from scheduler.core.decisions import Reason
@@ -192,6 +192,8 @@ def _pending(usage: quotas.UsageSnapshot, jobs: dict[str, JobRow], up: set[str],
             hold = (Reason.DEPENDENCY.value, waiting.get(job["id"]) or never[job["id"]])
         elif job["id"] in limited:
             hold = (Reason.JOB_ARRAY_TASK_LIMIT.value, limit_message(job["array_id"], job["array_max_running"]))
+        if job["hold"]:  # a person's hold says most of why the job waits: it comes first
+            hold = holds.reason_of(job["hold"], job["id"])
         spec = entry.built or spec_of(job)
         if entry.built is None and not (job["model"] or job["adaptive_app"]):
             entry.built = spec  # built from the row alone: kept with it

@@ -75,7 +75,7 @@ JOB_COLUMNS = (
     "id", "state", "attempt_count", "owner_id", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
     "priority", "time_limit", "progress_seconds",
     "preemption_count", "pending_reason", "pending_message", "model", "plan", "target_gpus",
-    "project__name", "dependency", "array_id", "array_max_running", "adaptive_app",
+    "project__name", "dependency", "array_id", "array_max_running", "adaptive_app", "hold",
 )
 
 

@@ -208,7 +208,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "name", "owner", "command", "job_class", "num_gpus", "num_cpus", "mem_gb", "grace_period",
-            "time_limit", "priority", "state", "pending_reason", "pending_message", "forecast", "submitted_at",
+            "time_limit", "priority", "hold", "state", "pending_reason", "pending_message", "forecast", "submitted_at",
             "first_started_at", "started_at", "ended_at", "exit_code", "attempt_count", "preemption_count",
             "model", "plan", "allowed_plans", "min_gpus", "max_gpus", "guaranteed", "adaptive_app",
             "reconfiguration_count",

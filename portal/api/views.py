@@ -28,7 +28,7 @@ from portal.api.serializers import (
     QuotaExceededSerializer,
     QuotaReportSerializer,
 )
-from scheduler import arrays, fair_standing, selectors, services, usage
+from scheduler import arrays, fair_standing, holds, selectors, services, usage
 from scheduler.attempt_log import LogPage, log_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
@@ -160,6 +160,30 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
         return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,
                         status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={200: JobSerializer, 403: DetailSerializer, 404: DetailSerializer,
+                                            409: DetailSerializer})
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, pk: str | None = None) -> Response:
+        """Keep a PENDING job from starting until it is released (an array's id: each of its pending tasks)."""
+        return self._hold_change(pk, holds.hold_job)
+
+    @extend_schema(request=None, responses={200: JobSerializer, 403: DetailSerializer, 404: DetailSerializer,
+                                            409: DetailSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        """Release a held job (an array's id: each of its tasks); an administrator's hold needs staff."""
+        return self._hold_change(pk, holds.release_job)
+
+    def _hold_change(self, pk: str | None, change) -> Response:  # noqa: ANN001 - holds.hold_job or release_job
+        job = self._visible_job(pk)
+        try:
+            for changed in holds.for_array(job, self.request.user, change):
+                audit.record_staff_hold(self.request, changed, change.__name__)
+        except holds.HoldRefused as exc:
+            code = status.HTTP_409_CONFLICT if exc.conflict else status.HTTP_403_FORBIDDEN
+            return Response({"detail": str(exc), "state": exc.job.state}, status=code)
+        return Response(JobSerializer(selectors.job_with_history(self.request.user, job.pk)).data)
 
     @extend_schema(
         parameters=[

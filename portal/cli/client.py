@@ -97,6 +97,10 @@ class ApiClient:
     def cancel_job(self, job_id: int) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{job_id}/cancel/")
 
+    def hold_job(self, job_id: int | str, release: bool = False) -> dict[str, Any]:
+        """POST /jobs/{id}/hold/ (``release``: /release/): the job as it stands after."""
+        return self._request("POST", f"/jobs/{job_id}/{'release' if release else 'hold'}/")
+
     def job_logs(self, job_id: int, attempt: int | None = None, offset: int = 0,
                  tail: int | None = None) -> dict[str, Any]:
         """GET /jobs/{id}/logs/: ``{"attempt": N, "offset": K, "lines": [...], "next_offset": K2, "more": bool, ...}``.

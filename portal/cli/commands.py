@@ -258,6 +258,19 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    """``hold`` and ``release``: each job in turn; a refusal (the API's message) stops at that job."""
+    release = args.cmd == "release"
+    changed = [client.hold_job(job_id, release=release) for job_id in args.job_ids]
+    if args.json:
+        dump_json(changed, out)
+    else:
+        for job, job_id in zip(changed, args.job_ids, strict=True):
+            held = f"held ({job['hold']})" if job.get("hold") else "not held"
+            out.write(f"Job {job.get('id', job_id)}: {job.get('state')}, {held}\n")
+    return 0
+
+
 # -- quota & nodes ------------------------------------------------------------
 
 
@@ -313,6 +326,8 @@ HANDLERS: dict[str, Handler] = {
     "list": cmd_list,
     "show": cmd_show,
     "cancel": cmd_cancel,
+    "hold": cmd_hold,
+    "release": cmd_hold,
     "logs": cmd_logs,
     "quota": cmd_quota,
     "nodes": cmd_nodes,

@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=text)
         p.add_argument("job_id", type=_job_ref, metavar="ID", help="a job (12) or an array task (12_3); cancel 12 "
                        "cancels every task of array 12")
+    for name, text in (("hold", "keep a pending job from starting until it is released (like scontrol hold)"),
+                       ("release", "release a held job so that it may start (like scontrol release)")):
+        p = sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("job_ids", type=_job_ref, metavar="ID", nargs="+",
+                       help=f"jobs (12) or array tasks (12_3); {name} 12 {name}s every task of array 12")
 
     logs = sub.add_parser("logs", parents=[common], help="print a job's log")
     logs.add_argument("job_id", type=_job_ref, metavar="ID")

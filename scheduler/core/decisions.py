@@ -29,6 +29,8 @@ class Reason(str, Enum):
     IMAGE_UNAVAILABLE = "ImageUnavailable"  # held: the job's image is unavailable on every node it may use
     JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # held: its array already runs its %N tasks at once
     DEPENDENCY = "Dependency"  # held: jobs it depends on have not ended yet (scheduler.core.dependencies)
+    JOB_HELD_USER = "JobHeldUser"  # held by its owner until released (scheduler.holds)
+    JOB_HELD_ADMIN = "JobHeldAdmin"  # held by an administrator; only staff release it
     # Why a running job is preempted or reconfigured (reconfiguration-aware policies).
     PREEMPTED_FOR_PRIORITY = "PreemptedForPriority"
     SHRUNK_FOR_JOB = "ShrunkForJob"

@@ -12,6 +12,7 @@ from notifications.events import clean_kinds, kind_of
     ("NODE_LOST", "PENDING", "requeued"), ("RUNNING", "COMPLETED", "finished"), ("CANCELLING", "CANCELLED", "finished"),
     ("RUNNING", "FAILED", "failed"), ("RUNNING", "TIMEOUT", "failed"), ("", "PENDING", None),
     ("PENDING", "STARTING", None), ("RUNNING", "CANCELLING", None),
+    ("PENDING", "PENDING", None),  # a waiting job held or released (scheduler.holds): not requeued
 ])
 def test_kind_of_a_transition(from_state, to_state, kind) -> None:
     assert kind_of(from_state, to_state) == kind

@@ -27,6 +27,10 @@ MATRIX = [
     ("page", "get", "/jobs/{job}/", {"anonymous": LOGIN, "owner": 200, "other": 404, "staff": 200}),
     ("page", "get", "/jobs/{job}/cancel/", {"anonymous": LOGIN, "owner": 405, "other": 405, "staff": 405}),
     ("page", "post", "/jobs/{job}/cancel/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
+    ("page", "get", "/jobs/{job}/hold/", {"anonymous": LOGIN, "owner": 405, "other": 405, "staff": 405}),
+    ("page", "post", "/jobs/{job}/hold/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
+    ("page", "get", "/jobs/{job}/release/", {"anonymous": LOGIN, "owner": 405, "other": 405, "staff": 405}),
+    ("page", "post", "/jobs/{job}/release/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
     ("page", "get", "/sessions/new/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),
     ("page", "post", "/sessions/new/", {"anonymous": LOGIN, "owner": 302, "other": 302, "staff": 302}),
     ("page", "get", "/account/tokens/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),
@@ -57,6 +61,9 @@ MATRIX = [
     ("api", "get", "/api/v1/jobs/array/", {"anonymous": 401, "owner": 405, "other": 405, "staff": 405}),
     ("api", "get", "/api/v1/jobs/{job}/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "post", "/api/v1/jobs/{job}/cancel/", {"anonymous": 401, "owner": 202, "other": 404, "staff": 202}),
+    ("api", "get", "/api/v1/jobs/{job}/hold/", {"anonymous": 401, "owner": 405, "other": 405, "staff": 405}),
+    ("api", "post", "/api/v1/jobs/{job}/hold/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
+    ("api", "post", "/api/v1/jobs/{job}/release/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "get", "/api/v1/jobs/{job}/logs/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "get", "/api/v1/jobs/{job}/progress/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "post", "/api/v1/sessions/", {"anonymous": 401, "owner": 201, "other": 201, "staff": 201}),
@@ -110,8 +117,8 @@ def test_other_users_job_is_indistinguishable_from_a_missing_one(roles, make_job
     job = make_job(roles.owner)
     missing = job.pk + 1000
     client = api_as(roles.other)
-    for suffix in ("", "cancel/", "logs/"):
-        method = client.post if suffix == "cancel/" else client.get
+    for suffix in ("", "cancel/", "logs/", "hold/", "release/"):
+        method = client.post if suffix in ("cancel/", "hold/", "release/") else client.get
         theirs, absent = method(f"/api/v1/jobs/{job.pk}/{suffix}"), method(f"/api/v1/jobs/{missing}/{suffix}")
         assert (theirs.status_code, theirs.json()) == (absent.status_code, absent.json()) == (404, {"detail": "Not found."})
 

@@ -171,3 +171,28 @@ def test_detail_renders_progress_once_the_job_reported_and_hides_it_before(roles
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     assert '<section id="progress-section">' in html and 'value="0.250000"' in html
     assert '"step": 3' in html  # the initial state the page script renders
+
+
+def test_hold_and_release_from_the_page(roles, browser_as, make_job) -> None:
+    job = make_job(roles.owner)
+    client = browser_as(roles.owner)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'action="/jobs/{job.pk}/hold/"' in page and f'action="/jobs/{job.pk}/release/"' not in page
+    page = client.post(f"/jobs/{job.pk}/hold/", follow=True).content.decode()
+    assert f"Job {job.pk} is held." in page and "JobHeldUser" in page
+    assert f'action="/jobs/{job.pk}/release/"' in page and f'action="/jobs/{job.pk}/hold/"' not in page
+    page = client.post(f"/jobs/{job.pk}/release/", follow=True).content.decode()
+    assert f"Job {job.pk} is not held." in page and Job.objects.get(pk=job.pk).hold == ""
+    running = make_job(roles.owner, JobState.RUNNING)
+    page = client.post(f"/jobs/{running.pk}/hold/", follow=True).content.decode()
+    assert "only a PENDING job can be held" in page and f'action="/jobs/{running.pk}/hold/"' not in page
+
+
+def test_an_administrator_s_hold_offers_its_owner_no_release(roles, browser_as, make_job) -> None:
+    job = make_job(roles.owner)
+    browser_as(roles.staff).post(f"/jobs/{job.pk}/hold/")
+    page = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
+    assert "JobHeldAdmin" in page and f'action="/jobs/{job.pk}/release/"' not in page
+    page = browser_as(roles.owner).post(f"/jobs/{job.pk}/release/", follow=True).content.decode()
+    assert "only staff release it" in page and Job.objects.get(pk=job.pk).hold == "admin"
+    assert f'action="/jobs/{job.pk}/release/"' in browser_as(roles.staff).get(f"/jobs/{job.pk}/").content.decode()

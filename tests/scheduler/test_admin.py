@@ -91,3 +91,18 @@ def test_jobs_are_read_only_in_the_admin(roles, browser_as, make_job) -> None:
     job.refresh_from_db()
     assert (job.state, job.name) == (JobState.PENDING, "job")
     assert client.get("/admin/scheduler/job/add/").status_code == 403
+
+
+def test_staff_hold_and_release_jobs_from_the_admin(roles, browser_as, make_job) -> None:
+    theirs = make_job(roles.owner, name="alices-job")
+    mine = make_job(roles.staff, name="staff-job")
+    running = make_job(roles.other, JobState.RUNNING, name="bobs-job")
+    client = browser_as(roles.staff)
+    response = client.post("/admin/scheduler/job/", {
+        "action": "hold_jobs", "_selected_action": [theirs.pk, mine.pk, running.pk]}, follow=True)
+    assert "2 job(s) held; 1 could not be (not pending, or ended)." in response.content.decode()
+    assert dict(Job.objects.values_list("name", "hold")) == {"alices-job": "admin", "staff-job": "user", "bobs-job": ""}
+    response = client.post("/admin/scheduler/job/", {"action": "release_jobs", "_selected_action": [theirs.pk]},
+                           follow=True)
+    assert "1 job(s) released; 0 could not be" in response.content.decode()
+    assert Job.objects.get(pk=theirs.pk).hold == ""

@@ -102,6 +102,23 @@ def test_jobs_no_longer_pending_leave_the_store_and_are_announced(alice, nodes, 
     assert set(heard[0]) == {a.pk, b.pk}  # a is gone; b moved up from position 2
 
 
+def test_a_held_job_has_no_position_or_forecast_and_those_behind_it_move_up(alice, nodes, store) -> None:
+    from scheduler import holds
+
+    nodes(("n1", 1))
+    running, held, behind = submit(alice, "running"), submit(alice, "held"), submit(alice, "behind")
+    Job.objects.filter(pk=running.pk).update(state=JobState.RUNNING)
+    forecasts.recompute()
+    assert (forecast_store.read_one(held.pk).position, forecast_store.read_one(behind.pk).position) == (1, 2)
+    holds.hold_job(held, alice)
+    forecasts.recompute()
+    assert forecast_store.read_one(held.pk) is None
+    assert forecast_store.read_one(behind.pk).position == 1
+    holds.release_job(held, alice)
+    forecasts.recompute()
+    assert forecast_store.read_one(held.pk).position == 1
+
+
 @pytest.mark.parametrize("fair, order", [(True, ["light", "heavy1", "heavy2"]), (False, ["heavy1", "heavy2", "light"])])
 def test_queue_positions_and_heads_follow_fair_share_when_it_is_on(nodes, store, settings, fair, order) -> None:
     # The heavy project used 8 GPUs for an hour; the light one nothing. With fair share, the light

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.models import Job
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -319,3 +321,26 @@ def test_list_start_shows_pending_jobs_with_position_and_forecast(roles, as_user
     assert by_name["soon"].split()[5] == "1" and "> 14 days" in by_name["later"]
     code, out, _ = as_user(roles.owner)("show", str(soon.pk))
     assert "\nPosition:      1\n" in out and "\nStarts at:     " in out
+
+
+def test_hold_and_release_through_the_cli(roles, as_user, make_job) -> None:
+    first, second = make_job(roles.owner), make_job(roles.owner)
+    cli = as_user(roles.owner)
+    assert cli("hold", str(first.pk), str(second.pk)) == (
+        0, f"Job {first.pk}: PENDING, held (user)\nJob {second.pk}: PENDING, held (user)\n", "")
+    assert cli("release", str(second.pk)) == (0, f"Job {second.pk}: PENDING, not held\n", "")
+    assert dict(Job.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "hold")) == {
+        first.pk: "user", second.pk: ""}
+
+
+def test_hold_refusals_are_the_api_s_words(roles, as_user, make_job) -> None:
+    running = make_job(roles.owner, state="RUNNING")
+    cli = as_user(roles.owner)
+    assert cli("hold", str(running.pk)) == (
+        1, "", f"gpusched: error: HTTP 409 Conflict: job {running.pk} is RUNNING: only a PENDING job can be held\n")
+    held = make_job(roles.owner)
+    assert as_user(roles.staff)("hold", str(held.pk))[0] == 0
+    code, _, err = cli("release", str(held.pk))
+    assert code == 1 and err == (f"gpusched: error: HTTP 403 Forbidden: job {held.pk} is held by an administrator: "
+                                 "only staff release it\n")
+    assert Job.objects.get(pk=held.pk).hold == "admin"
