@@ -199,6 +199,7 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Name", job.get("name")),
         ("Owner", job.get("owner")),
         ("State", job.get("state")),
+        ("Hold", job.get("hold") or None),
         ("Reason", reason),
         ("Position", (job.get("forecast") or {}).get("position")),
         ("Starts at", forecast_start(job.get("forecast"))),

@@ -96,6 +96,8 @@ def test_format_job_without_attempts_has_no_attempt_table() -> None:
     text = format_job(job(attempts=[], events=[], pending_message=""))
     assert "Attempts:\n" not in text and "Events:" not in text
     assert header_fields(text)["Reason"] == "QuotaExceeded"
+    assert header_fields(text)["Hold"] == "-"
+    assert header_fields(format_job(job(hold="admin")))["Hold"] == "admin"
 
 
 def test_format_quota_pairs_limits_with_usage() -> None:
