@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -77,6 +78,12 @@ def test_destroy_removes_namespaces_links_and_processes_and_may_be_repeated() ->
     except netns.NetnsUnavailable as exc:
         unavailable(str(exc))
     sleeper = subprocess.Popen(net.argv("a", ["sleep", "300"]))
+    # ``ip netns exec`` enters the namespace before it execs the command: until then the process is not
+    # among the namespace's pids, and a destroy that came first would leave it running outside any name.
+    deadline = time.monotonic() + 30
+    while str(sleeper.pid) not in netns.ip("netns", "pids", net.hosts["a"].netns).stdout.split():
+        assert time.monotonic() < deadline, "the sleeper never entered its namespace"
+        time.sleep(0.05)
     net.destroy()
     assert sleeper.wait(timeout=30) != 0  # killed with its namespace
     net.destroy()
