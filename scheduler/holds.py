@@ -66,7 +66,8 @@ def hold_job(job: Job, by: Any) -> Job:
         if locked.hold == JobHold.ADMIN and not by.is_staff:
             raise HoldRefused(locked, f"job {locked.pk} is held by an administrator", conflict=False)
         reason, message = reason_of(kind, locked.pk)
-        _change(locked, kind, reason, f"{message} (held by {by.get_username()})")
+        _change(locked, kind, reason, message, f"held by {by.get_username()}")
+    transaction.on_commit(lambda: request_scheduling())  # the queue positions and forecasts behind it move up
     return locked
 
 
@@ -83,14 +84,15 @@ def release_job(job: Job, by: Any) -> Job:
         if locked.hold == JobHold.ADMIN and not by.is_staff:
             raise HoldRefused(locked, f"job {locked.pk} is held by an administrator: only staff release it",
                               conflict=False)
-        _change(locked, JobHold.NONE, "Released", f"released by {by.get_username()}")
+        _change(locked, JobHold.NONE, "Released", "", f"released by {by.get_username()}")
     transaction.on_commit(lambda: request_scheduling())
     return locked
 
 
-def _change(job: Job, hold: str, reason: str, message: str) -> None:
-    """Store the new hold (and, for a hold, the pending reason at once, so every page says so before
-    the next cycle) with one event on the job's timeline, whose signal announces the job to its viewers."""
+def _change(job: Job, hold: str, reason: str, message: str, event_message: str) -> None:
+    """Store the new hold (and, for a hold, the pending reason and ``message`` at once, as the next
+    cycle writes them, so every page says so before it) with one event on the job's timeline
+    (``event_message``: who did it), whose signal announces the job to its viewers."""
     now = timezone.now()
     fields = {"hold": hold}
     if hold:
@@ -98,7 +100,8 @@ def _change(job: Job, hold: str, reason: str, message: str) -> None:
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
-    transitions.record_event(job.pk, at=now, from_state=job.state, to=job.state, reason=reason, message=message)
+    transitions.record_event(job.pk, at=now, from_state=job.state, to=job.state, reason=reason,
+                             message=event_message)
 
 
 def for_array(job: Job, by: Any, change: Any) -> list[Job]:

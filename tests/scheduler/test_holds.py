@@ -35,7 +35,7 @@ def test_the_owner_holds_a_waiting_job_and_its_row_and_timeline_say_so(alice) ->
     assert (held.hold, job.hold, job.state) == (JobHold.USER, JobHold.USER, JobState.PENDING)
     assert job.pending_reason == "JobHeldUser"
     assert f"gpusched release {job.pk}" in job.pending_message
-    assert events(job) == [("JobHeldUser", f"{job.pending_message}", "PENDING")]
+    assert events(job) == [("JobHeldUser", "held by alice", "PENDING")]
     assert holds.hold_job(job, alice).hold == JobHold.USER  # again: nothing changes, no second event
     assert len(events(job)) == 1
 
@@ -65,7 +65,8 @@ def test_an_administrator_s_hold_is_released_by_staff_only(alice, staff) -> None
     job.refresh_from_db()
     assert job.hold == JobHold.ADMIN
     assert holds.release_job(job, staff).hold == ""
-    assert [reason for reason, _, _ in events(job)] == ["JobHeldAdmin", "Released"]
+    assert [(reason, message) for reason, message, _ in events(job)] == [
+        ("JobHeldAdmin", "held by admin1"), ("Released", "released by admin1")]
 
 
 def test_staff_holding_their_own_job_place_a_user_hold(staff) -> None:
