@@ -31,6 +31,7 @@ class Action(models.TextChoices):
     JOB_CANCELLED_BY_STAFF = "job.cancelled-by-staff"
     JOB_HELD_BY_STAFF = "job.held-by-staff"
     JOB_RELEASED_BY_STAFF = "job.released-by-staff"
+    JOB_PRIORITY_BY_STAFF = "job.priority-by-staff"
     AGENT_REGISTERED = "agent.registered"
     AGENT_REFUSED = "agent.refused"
     SESSION_OPENED_BY_STAFF = "session.opened-by-staff"

@@ -54,6 +54,13 @@ def record_staff_hold(request: HttpRequest, job: Any, change: str) -> None:
                request=request, detail=f"hold now {job.hold or 'none'}")
 
 
+def record_staff_priority(request: HttpRequest, job: Any) -> None:
+    """Staff changing another user's job's priority is audited."""
+    if request.user.pk != job.owner_id:
+        record("job.priority-by-staff", target=f"job {job.pk} of {job.owner.get_username()}", actor=request.user,
+               request=request, detail=f"priority now {job.priority}")
+
+
 def record_staff_cancel(request: HttpRequest, job: Any) -> None:
     """Staff cancelling another user's job is audited; an owner cancelling their own is not."""
     if request.user.pk != job.owner_id:

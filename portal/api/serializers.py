@@ -98,6 +98,18 @@ class StrictStringListField(serializers.ListField):
         return list(data)
 
 
+class JobUpdateSerializer(serializers.Serializer):
+    """``PATCH /api/v1/jobs/{id}/``: what may change after submission (a PENDING job's priority)."""
+
+    priority = serializers.IntegerField(help_text="The new priority, within the range allowed at submission.")
+
+    def validate(self, attrs: dict) -> dict:
+        other = sorted(set(self.initial_data) - {"priority"}) if isinstance(self.initial_data, dict) else []
+        if other:
+            raise serializers.ValidationError({name: ["Cannot be changed after submission."] for name in other})
+        return attrs
+
+
 class JobSubmitSerializer(FieldsBuiltOnce, serializers.Serializer):
     """The body of POST /api/v1/jobs/."""
 

@@ -23,12 +23,13 @@ from portal.api.serializers import (
     JobArraySubmitSerializer,
     JobSerializer,
     JobSubmitSerializer,
+    JobUpdateSerializer,
     LogSerializer,
     NodeSerializer,
     QuotaExceededSerializer,
     QuotaReportSerializer,
 )
-from scheduler import arrays, fair_standing, holds, selectors, services, usage
+from scheduler import arrays, fair_standing, holds, job_priority, selectors, services, usage
 from scheduler.attempt_log import LogPage, log_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
@@ -160,6 +161,23 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
         return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data,
                         status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=JobUpdateSerializer, responses={200: JobSerializer, 400: ErrorsSerializer,
+                                                           404: DetailSerializer, 409: DetailSerializer})
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        """Change a PENDING job's priority (the owner within their ranges; staff on another's job: any)."""
+        job = self._visible_job(pk)
+        serializer = JobUpdateSerializer(data=request.data)
+        if not serializer.is_valid():
+            return validation_error(serializer.errors)
+        try:
+            job = job_priority.change_priority(job, request.user, serializer.validated_data["priority"])
+        except job_priority.PriorityRefused as exc:
+            if exc.conflict:
+                return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
+            return validation_error({"priority": [str(exc)]})
+        audit.record_staff_priority(request, job)
+        return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data)
 
     @extend_schema(request=None, responses={200: JobSerializer, 403: DetailSerializer, 404: DetailSerializer,
                                             409: DetailSerializer})

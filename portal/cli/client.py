@@ -97,6 +97,10 @@ class ApiClient:
     def cancel_job(self, job_id: int) -> dict[str, Any]:
         return self._request("POST", f"/jobs/{job_id}/cancel/")
 
+    def update_job(self, job_id: int | str, priority: int) -> dict[str, Any]:
+        """PATCH /jobs/{id}/ with the new priority: the job as it stands after."""
+        return self._request("PATCH", f"/jobs/{job_id}/", json={"priority": priority})
+
     def hold_job(self, job_id: int | str, release: bool = False) -> dict[str, Any]:
         """POST /jobs/{id}/hold/ (``release``: /release/): the job as it stands after."""
         return self._request("POST", f"/jobs/{job_id}/{'release' if release else 'hold'}/")

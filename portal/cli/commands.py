@@ -272,6 +272,15 @@ def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_update(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    job = client.update_job(args.job_id, args.priority)
+    if args.json:
+        dump_json(job, out)
+    else:
+        out.write(f"Job {job.get('id', args.job_id)}: {job.get('state')}, priority {job.get('priority')}\n")
+    return 0
+
+
 # -- quota & nodes ------------------------------------------------------------
 
 
@@ -328,6 +337,7 @@ HANDLERS: dict[str, Handler] = {
     "show": cmd_show,
     "cancel": cmd_cancel,
     "hold": cmd_hold,
+    "update": cmd_update,
     "release": cmd_hold,
     "logs": cmd_logs,
     "quota": cmd_quota,

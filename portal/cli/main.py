@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("job_ids", type=_job_ref, metavar="ID", nargs="+",
                        help=f"jobs (12) or array tasks (12_3); {name} 12 {name}s every task of array 12")
 
+    update = sub.add_parser("update", parents=[common],
+                            help="change a pending job's priority (like scontrol update JobId=ID Priority=N)")
+    update.add_argument("job_id", type=_job_ref, metavar="ID", help="a job (12) or an array task (12_3)")
+    update.add_argument("--priority", type=int, required=True, metavar="N",
+                        help="the new priority, within the range you may use (gpusched quota shows it)")
+
     logs = sub.add_parser("logs", parents=[common], help="print a job's log")
     logs.add_argument("job_id", type=_job_ref, metavar="ID")
     logs.add_argument("--attempt", type=_positive_int, metavar="N",

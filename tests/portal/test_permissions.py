@@ -61,6 +61,7 @@ MATRIX = [
     ("api", "get", "/api/v1/jobs/array/", {"anonymous": 401, "owner": 405, "other": 405, "staff": 405}),
     ("api", "get", "/api/v1/jobs/{job}/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "post", "/api/v1/jobs/{job}/cancel/", {"anonymous": 401, "owner": 202, "other": 404, "staff": 202}),
+    ("api", "patch", "/api/v1/jobs/{job}/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "get", "/api/v1/jobs/{job}/hold/", {"anonymous": 401, "owner": 405, "other": 405, "staff": 405}),
     ("api", "post", "/api/v1/jobs/{job}/hold/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
     ("api", "post", "/api/v1/jobs/{job}/release/", {"anonymous": 401, "owner": 200, "other": 404, "staff": 200}),
@@ -85,6 +86,7 @@ BODIES = {
     "/admin/scheduler/posixidentity/add/": {"user": "", "posix_name": "matrix"},
     "/admin/scheduler/image/add/": {"name": "matrix", "uri": "/shared/m.tar", "digest": "sha256:" + "0" * 64},
     "/api/v1/jobs/": {"name": "from api", "command": "echo hi"},
+    "/api/v1/jobs/{job}/": {"priority": 1},
     "/sessions/new/": {"kind": "jupyter", "num_gpus": 1},
     "/api/v1/sessions/": {"kind": "terminal"},
     "/api/v1/jobs/array/": {"jobs": [{"name": "array 0", "command": "echo 0"}, {"name": "array 1", "command": "echo 1"}]},
@@ -121,6 +123,10 @@ def test_other_users_job_is_indistinguishable_from_a_missing_one(roles, make_job
         method = client.post if suffix in ("cancel/", "hold/", "release/") else client.get
         theirs, absent = method(f"/api/v1/jobs/{job.pk}/{suffix}"), method(f"/api/v1/jobs/{missing}/{suffix}")
         assert (theirs.status_code, theirs.json()) == (absent.status_code, absent.json()) == (404, {"detail": "Not found."})
+    theirs = client.patch(f"/api/v1/jobs/{job.pk}/", {"priority": 5}, format="json")
+    absent = client.patch(f"/api/v1/jobs/{missing}/", {"priority": 5}, format="json")
+    assert (theirs.status_code, theirs.json()) == (absent.status_code, absent.json()) == (404, {"detail": "Not found."})
+    assert Job.objects.get(pk=job.pk).priority == 0
 
 
 def test_refused_writes_change_nothing(roles, make_job, api_as, browser_as) -> None:

@@ -344,3 +344,15 @@ def test_hold_refusals_are_the_api_s_words(roles, as_user, make_job) -> None:
     assert code == 1 and err == (f"gpusched: error: HTTP 403 Forbidden: job {held.pk} is held by an administrator: "
                                  "only staff release it\n")
     assert Job.objects.get(pk=held.pk).hold == "admin"
+
+
+def test_update_changes_a_waiting_job_s_priority_within_the_range(roles, as_user, make_job) -> None:
+    from scheduler.models import Quota
+
+    Quota.objects.create(user=roles.owner, max_priority=10)
+    job = make_job(roles.owner)
+    cli = as_user(roles.owner)
+    assert cli("update", str(job.pk), "--priority", "10") == (0, f"Job {job.pk}: PENDING, priority 10\n", "")
+    code, _, err = cli("update", str(job.pk), "--priority", "11")
+    assert code == 1 and "HTTP 400" in err and "Must be between -1000 and 10 (quota of user alice)." in err
+    assert Job.objects.get(pk=job.pk).priority == 10
