@@ -23,7 +23,7 @@ from portal.api.views import usage_csv_response
 from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
-from scheduler.models import TERMINAL_STATES, JobHold, JobState
+from scheduler.models import TERMINAL_STATES, JobState
 from scheduler.projects import names_of as project_names
 
 JOBS_PER_PAGE = 25
@@ -89,8 +89,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "can_hold": job.state == JobState.PENDING and not job.hold,
-        "can_release": bool(job.hold) and job.state not in TERMINAL_STATES
-                       and (request.user.is_staff or job.hold != JobHold.ADMIN),
+        "can_release": job.state not in TERMINAL_STATES and holds.may_release(job, request.user),
         "progress": job_progress(job.pk),
         "session": session_status(job, timezone.now()),
         "forecast": forecast_store.read_one(job.pk) if job.state == JobState.PENDING else None,

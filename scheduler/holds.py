@@ -50,6 +50,11 @@ def hold_kind(job: Job, by: Any) -> str:
     return JobHold.USER if by.pk == job.owner_id else JobHold.ADMIN
 
 
+def may_release(job: Job, by: Any) -> bool:
+    """Whether ``by`` may release ``job``'s hold: any hold for staff, a user hold for anyone who sees the job."""
+    return bool(job.hold) and (by.is_staff or job.hold != JobHold.ADMIN)
+
+
 def hold_job(job: Job, by: Any) -> Job:
     """Hold ``job`` (which ``by`` may see): it stays PENDING and does not start until released.
 
@@ -81,7 +86,7 @@ def release_job(job: Job, by: Any) -> Job:
             raise HoldRefused(locked, f"job {locked.pk} is {locked.state}: it has ended")
         if not locked.hold:
             return locked
-        if locked.hold == JobHold.ADMIN and not by.is_staff:
+        if not may_release(locked, by):
             raise HoldRefused(locked, f"job {locked.pk} is held by an administrator: only staff release it",
                               conflict=False)
         _change(locked, JobHold.NONE, "Released", "", f"released by {by.get_username()}")
