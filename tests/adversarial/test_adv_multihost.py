@@ -67,7 +67,10 @@ def test_a_node_cut_off_is_declared_lost_its_jobs_fenced_with_grace_and_requeued
     the broker, gives its jobs SIGTERM (they save) and stops them before that. Healed, node1 comes back
     UP, its stale reports are reconciled, and every job completes; no job's attempts overlapped."""
     cluster = netns_cluster(agents=3, gpus=2)
-    jobs = [submit(cluster, f"p{i}", steps=100) for i in range(4)]
+    # A grace of 3 s: the cut-off node's shims send the notice at max(fence - grace, fence / 2) = 3 s after the
+    # last heartbeat and SIGKILL at 6 s. With 1 s, a job's shell on a loaded machine was once SIGKILLed before
+    # it had written the notice down, which is the thing this test reads.
+    jobs = [submit(cluster, f"p{i}", steps=100, grace=3) for i in range(4)]
     wait(lambda: list(job_states(cluster, jobs).values()).count("RUNNING") == 4, "four jobs to run")
     wait(lambda: all(spans(cluster.checkpoints, j) for j in jobs), "every job to record its first step")
     on = current_nodes(cluster, jobs)
