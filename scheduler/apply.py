@@ -180,11 +180,11 @@ def _one(done: bool, row: JobRow, into: list[int]) -> None:
 
 
 def _starts_and_preemptions(todo: _Sorted, at: datetime, out: Applied) -> None:
-    current, held = _lock_jobs([row.pk for _, row in todo.preempts] + [row.pk for _, row in todo.starts])
+    current, held, on_hold = _lock_jobs([row.pk for _, row in todo.preempts] + [row.pk for _, row in todo.starts])
     preempts = [(d, row) for d, row in todo.preempts
                 if starts_and_preemptions.may_preempt(row, current.get(row.pk, held), out)]
     starts = [(d, row) for d, row in todo.starts
-              if starts_and_preemptions.may_start(row, current.get(row.pk, held), out)]
+              if starts_and_preemptions.may_start(row, current.get(row.pk, held), out, row.pk in on_hold)]
     starts_and_preemptions.write_preemptions(preempts, at, out)
     claims = starts_and_preemptions.claim_gpus(starts, out)
     # Starts are stamped once their GPUs are locked: a GPU freed by an exit committed after ``at`` may be
@@ -192,10 +192,13 @@ def _starts_and_preemptions(todo: _Sorted, at: datetime, out: Applied) -> None:
     starts_and_preemptions.write_starts(claims, max(at, timezone.now()), out)
 
 
-def _lock_jobs(ids: list[int]) -> tuple[dict[int, tuple[str, int]], starts_and_preemptions.Held | None]:
-    """Lock the jobs (in id order) and return their ``(state, attempt_count)`` as of now, and
-    ``HELD`` when some row was passed over, held by another transaction (``scheduler.row_locks``):
-    a job missing from the result was then deleted or is held."""
+def _lock_jobs(ids: list[int]) -> tuple[dict[int, tuple[str, int]], starts_and_preemptions.Held | None, set[int]]:
+    """Lock the jobs (in id order) and return their ``(state, attempt_count)`` as of now, ``HELD``
+    when some row was passed over, held by another transaction (``scheduler.row_locks``): a job
+    missing from the result was then deleted or is held; and the ids of those a person holds back
+    now (``scheduler.holds``: a hold placed since the cycle's read stops its start)."""
     rows, passed_over = row_locks.locked(
-        Job.objects.filter(pk__in=id_set(ids)).order_by("pk").values_list("pk", "state", "attempt_count"), what="job rows")
-    return {pk: (state, attempts) for pk, state, attempts in rows}, starts_and_preemptions.HELD if passed_over else None
+        Job.objects.filter(pk__in=id_set(ids)).order_by("pk").values_list("pk", "state", "attempt_count", "hold"),
+        what="job rows")
+    return ({pk: (state, attempts) for pk, state, attempts, _ in rows},
+            starts_and_preemptions.HELD if passed_over else None, {pk for pk, _, _, hold in rows if hold})

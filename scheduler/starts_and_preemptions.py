@@ -37,10 +37,15 @@ class Held:
 HELD = Held()
 
 
-def may_start(row: JobRow, now: tuple[str, int] | Held | None, out: Applied) -> bool:
-    if now == (JobState.PENDING, row.attempt_count):
+def may_start(row: JobRow, now: tuple[str, int] | Held | None, out: Applied, on_hold: bool = False) -> bool:
+    """Whether the start read for ``row`` still stands: the job is PENDING with the attempt count read and
+    (``on_hold``) no person has held it back since the read; else the decision is skipped, saying why."""
+    if now != (JobState.PENDING, row.attempt_count):
+        out.skip(row.pk, _gone(now) or "no longer PENDING with the attempt count read")
+    elif on_hold:
+        out.skip(row.pk, "held since the cycle read it")
+    else:
         return True
-    out.skip(row.pk, _gone(now) or "no longer PENDING with the attempt count read")
     return False
 
 

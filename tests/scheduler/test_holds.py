@@ -110,3 +110,27 @@ def test_a_held_job_stays_back_on_free_gpus_keeps_its_reason_and_starts_once_rel
     report = cycle(django_capture_on_commit_callbacks)
     assert report.applied.started == [held.pk]
     assert {kw["job_id"] for _, kw in sent.launches} == {held.pk, other.pk}
+
+
+def test_a_hold_placed_after_the_cycle_read_the_rows_stops_that_cycle_s_start(
+    alice, nodes, sent, django_capture_on_commit_callbacks
+) -> None:
+    from django.db import transaction
+    from django.utils import timezone
+
+    from scheduler import apply, snapshot
+
+    nodes(("n1", 2))
+    late, other = submit(alice, "late"), submit(alice, "other")
+    now = timezone.now()
+    read = snapshot.build(now)
+    decisions = loop.current_policy().decide(read.snapshot, now.timestamp())
+    assert {d.job_id for d in decisions if type(d).__name__ == "Start"} == {str(late.pk), str(other.pk)}
+    holds.hold_job(late, alice)  # between the read and the apply, as a request beside the loop would
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        applied = apply.apply_decisions(decisions, read)
+    assert applied.started == [other.pk]
+    assert (str(late.pk), "held since the cycle read it") in applied.skipped
+    late.refresh_from_db()
+    assert (late.state, late.hold, late.attempt_count) == (JobState.PENDING, JobHold.USER, 0)
+    assert {kw["job_id"] for _, kw in sent.launches} == {other.pk}
