@@ -41,7 +41,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from cluster.models import Node, NodeState
-from scheduler import coordination, fair_usage
+from scheduler import coordination, fair_usage, holds
 from scheduler.core.decisions import Reason
 from scheduler.core.fair_queue import standing
 from scheduler.gpu_allocation import gpu_count
@@ -55,7 +55,7 @@ CACHE_KEY = "gpusched:scheduler:fair-standing"  # cleared with the stack's runti
 
 #: Pending reasons of jobs held back: they want no GPUs until the hold ends (``scheduler.snapshot``).
 HELD_BACK = frozenset({Reason.QUOTA_EXCEEDED.value, Reason.DEPENDENCY.value, Reason.JOB_ARRAY_TASK_LIMIT.value,
-                       Reason.IMAGE_UNAVAILABLE.value, Reason.JOB_HELD_USER.value, Reason.JOB_HELD_ADMIN.value})
+                       Reason.IMAGE_UNAVAILABLE.value}) | holds.BY_PERSON
 #: Job states whose GPUs are being given back: held, but not wanted.
 GIVING_BACK = frozenset({JobState.PREEMPTING, JobState.CANCELLING})
 

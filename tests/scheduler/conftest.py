@@ -23,3 +23,9 @@ def nodes(db) -> Callable[..., Any]:  # noqa: ANN001
         return [make_node(name, gpus) for name, gpus in specs]
 
     return make
+
+
+@pytest.fixture
+def staff(db) -> Any:  # noqa: ANN001
+    """A staff user (not superuser) who owns no job."""
+    return make_user("admin1", is_staff=True)

@@ -8,19 +8,9 @@ import pytest
 from scheduler import holds, loop
 from scheduler.models import Job, JobEvent, JobHold, JobState
 from scheduler.services import JobRequest, submit_jobs
-from tests.support.live_helpers import make_user, submit
+from tests.support.live_helpers import run_cycle, submit
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(db):  # noqa: ANN001, ANN201
-    return make_user("admin1", is_staff=True)
-
-
-def cycle(capture):  # noqa: ANN001, ANN201
-    with capture(execute=True):
-        return loop.run_cycle()
 
 
 def events(job: Job) -> list[tuple[str, str, str]]:
@@ -98,16 +88,16 @@ def test_a_held_job_stays_back_on_free_gpus_keeps_its_reason_and_starts_once_rel
     nodes(("n1", 2))
     held, other = submit(alice, "held"), submit(alice, "other")
     holds.hold_job(held, alice)
-    report = cycle(django_capture_on_commit_callbacks)
+    report = run_cycle(django_capture_on_commit_callbacks)
     assert report.applied.started == [other.pk]  # the GPU beside it is free, and the held job stays
     held.refresh_from_db()
     assert (held.state, held.pending_reason) == (JobState.PENDING, "JobHeldUser")
     assert f"gpusched release {held.pk}" in held.pending_message
-    cycle(django_capture_on_commit_callbacks)  # a later cycle (its row kept) still holds it back
+    run_cycle(django_capture_on_commit_callbacks)  # a later cycle (its row kept) still holds it back
     held.refresh_from_db()
     assert held.state == JobState.PENDING
     holds.release_job(held, alice)
-    report = cycle(django_capture_on_commit_callbacks)
+    report = run_cycle(django_capture_on_commit_callbacks)
     assert report.applied.started == [held.pk]
     assert {kw["job_id"] for _, kw in sent.launches} == {held.pk, other.pk}
 

@@ -7,22 +7,12 @@ import pytest
 from django.utils import timezone
 
 from cluster.models import Node
-from scheduler import job_priority, loop
+from scheduler import job_priority
 from scheduler.models import Job, JobEvent, JobState, Quota
 from scheduler.projects import Project
-from tests.support.live_helpers import make_node, make_user, submit
+from tests.support.live_helpers import make_node, run_cycle, submit
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(db):  # noqa: ANN001, ANN201
-    return make_user("admin1", is_staff=True)
-
-
-def cycle(capture):  # noqa: ANN001, ANN201
-    with capture(execute=True):
-        return loop.run_cycle()
 
 
 def test_the_owner_changes_the_priority_and_the_timeline_says_so(alice) -> None:
@@ -68,9 +58,9 @@ def test_only_a_waiting_job_s_priority_changes(alice) -> None:
 def test_the_cycle_after_a_change_starts_the_raised_job_first(alice, sent, django_capture_on_commit_callbacks) -> None:
     make_node("n1", 1, state="DOWN")
     first, second = submit(alice, "first"), submit(alice, "second")
-    cycle(django_capture_on_commit_callbacks)  # nowhere to start: both rows are kept for the next cycle
+    run_cycle(django_capture_on_commit_callbacks)  # nowhere to start: both rows are kept for the next cycle
     job_priority.change_priority(second, alice, 10)
     Node.objects.update(state="UP", last_heartbeat=timezone.now())
-    report = cycle(django_capture_on_commit_callbacks)
+    report = run_cycle(django_capture_on_commit_callbacks)
     assert report.applied.started == [second.pk]
     assert Job.objects.get(pk=first.pk).state == JobState.PENDING

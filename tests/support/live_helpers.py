@@ -84,6 +84,14 @@ def submit(owner, name: str = "job", **fields: Any):  # noqa: ANN001, ANN201
     return submit_job(owner, JobRequest(name=name, **values))
 
 
+def run_cycle(capture, **kwargs: Any):  # noqa: ANN001, ANN201
+    """One scheduling cycle with its on-commit callbacks run (``capture``: django_capture_on_commit_callbacks)."""
+    from scheduler import loop
+
+    with capture(execute=True):
+        return loop.run_cycle(**kwargs)
+
+
 def allocation_problems() -> list[str]:
     """Every way the database breaks the allocation invariants (empty: none).
 
