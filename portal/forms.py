@@ -126,6 +126,12 @@ class JobFilterForm(forms.Form):
                                label="Arrays")
 
 
+class PriorityForm(forms.Form):
+    """The job page's priority change: the global range here; the owner's own ranges are the service's."""
+
+    priority = forms.IntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1])
+
+
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="Where you will use it, e.g. 'laptop CLI'.")
 

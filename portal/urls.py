@@ -20,6 +20,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:job_id>/hold/", views.job_hold, name="job-hold"),
     path("jobs/<int:job_id>/release/", views.job_release, name="job-release"),
+    path("jobs/<int:job_id>/priority/", views.job_priority_change, name="job-priority"),
     path("sessions/new/", session_views.session_new, name="session-new"),
     path("jobs/<int:job_id>/session/", session_views.session_status, name="session-status"),
     path("sessions/<int:job_id>/terminal/", session_views.session_terminal, name="session-terminal"),

@@ -17,10 +17,10 @@ from audit import services as audit
 from interactive.selectors import status as session_status
 from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
-from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, TokenForm
+from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, PriorityForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
-from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, selectors, services, usage
+from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, job_priority, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
 from scheduler.models import TERMINAL_STATES, JobState
@@ -89,6 +89,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "can_hold": job.state == JobState.PENDING and not job.hold,
+        "can_reprioritize": job.state == JobState.PENDING,
         "can_release": job.state not in TERMINAL_STATES and holds.may_release(job, request.user),
         "progress": job_progress(job.pk),
         "session": session_status(job, timezone.now()),
@@ -139,6 +140,27 @@ def _hold_change(request: HttpRequest, job_id: int, change) -> HttpResponse:  # 
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Job {job.pk} is {'held' if job.hold else 'not held'}.")
+    return redirect("job-detail", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_priority_change(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job page's priority form (``scheduler.job_priority``): a refusal names the field and changes nothing."""
+    job = selectors.visible_jobs(request.user).filter(pk=job_id).first()
+    if job is None:
+        raise Http404("No such job.")
+    form = PriorityForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"priority: {' '.join(form.errors['priority'])}")
+        return redirect("job-detail", job_id=job.pk)
+    try:
+        job = job_priority.change_priority(job, request.user, form.cleaned_data["priority"])
+        audit.record_staff_priority(request, job)
+    except job_priority.PriorityRefused as exc:
+        messages.error(request, f"priority: {exc}")
+    else:
+        messages.success(request, f"Job {job.pk} has priority {job.priority}.")
     return redirect("job-detail", job_id=job.pk)
 
 

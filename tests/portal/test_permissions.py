@@ -31,6 +31,8 @@ MATRIX = [
     ("page", "post", "/jobs/{job}/hold/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
     ("page", "get", "/jobs/{job}/release/", {"anonymous": LOGIN, "owner": 405, "other": 405, "staff": 405}),
     ("page", "post", "/jobs/{job}/release/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
+    ("page", "get", "/jobs/{job}/priority/", {"anonymous": LOGIN, "owner": 405, "other": 405, "staff": 405}),
+    ("page", "post", "/jobs/{job}/priority/", {"anonymous": LOGIN, "owner": 302, "other": 404, "staff": 302}),
     ("page", "get", "/sessions/new/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),
     ("page", "post", "/sessions/new/", {"anonymous": LOGIN, "owner": 302, "other": 302, "staff": 302}),
     ("page", "get", "/account/tokens/", {"anonymous": LOGIN, "owner": 200, "other": 200, "staff": 200}),

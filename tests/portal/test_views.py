@@ -196,3 +196,55 @@ def test_an_administrator_s_hold_offers_its_owner_no_release(roles, browser_as, 
     page = browser_as(roles.owner).post(f"/jobs/{job.pk}/release/", follow=True).content.decode()
     assert "only staff release it" in page and Job.objects.get(pk=job.pk).hold == "admin"
     assert f'action="/jobs/{job.pk}/release/"' in browser_as(roles.staff).get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_the_owner_changes_a_waiting_job_s_priority_from_the_page(roles, browser_as, make_job) -> None:
+    job = make_job(roles.owner)
+    client = browser_as(roles.owner)
+    assert f'action="/jobs/{job.pk}/priority/"' in client.get(f"/jobs/{job.pk}/").content.decode()
+    page = client.post(f"/jobs/{job.pk}/priority/", {"priority": "50"}, follow=True).content.decode()
+    assert f"Job {job.pk} has priority 50." in page and "priority 0 -&gt; 50 by alice" in page
+    assert Job.objects.get(pk=job.pk).priority == 50
+
+
+@pytest.mark.parametrize("value, message", [
+    ("5000", "priority: Ensure this value is less than or equal to 1000."),
+    ("-1001", "priority: Ensure this value is greater than or equal to -1000."),
+    ("ten", "priority: Enter a whole number."),
+    ("", "priority: This field is required."),
+    ("1e3", "priority: Enter a whole number."),
+    ("11", "priority: Must be between -1000 and 10 (quota of user alice)."),
+])
+def test_a_priority_the_owner_may_not_set_is_refused_by_name_and_nothing_changes(
+        roles, browser_as, make_job, value, message) -> None:
+    from scheduler.models import JobEvent, Quota
+
+    Quota.objects.create(user=roles.owner, max_priority=10)
+    job = make_job(roles.owner)
+    page = browser_as(roles.owner).post(f"/jobs/{job.pk}/priority/", {"priority": value}, follow=True)
+    assert message in page.content.decode()
+    assert Job.objects.get(pk=job.pk).priority == 0
+    assert not JobEvent.objects.filter(job=job, reason="PriorityChanged").exists()
+
+
+def test_a_running_job_has_no_priority_form_and_keeps_its_priority(roles, browser_as, make_job) -> None:
+    running = make_job(roles.owner, JobState.RUNNING)
+    client = browser_as(roles.owner)
+    assert f'action="/jobs/{running.pk}/priority/"' not in client.get(f"/jobs/{running.pk}/").content.decode()
+    page = client.post(f"/jobs/{running.pk}/priority/", {"priority": "5"}, follow=True).content.decode()
+    assert "only a PENDING job&#x27;s priority can be changed" in page
+    assert Job.objects.get(pk=running.pk).priority == 0
+
+
+def test_staff_change_another_user_s_priority_beyond_their_quota_and_it_is_audited(
+        roles, browser_as, make_job) -> None:
+    from audit.models import AuditEntry
+    from scheduler.models import Quota
+
+    Quota.objects.create(user=roles.owner, max_priority=10)
+    job = make_job(roles.owner)
+    page = browser_as(roles.staff).post(f"/jobs/{job.pk}/priority/", {"priority": "500"}, follow=True)
+    assert f"Job {job.pk} has priority 500." in page.content.decode()
+    assert Job.objects.get(pk=job.pk).priority == 500
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.detail) == ("job.priority-by-staff", "priority now 500")
