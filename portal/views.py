@@ -23,7 +23,7 @@ from portal.api.views import usage_csv_response
 from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, job_priority, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
-from scheduler.models import TERMINAL_STATES, JobState
+from scheduler.models import TERMINAL_STATES, Job, JobState
 from scheduler.projects import names_of as project_names
 
 JOBS_PER_PAGE = 25
@@ -100,12 +100,18 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     })
 
 
-@login_required
-@require_POST
-def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+def _visible_job_or_404(request: HttpRequest, job_id: int) -> Job:
+    """The job ``job_id`` if the user may see it; 404 otherwise, as for a job that does not exist."""
     job = selectors.visible_jobs(request.user).filter(pk=job_id).first()
     if job is None:
         raise Http404("No such job.")
+    return job
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _visible_job_or_404(request, job_id)
     try:
         job = services.cancel_job(job, request.user)
         audit.record_staff_cancel(request, job)
@@ -130,9 +136,7 @@ def job_release(request: HttpRequest, job_id: int) -> HttpResponse:
 
 def _hold_change(request: HttpRequest, job_id: int, change) -> HttpResponse:  # noqa: ANN001 - holds.hold_job or release_job
     """The job page's Hold and Release buttons (``scheduler.holds``); the refusal, if any, is shown there."""
-    job = selectors.visible_jobs(request.user).filter(pk=job_id).first()
-    if job is None:
-        raise Http404("No such job.")
+    job = _visible_job_or_404(request, job_id)
     try:
         job = change(job, request.user)
         audit.record_staff_hold(request, job, change.__name__)
@@ -147,9 +151,7 @@ def _hold_change(request: HttpRequest, job_id: int, change) -> HttpResponse:  # 
 @require_POST
 def job_priority_change(request: HttpRequest, job_id: int) -> HttpResponse:
     """The job page's priority form (``scheduler.job_priority``): a refusal names the field and changes nothing."""
-    job = selectors.visible_jobs(request.user).filter(pk=job_id).first()
-    if job is None:
-        raise Http404("No such job.")
+    job = _visible_job_or_404(request, job_id)
     form = PriorityForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"priority: {' '.join(form.errors['priority'])}")
