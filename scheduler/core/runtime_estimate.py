@@ -8,8 +8,12 @@ often absent, so the estimate here prefers history and uses the limit as a cap:
 1. the owner's last ``window`` finished jobs of the same class and GPU count,
    when there are at least ``min_runs`` of them;
 2. else the owner's last finished jobs of the same class (as many);
-3. else everyone's last finished jobs of the same class (as many);
-4. else the job's time limit, else ``default[class]``.
+3. else everyone's last finished jobs of the same class, as many or fewer:
+   however few, they say more than a constant (a new cluster's first forecasts
+   would otherwise give every job the default below, hours for a job that
+   has run for seconds each time before);
+4. else (no job of the class has finished) the job's time limit, else
+   ``default[class]``.
 
 ``min_runs`` is 30: a quantile read from a handful of runs is mostly noise,
 and the wider history does better until the owner's own has that many
@@ -119,13 +123,14 @@ class RuntimeEstimator:
             self._ordered.pop(key, None)
 
     def _similar(self, spec: JobSpec) -> tuple[deque[float], tuple] | None:
-        """The most specific non-empty history for ``spec`` and its key."""
+        """The most specific history for ``spec`` with at least ``min_runs`` runs, else the
+        class's whatever its size if it has any (module doc), and its key; None without any."""
         owner = owner_of(spec)
         for key in ((owner, spec.job_class, spec.num_gpus), (owner, spec.job_class), (spec.job_class,)):
             runs = self._runs.get(key)
             if runs and len(runs) >= self.min_runs:
                 return runs, key
-        return None
+        return (runs, key) if runs else None
 
     def total(self, spec: JobSpec) -> float:
         """Estimated seconds of work the whole job needs (> 0)."""

@@ -1,5 +1,5 @@
-"""Run-time estimates: owner's similar history first, then wider history, then
-the time limit or the class default; the limit always caps; a running job's
+"""Run-time estimates: owner's similar history first, then wider history (the class's,
+however short), then the time limit or the class default; the limit always caps; a running job's
 remaining time is conditioned on the work it has done."""
 
 from __future__ import annotations
@@ -54,6 +54,16 @@ def test_too_little_owner_history_falls_back_to_the_class():
     learn(est, "alice", BE, 2, [10.0] * 4)
     learn(est, "bob", BE, 2, [700.0] * 6)
     assert est.total(spec(gpus=2)) == 700.0
+
+
+def test_a_class_with_fewer_finished_runs_than_needed_is_still_preferred_to_a_constant():
+    """A new cluster: three 40-second BE runs say more than four hours of default or a padded limit."""
+    est = RuntimeEstimator()  # min_runs 30
+    learn(est, "alice", BE, 2, [40.0, 41.0, 46.0])
+    assert est.total(spec(user="bob", gpus=4)) in (40.0, 41.0, 46.0)
+    assert est.total(spec(user="bob", gpus=4, limit=7200.0)) in (40.0, 41.0, 46.0)
+    assert 0 < est.remaining(spec(gpus=2), 20.0) <= 26.0
+    assert est.total(spec(cls=TE)) == DEFAULT_RUNTIME[TE]  # nothing of the class finished yet
 
 
 def test_time_limit_caps_history():
