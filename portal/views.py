@@ -23,7 +23,7 @@ from portal.api.views import usage_csv_response
 from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, job_priority, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
-from scheduler.models import TERMINAL_STATES, Job, JobState
+from scheduler.models import PRIORITY_RANGE, TERMINAL_STATES, Job, JobState
 from scheduler.projects import names_of as project_names
 
 JOBS_PER_PAGE = 25
@@ -89,7 +89,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "can_hold": job.state == JobState.PENDING and not job.hold,
-        "can_reprioritize": job.state == JobState.PENDING,
+        "can_reprioritize": job.state == JobState.PENDING, "priority_range": PRIORITY_RANGE,
         "can_release": job.state not in TERMINAL_STATES and holds.may_release(job, request.user),
         "progress": job_progress(job.pk),
         "session": session_status(job, timezone.now()),

@@ -201,7 +201,8 @@ def test_an_administrator_s_hold_offers_its_owner_no_release(roles, browser_as, 
 def test_the_owner_changes_a_waiting_job_s_priority_from_the_page(roles, browser_as, make_job) -> None:
     job = make_job(roles.owner)
     client = browser_as(roles.owner)
-    assert f'action="/jobs/{job.pk}/priority/"' in client.get(f"/jobs/{job.pk}/").content.decode()
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'action="/jobs/{job.pk}/priority/"' in page and 'min="-1000" max="1000"' in page
     page = client.post(f"/jobs/{job.pk}/priority/", {"priority": "50"}, follow=True).content.decode()
     assert f"Job {job.pk} has priority 50." in page and "priority 0 -&gt; 50 by alice" in page
     assert Job.objects.get(pk=job.pk).priority == 50
