@@ -130,7 +130,9 @@ class RuntimeEstimator:
             runs = self._runs.get(key)
             if runs and len(runs) >= self.min_runs:
                 return runs, key
-        return (runs, key) if runs else None
+        widest = (spec.job_class,)
+        runs = self._runs.get(widest)
+        return (runs, widest) if runs else None
 
     def total(self, spec: JobSpec) -> float:
         """Estimated seconds of work the whole job needs (> 0)."""
