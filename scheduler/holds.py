@@ -19,7 +19,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import selectors, transitions
+from scheduler import arrays, selectors, transitions
 from scheduler.core.decisions import Reason
 from scheduler.models import MESSAGE_LENGTH, TERMINAL_STATES, Job, JobHold, JobState
 from scheduler.triggers import request_scheduling
@@ -109,17 +109,9 @@ def _change(job: Job, hold: str, reason: str, message: str, event_message: str) 
                              message=event_message)
 
 
-def for_array(job: Job, by: Any, change: Any) -> list[Job]:
-    """``change`` (``hold_job`` or ``release_job``) applied to ``job``, or, when ``job`` heads an
-    array, to each of its tasks ``by`` may see that has not ended (those a hold cannot take, not
-    PENDING, are passed over; when none is left the head's own answer is given, as for one job)."""
-    if job.array_id != job.pk:
-        return [change(job, by)]
-    done = []
-    for task in selectors.visible_jobs(by).filter(array_id=job.pk).exclude(state__in=TERMINAL_STATES).order_by("pk"):
-        try:
-            done.append(change(task, by))
-        except HoldRefused as exc:
-            if not exc.conflict:
-                raise
-    return done or [change(job, by)]
+def for_array(job: Job, by: Any, change: Any, whole: bool = True) -> list[Job]:
+    """``change`` (``hold_job`` or ``release_job``) applied to ``job``, or, when ``whole`` and ``job``
+    heads an array, to each of its tasks ``by`` may see that has not ended (those a hold cannot take,
+    not PENDING, are passed over; ``arrays.for_each_task``)."""
+    return arrays.for_each_task(job, by, lambda task: change(task, by),
+                                lambda exc: isinstance(exc, HoldRefused) and exc.conflict, whole)

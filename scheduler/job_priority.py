@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import projects, quotas, transitions
+from scheduler import arrays, projects, quotas, transitions
 from scheduler.models import PRIORITY_RANGE, Job, JobState
 from scheduler.selectors import quota_usage
 from scheduler.triggers import request_scheduling
@@ -63,3 +63,12 @@ def change_priority(job: Job, by: Any, priority: int) -> Job:
                                  message=f"priority {before} -> {priority} by {by.get_username()}")
     transaction.on_commit(lambda: request_scheduling())
     return locked
+
+
+def change_priority_of(job: Job, by: Any, priority: int, whole: bool = True) -> list[Job]:
+    """``change_priority`` on ``job``, or, when ``whole`` and ``job`` heads an array, on each of its
+    waiting tasks ``by`` may see (``arrays.for_each_task``: a task that started is passed over; a
+    priority out of range stops at the first task, before any is changed, since every task has the
+    same owner and project). Returns the jobs as stored."""
+    return arrays.for_each_task(job, by, lambda task: change_priority(task, by, priority),
+                                lambda exc: isinstance(exc, PriorityRefused) and exc.conflict, whole)

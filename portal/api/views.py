@@ -155,7 +155,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self._visible_job(pk)
         try:
-            for cancelled in arrays.cancel_array(job, request.user):  # an array's id cancels every task
+            for cancelled in arrays.cancel_array(job, request.user, arrays.names_array(pk or "")):  # ID: every task
                 audit.record_staff_cancel(request, cancelled)
         except services.JobNotCancellable as exc:
             return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
@@ -165,18 +165,21 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=JobUpdateSerializer, responses={200: JobSerializer, 400: ErrorsSerializer,
                                                            404: DetailSerializer, 409: DetailSerializer})
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
-        """Change a PENDING job's priority (the owner within their ranges; staff on another's job: any)."""
+        """Change a PENDING job's priority (the owner within their ranges; staff on another's job: any);
+        an array's id: each of its waiting tasks, ``ID_INDEX``: that task alone."""
         job = self._visible_job(pk)
         serializer = JobUpdateSerializer(data=request.data)
         if not serializer.is_valid():
             return validation_error(serializer.errors)
         try:
-            job = job_priority.change_priority(job, request.user, serializer.validated_data["priority"])
+            changed = job_priority.change_priority_of(job, request.user, serializer.validated_data["priority"],
+                                                      arrays.names_array(pk or ""))
         except job_priority.PriorityRefused as exc:
             if exc.conflict:
                 return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
             return validation_error({"priority": [str(exc)]})
-        audit.record_staff_priority(request, job)
+        for one in changed:
+            audit.record_staff_priority(request, one)
         return Response(JobSerializer(selectors.job_with_history(request.user, job.pk)).data)
 
     @extend_schema(request=None, responses={200: JobSerializer, 403: DetailSerializer, 404: DetailSerializer,
@@ -196,7 +199,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def _hold_change(self, pk: str | None, change) -> Response:  # noqa: ANN001 - holds.hold_job or release_job
         job = self._visible_job(pk)
         try:
-            for changed in holds.for_array(job, self.request.user, change):
+            for changed in holds.for_array(job, self.request.user, change, arrays.names_array(pk or "")):
                 audit.record_staff_hold(self.request, changed, change.__name__)
         except holds.HoldRefused as exc:
             code = status.HTTP_409_CONFLICT if exc.conflict else status.HTTP_403_FORBIDDEN
