@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     update = sub.add_parser("update", parents=[common],
                             help="change a pending job's priority (like scontrol update JobId=ID Priority=N)")
-    update.add_argument("job_id", type=_job_ref, metavar="ID", help="a job (12) or an array task (12_3)")
+    update.add_argument("job_id", type=_job_ref, metavar="ID",
+                        help="a job (12) or an array task (12_3); update 12 changes every waiting task of array 12")
     update.add_argument("--priority", type=int, required=True, metavar="N",
                         help="the new priority, within the range you may use (gpusched quota shows it)")
 
