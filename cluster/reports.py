@@ -69,10 +69,20 @@ def attempt_started(node: str, job_id: int, attempt: int, pid: int | None, start
                 state=AttemptState.RUNNING, pid=pid, started_at=started_at
             )
         if job.state == JobState.STARTING:
-            transitions.move_locked(job, JobState.RUNNING, "Started", f"running on {node} (pid {pid})", started_at=started_at)
+            transitions.move_locked(job, JobState.RUNNING, "Started", _started_message(att, node, pid),
+                                    started_at=started_at)
         else:
             announce.job_changed(job.pk)  # only the attempt changed: no JobEvent announces it
     return True
+
+
+def _started_message(att: Attempt, node: str, pid: int | None) -> str:
+    """The ``Started`` event's text: the node that reported first, and for a job spread over several
+    nodes all of them (the job runs once its first node started it; the others follow)."""
+    nodes = sorted(att.gpu_allocation or {})
+    if len(nodes) < 2:
+        return f"running on {node} (pid {pid})"
+    return f"running on {', '.join(nodes)} ({node} first, pid {pid})"
 
 
 def attempt_exited(

@@ -66,3 +66,15 @@ def test_log_lines_are_stored_and_served_by_the_api(owner) -> None:
     body = api.get(f"/api/v1/jobs/{job.pk}/logs/").json()
     assert body["attempt"] == 1 and body["lines"] == ["step 1/3", "step 2/3", "badbyte"]
     assert AttemptLog.objects.count() == 2
+
+
+def test_the_started_event_names_the_node_and_for_a_job_on_two_nodes_both(owner, sent) -> None:
+    for name in ("n1", "n2", "n3"):
+        make_node(name, 1)
+    spread = placed_job(owner, {"n1": [0], "n2": [0]}, state=JobState.STARTING)
+    alone = placed_job(owner, {"n3": [0]}, state=JobState.STARTING)
+    assert reports.attempt_started("n2", spread.pk, 1, 77, timezone.now()) is True
+    assert reports.attempt_started("n1", spread.pk, 1, 78, timezone.now()) is True
+    assert reports.attempt_started("n3", alone.pk, 1, 79, timezone.now()) is True
+    started = dict(JobEvent.objects.filter(reason="Started").values_list("job_id", "message"))
+    assert started == {spread.pk: "running on n1, n2 (n2 first, pid 77)", alone.pk: "running on n3 (pid 79)"}
