@@ -75,6 +75,11 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             raise Http404
         return job
 
+    def _addressed(self, pk: str | None) -> tuple[Job, bool]:
+        """The job ``pk`` names, and whether a change addresses every task of the array it heads
+        (``12``; ``12_0`` is its first task alone: ``arrays.names_array``)."""
+        return self._visible_job(pk), arrays.names_array(pk or "")
+
     @extend_schema(parameters=_LIST_PARAMS, responses={
         200: JobSerializer(many=True), 400: ErrorsSerializer,
         404: OpenApiResponse(DetailSerializer, description="A page number past the last page."),
@@ -153,9 +158,9 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=None, responses={202: JobSerializer, 404: DetailSerializer, 409: DetailSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        job = self._visible_job(pk)
+        job, whole = self._addressed(pk)
         try:
-            for cancelled in arrays.cancel_array(job, request.user, arrays.names_array(pk or "")):  # ID: every task
+            for cancelled in arrays.cancel_array(job, request.user, whole):
                 audit.record_staff_cancel(request, cancelled)
         except services.JobNotCancellable as exc:
             return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
@@ -167,13 +172,12 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Change a PENDING job's priority (the owner within their ranges; staff on another's job: any);
         an array's id: each of its waiting tasks, ``ID_INDEX``: that task alone."""
-        job = self._visible_job(pk)
+        job, whole = self._addressed(pk)
         serializer = JobUpdateSerializer(data=request.data)
         if not serializer.is_valid():
             return validation_error(serializer.errors)
         try:
-            changed = job_priority.change_priority_of(job, request.user, serializer.validated_data["priority"],
-                                                      arrays.names_array(pk or ""))
+            changed = job_priority.change_priority_of(job, request.user, serializer.validated_data["priority"], whole)
         except job_priority.PriorityRefused as exc:
             if exc.conflict:
                 return Response({"detail": str(exc), "state": exc.job.state}, status=status.HTTP_409_CONFLICT)
@@ -197,9 +201,9 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return self._hold_change(pk, holds.release_job)
 
     def _hold_change(self, pk: str | None, change) -> Response:  # noqa: ANN001 - holds.hold_job or release_job
-        job = self._visible_job(pk)
+        job, whole = self._addressed(pk)
         try:
-            for changed in holds.for_array(job, self.request.user, change, arrays.names_array(pk or "")):
+            for changed in holds.for_array(job, self.request.user, change, whole):
                 audit.record_staff_hold(self.request, changed, change.__name__)
         except holds.HoldRefused as exc:
             code = status.HTTP_409_CONFLICT if exc.conflict else status.HTTP_403_FORBIDDEN
