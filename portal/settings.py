@@ -241,12 +241,10 @@ CACHES = {
 }
 
 CHANNEL_LAYER_URL = env_url("CHANNEL_LAYER_URL", REDIS_URL, ("redis", "rediss", "unix"))
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [CHANNEL_LAYER_URL]},
-    }
-}
+# A receive waits up to 5 s in BRPOP (channels_redis), so its socket must wait longer than that: redis-py 8's
+# default of 5 s ended every quiet live websocket after 5 s. The stuck-connection timeout stays finite.
+CHANNEL_LAYER_HOST = {"address": CHANNEL_LAYER_URL, "socket_timeout": 15, "socket_connect_timeout": 5}
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [CHANNEL_LAYER_HOST]}}}
 
 # --- Scheduler ------------------------------------------------------------
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fitgpp") or "fitgpp"

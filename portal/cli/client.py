@@ -128,7 +128,7 @@ class ApiClient:
         """POST /sessions/: an interactive session (kind, num_gpus, time_limit, image); its status."""
         return self._request("POST", "/sessions/", json=dict(payload))
 
-    def session(self, job_id: int) -> dict[str, Any]:
+    def session_status(self, job_id: int) -> dict[str, Any]:
         """GET /sessions/<id>/: the session's phase, and its URL once ready."""
         return self._request("GET", f"/sessions/{job_id}/")
 

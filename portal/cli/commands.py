@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from portal.cli.client import ApiClient
+from portal.cli.client import ApiClient, ApiError
 from portal.cli.logs import cmd_logs
 from portal.cli.output import (Column, dump_json, forecast_start, format_quota, job_ref, key_values, local_time, memory,
                                node_messages, render_table, seconds, truncate)
@@ -251,11 +251,25 @@ def format_job(job: Mapping[str, Any]) -> str:
 # -- cancel -------------------------------------------------------------------
 
 def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    job = client.cancel_job(args.job_id)
-    if args.json:
-        dump_json(job, out)
-    else:
-        out.write(f"Job {job.get('id', args.job_id)}: {job.get('state')}\n")
+    """Each job in turn, as scancel does: a job the API refuses is reported at the end (its message, after
+    its id when several were named) and the others are still cancelled; an unreachable server stops at
+    once. ``--json``: the job object for one id, a list of the cancelled jobs for several."""
+    cancelled, refused = [], []
+    for job_id in args.job_ids:
+        try:
+            job = client.cancel_job(job_id)
+        except ApiError as exc:
+            if exc.status is None:
+                raise
+            refused.append(f"{job_id}: {exc.message}" if len(args.job_ids) > 1 else exc.message)
+            continue
+        cancelled.append(job)
+        if not args.json:
+            out.write(f"Job {job.get('id', job_id)}: {job.get('state')}\n")
+    if args.json and cancelled:
+        dump_json(cancelled if len(args.job_ids) > 1 else cancelled[0], out)
+    if refused:
+        raise ApiError("; ".join(refused))
     return 0
 
 

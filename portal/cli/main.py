@@ -166,11 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--start", action="store_true",
                          help="pending jobs with their queue position and forecast start (like squeue --start)")
 
-    for name, text in (("show", "show one job with its attempts and events"),
-                       ("cancel", "cancel a job")):
-        p = sub.add_parser(name, parents=[common], help=text)
-        p.add_argument("job_id", type=_job_ref, metavar="ID", help="a job (12) or an array task (12_3); cancel 12 "
-                       "cancels every task of array 12")
+    show = sub.add_parser("show", parents=[common], help="show one job with its attempts and events")
+    show.add_argument("job_id", type=_job_ref, metavar="ID", help="a job (12) or an array task (12_3)")
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel jobs (like scancel)")
+    cancel.add_argument("job_ids", type=_job_ref, metavar="ID", nargs="+",
+                        help="jobs (12) or array tasks (12_3); cancel 12 cancels every task of array 12")
     for name, text in (("hold", "keep a pending job from starting until it is released (like scontrol hold)"),
                        ("release", "release a held job so that it may start (like scontrol release)")):
         p = sub.add_parser(name, parents=[common], help=text)

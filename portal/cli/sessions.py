@@ -54,7 +54,7 @@ def cmd_session(client: ApiClient, args: argparse.Namespace, out: TextIO,
             raise ApiError(f"session {job_id} is not ready after {args.wait:g} s (phase {status['phase']}); "
                            f"see {client.settings.url}/jobs/{job_id}/")
         sleep(POLL_S)
-        status = client.session(job_id)
+        status = client.session_status(job_id)
     url = f"{client.settings.url}{status['url']}"
     out.write(json.dumps({**status, "url": url}) + "\n" if args.json else f"{url}\n")
     if not args.no_open:

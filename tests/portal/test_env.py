@@ -106,4 +106,36 @@ def test_channel_layer_uses_redis() -> None:
 
     layer = settings.CHANNEL_LAYERS["default"]
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-    assert layer["CONFIG"]["hosts"] == [settings.REDIS_URL]
+    assert [host["address"] for host in layer["CONFIG"]["hosts"]] == [settings.REDIS_URL]
+
+
+@pytest.mark.redis
+def test_the_channel_layer_keeps_waiting_through_a_quiet_spell_longer_than_its_blocking_read(redis_url) -> None:
+    """A receive blocks in BRPOP for 5 s at a time; a socket timeout no longer than that (redis-py 8's
+    default) raised in the middle of the wait, which closed every live websocket after 5 quiet seconds."""
+    import asyncio
+    import uuid
+
+    from channels_redis.core import RedisChannelLayer
+    from django.conf import settings
+
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    hosts = [{**(host if isinstance(host, dict) else {}), "address": redis_url} for host in config["hosts"]]
+    layer = RedisChannelLayer(hosts=hosts, prefix=f"test-quiet-{uuid.uuid4().hex}")
+
+    async def message_after_a_quiet_spell() -> dict:
+        channel = await layer.new_channel()
+
+        async def send_late() -> None:
+            await asyncio.sleep(6.5)
+            await layer.send(channel, {"type": "late"})
+
+        sender = asyncio.ensure_future(send_late())
+        try:
+            return await asyncio.wait_for(layer.receive(channel), 30)
+        finally:
+            await sender
+            await layer.flush()
+            await layer.close_pools()
+
+    assert asyncio.run(message_after_a_quiet_spell()) == {"type": "late"}

@@ -14,7 +14,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         layer = settings.CHANNEL_LAYERS["default"]
-        channel_url = layer.get("CONFIG", {}).get("hosts", [settings.REDIS_URL])[0]
+        channel_host = layer.get("CONFIG", {}).get("hosts", [settings.REDIS_URL])[0]
+        channel_url = channel_host.get("address") if isinstance(channel_host, dict) else channel_host
         prefix = layer.get("CONFIG", {}).get("prefix", "asgi")
         try:
             deleted = runtime_keys.clear(redis.Redis.from_url(settings.REDIS_URL), runtime_keys.RUNTIME_PATTERNS)

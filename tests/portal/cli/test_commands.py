@@ -143,6 +143,26 @@ def test_cancel_pending_then_again(roles, as_user, make_job) -> None:
     assert job.state == "CANCELLED"
 
 
+def test_cancel_of_several_jobs_cancels_each_it_may_and_names_each_refusal(roles, as_user, make_job) -> None:
+    mine, theirs, also_mine = make_job(roles.owner), make_job(roles.other), make_job(roles.owner)
+    code, out, err = as_user(roles.owner)("cancel", str(mine.pk), str(theirs.pk), str(also_mine.pk))
+    assert code == 1
+    assert out == f"Job {mine.pk}: CANCELLED\nJob {also_mine.pk}: CANCELLED\n"
+    assert err.startswith(f"gpusched: error: {theirs.pk}: HTTP 404 Not Found") and err.count("\n") == 1
+    assert [Job.objects.get(pk=j.pk).state for j in (mine, theirs, also_mine)] == ["CANCELLED", "PENDING", "CANCELLED"]
+    code, out, _ = as_user(roles.owner)("--json", "cancel", str(mine.pk))
+    assert code == 1 and out == ""
+
+
+def test_cancel_json_is_the_job_for_one_id_and_a_list_for_several(roles, as_user, make_job) -> None:
+    first, second, third = (make_job(roles.owner) for _ in range(3))
+    cli = as_user(roles.owner)
+    code, out, _ = cli("--json", "cancel", str(first.pk))
+    assert code == 0 and json.loads(out)["id"] == first.pk
+    code, out, _ = cli("--json", "cancel", str(second.pk), str(third.pk))
+    assert code == 0 and [job["state"] for job in json.loads(out)] == ["CANCELLED", "CANCELLED"]
+
+
 def test_cancel_of_another_users_job_is_not_found_and_changes_nothing(roles, as_user, make_job) -> None:
     job = make_job(roles.other)
     assert as_user(roles.owner)("cancel", str(job.pk))[0] == 1
@@ -356,3 +376,10 @@ def test_update_changes_a_waiting_job_s_priority_within_the_range(roles, as_user
     code, _, err = cli("update", str(job.pk), "--priority", "11")
     assert code == 1 and "HTTP 400" in err and "Must be between -1000 and 10 (quota of user alice)." in err
     assert Job.objects.get(pk=job.pk).priority == 10
+
+
+def test_shell_polls_its_queued_session_through_the_api_until_the_wait_runs_out(roles, as_user) -> None:
+    code, out, err = as_user(roles.owner)("shell", "--no-open", "--wait", "1")
+    session = Job.objects.get(owner=roles.owner)
+    assert out.startswith(f"session {session.pk} submitted: ") and out.endswith(f"/jobs/{session.pk}/\n")
+    assert code == 1 and f"session {session.pk} is not ready after 1 s (phase queued)" in err

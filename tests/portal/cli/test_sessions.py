@@ -22,7 +22,7 @@ class FakeClient:
         self.posted.append(payload)
         return self.phases.pop(0)
 
-    def session(self, job_id: int) -> dict:
+    def session_status(self, job_id: int) -> dict:
         return self.phases.pop(0)
 
 
