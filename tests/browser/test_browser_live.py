@@ -133,6 +133,23 @@ def test_a_dropped_connection_is_reestablished_and_the_page_catches_up(web, brow
     assert_not_reloaded(page)
 
 
+def test_a_quiet_page_keeps_its_connection_and_still_gets_the_next_push(web, browser_page, user_factory):
+    """Nothing is pushed for longer than the channel layer's blocking read (5 s): the one
+    websocket stays open (a socket timeout as short as that read ended it every 5 s), and a
+    change after the quiet spell arrives on it."""
+    from cluster.models import Node
+
+    page = browser_page(user_factory("quinn"))
+    opened, closed = [], []
+    page.on("websocket", lambda ws: (opened.append(ws.url), ws.on("close", lambda _ws: closed.append(ws.url))))
+    page.goto("/cluster/")
+    page.wait_for_selector("#live-status[data-state=live]")
+    page.wait_for_timeout(8000)
+    Node.objects.create(name="after-quiet", gpus=2)
+    page.wait_for_selector('#grid .node[data-node="after-quiet"]')
+    assert closed == [] and len(opened) == 1, (opened, closed)
+
+
 def test_a_push_keeps_the_focused_gpu_cell_and_its_detail(web, browser_page, user_factory, make_cluster_rows):
     """Cells are updated in place: keyboard focus and the detail line survive a refresh."""
     from cluster.models import Node
