@@ -66,6 +66,7 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
         if Node.objects.filter(name=name).update(last_heartbeat=now) != 1:
             _ask_to_register(name)
             return []
+        _unknown_since.pop(name, None)
         came_back = Node.objects.filter(name=name, state=NodeState.NODE_LOST).update(state=NodeState.UP) == 1
         expected = expected_attempts(name)
         gone = _track_unseen(name, expected, running, now)
@@ -98,19 +99,26 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
 
 #: Seconds between two requests to one unknown node's agent to register again (per worker process).
 REGISTER_AGAIN_INTERVAL_S = 30.0
+#: Seconds a node stays unknown to this worker process before its agent is asked: an agent's first
+#: heartbeat is often handled while its registration is still being stored by another process.
+REGISTRATION_IN_FLIGHT_S = 2.0
 _asked_to_register: dict[str, float] = {}
+_unknown_since: dict[str, float] = {}
 
 
 def _ask_to_register(name: str) -> None:
     """A heartbeat from a node the database does not know (restored from a backup older than the
     node's registration; the agent registers only when it starts or reconnects to the broker): ask
-    its agent to register again, at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's token
+    its agent to register again once the node has been unknown for ``REGISTRATION_IN_FLIGHT_S``
+    (a later heartbeat), then at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's token
     was checked for that node name, so only its own agent is asked."""
     now = time.monotonic()
+    if now - _unknown_since.setdefault(name, now) < REGISTRATION_IN_FLIGHT_S:
+        log.debug("heartbeat from unknown node %r: its registration may be in flight", name)
+        return
     if now - _asked_to_register.get(name, -math.inf) < REGISTER_AGAIN_INTERVAL_S:
         return
-    # The first time is routine: at a stack's first start an agent's first heartbeat is often
-    # handled before its registration (two worker processes). Asked again, it was not.
+    # The first time is routine after a restore from a backup. Asked again, the agent did not register.
     level = logging.WARNING if name in _asked_to_register else logging.INFO
     _asked_to_register[name] = now
     log.log(level, "heartbeat from unknown node %r: asking its agent to register again", name)

@@ -39,22 +39,45 @@ def test_heartbeat_of_an_unknown_node_asks_its_agent_to_register_again_now_and_t
     clock = [1000.0]
     monkeypatch.setattr(liveness.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(liveness, "_asked_to_register", {})
+    monkeypatch.setattr(liveness, "_unknown_since", {})
+    # Its registration may still be in flight in another worker process: not asked yet.
+    assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
+    clock[0] += liveness.REGISTRATION_IN_FLIGHT_S - 0.5
+    liveness.heartbeat("ghost", [(1, 1)], timezone.now())
+    assert sent.of(protocol.AGENT_REGISTER_AGAIN) == []
+    clock[0] += 0.5
     with caplog.at_level(logging.INFO, logger="cluster.liveness"):
         assert liveness.heartbeat("ghost", [(1, 1)], timezone.now()) == []
-    # The first time is routine (a first heartbeat handled before the registration): no warning.
+    # The first time is routine (after a restore from a backup): no warning.
     assert [r.levelno for r in caplog.records if "unknown node 'ghost'" in r.message] == [logging.INFO]
     assert not Node.objects.exists()
     assert sent.of(protocol.AGENT_REGISTER_AGAIN) == [("ghost", {})]
     clock[0] += liveness.REGISTER_AGAIN_INTERVAL_S - 1
     liveness.heartbeat("ghost", [(1, 1)], timezone.now())
     liveness.heartbeat("other", [], timezone.now())
-    clock[0] += 1
+    clock[0] += liveness.REGISTRATION_IN_FLIGHT_S
+    liveness.heartbeat("other", [], timezone.now())
+    clock[0] += 1 - liveness.REGISTRATION_IN_FLIGHT_S
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="cluster.liveness"):
         liveness.heartbeat("ghost", [(1, 1)], timezone.now())
     assert [r.levelno for r in caplog.records if "unknown node 'ghost'" in r.message] == [logging.WARNING]
     assert sent.of(protocol.AGENT_REGISTER_AGAIN) == [("ghost", {}), ("other", {}), ("ghost", {})]
     assert not Node.objects.exists()
+
+
+def test_a_heartbeat_that_overtakes_the_registration_asks_nothing(sent, monkeypatch) -> None:
+    """At a stack's first start: the first heartbeat is handled before the registration is stored,
+    the next one after it. The agent is not asked to register a second time."""
+    clock = [1000.0]
+    monkeypatch.setattr(liveness.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(liveness, "_unknown_since", {}, raising=False)
+    liveness.heartbeat("fresh", [], timezone.now())
+    make_node("fresh", 4)
+    clock[0] += 5
+    liveness.heartbeat("fresh", [], timezone.now())
+    assert sent.of(protocol.AGENT_REGISTER_AGAIN) == []
+    assert liveness._unknown_since == {}
 
 
 def test_a_lost_node_that_heartbeats_again_is_up_and_reconciled(owner, sent, no_triggers,
