@@ -64,7 +64,7 @@ def heartbeat(name: str, running: Iterable[tuple[int, int]], now: datetime,
     running = set(running)
     with transaction.atomic():
         if Node.objects.filter(name=name).update(last_heartbeat=now) != 1:
-            _ask_to_register(name)
+            ask_to_register(name, "heartbeat from unknown node")
             return []
         _unknown_since.pop(name, None)
         came_back = Node.objects.filter(name=name, state=NodeState.NODE_LOST).update(state=NodeState.UP) == 1
@@ -106,22 +106,23 @@ _asked_to_register: dict[str, float] = {}
 _unknown_since: dict[str, float] = {}
 
 
-def _ask_to_register(name: str) -> None:
+def ask_to_register(name: str, why: str) -> None:
     """A heartbeat from a node the database does not know (restored from a backup older than the
-    node's registration; the agent registers only when it starts or reconnects to the broker): ask
-    its agent to register again once the node has been unknown for ``REGISTRATION_IN_FLIGHT_S``
-    (a later heartbeat), then at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's token
-    was checked for that node name, so only its own agent is asked."""
+    node's registration; the agent registers only when it starts or reconnects to the broker), or
+    one naming another database's cluster (an agent that has not yet learned this one's): ask its
+    agent to register again once such heartbeats have come for ``REGISTRATION_IN_FLIGHT_S`` (a
+    later heartbeat), then at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's token was
+    checked for that node name, so only its own agent is asked."""
     now = time.monotonic()
     if now - _unknown_since.setdefault(name, now) < REGISTRATION_IN_FLIGHT_S:
-        log.debug("heartbeat from unknown node %r: its registration may be in flight", name)
+        log.debug("%s %r: its registration may be in flight", why, name)
         return
     if now - _asked_to_register.get(name, -math.inf) < REGISTER_AGAIN_INTERVAL_S:
         return
     # The first time is routine after a restore from a backup. Asked again, the agent did not register.
     level = logging.WARNING if name in _asked_to_register else logging.INFO
     _asked_to_register[name] = now
-    log.log(level, "heartbeat from unknown node %r: asking its agent to register again", name)
+    log.log(level, "%s %r: asking its agent to register again", why, name)
     commands.register_again(name)
 
 

@@ -139,7 +139,8 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 if other is not None:
                     server_identity.log_ignored(name, node, other)
                     if name == protocol.REPORT_HEARTBEAT:
-                        commands.register_again(node)  # its command tells the agent this server's cluster
+                        # Its command tells the agent this server's cluster.
+                        liveness.ask_to_register(node, "heartbeat naming another cluster from node")
                     return None
                 # A row held by another transaction past the limit fails the report, which is retried:
                 # waiting on it would hold a worker process that the scheduling loop may need.

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from cluster import protocol, server_identity, tasks
+from cluster import liveness, protocol, server_identity, tasks
 from cluster.models import Node, ServerIdentity
 from scheduler.models import Attempt, AttemptState, JobState
 from tests.support.live_helpers import make_node
@@ -91,12 +91,20 @@ def test_an_exit_naming_another_cluster_is_ignored(owner, sent) -> None:
 
 
 @pytest.mark.django_db
-def test_a_heartbeat_naming_another_cluster_asks_the_agent_to_register_again(owner, sent) -> None:
+def test_a_heartbeat_naming_another_cluster_asks_the_agent_to_register_again(owner, sent, monkeypatch) -> None:
+    """From the first such heartbeat 2 s after the first: the agent's registration, whose answer
+    tells it this cluster, may be in flight."""
+    clock = [1000.0]
+    monkeypatch.setattr(liveness.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(liveness, "_unknown_since", {})
+    monkeypatch.setattr(liveness, "_asked_to_register", {})
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]}, state=JobState.RUNNING)
-    tasks.heartbeat(node="n1", running=[], exited=[{"job_id": job.pk, "attempt": 1, "exit_code": 0}],
-                    sent_at=time.time(), token="", **{FIELD: "another-database"})
-    assert [task for _, task, _ in sent.items] == [protocol.AGENT_REGISTER_AGAIN]
+    for _ in range(2):
+        tasks.heartbeat(node="n1", running=[], exited=[{"job_id": job.pk, "attempt": 1, "exit_code": 0}],
+                        sent_at=time.time(), token="", **{FIELD: "another-database"})
+        assert [task for _, task, _ in sent.items] == [protocol.AGENT_REGISTER_AGAIN] * (clock[0] > 1000)
+        clock[0] += liveness.REGISTRATION_IN_FLIGHT_S
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
