@@ -86,6 +86,9 @@ def parse_exit(report: Mapping[str, Any]) -> tuple[int, int, dict[str, Any]]:
     peak_mem_bytes, cpu_seconds = report.get("peak_mem_bytes"), report.get("cpu_seconds")
     if not isinstance(checkpointed, bool):
         raise ProtocolError("checkpointed", f"must be true or false, got {checkpointed!r}")
+    marker = report.get("checkpoint_marker")  # absent from agents before it: None, unknown
+    if marker is not None and not isinstance(marker, bool):
+        raise ProtocolError("checkpoint_marker", f"must be true, false or null, got {marker!r}")
     if reason is not None and not isinstance(reason, str):
         raise ProtocolError("reason", f"must be a string or null, got {reason!r}")
     if not isinstance(message, str):
@@ -96,6 +99,7 @@ def parse_exit(report: Mapping[str, Any]) -> tuple[int, int, dict[str, Any]]:
         "ended_at": parse_time(report.get("ended_at"), "ended_at"),
         "notice_at": parse_time(report.get("notice_at"), "notice_at", allow_none=True),
         "checkpointed": checkpointed,
+        "checkpoint_marker": marker,
         "reason": reason,
         "message": message.replace("\x00", ""),
         "peak_mem_bytes": None if peak_mem_bytes is None else parse_count(peak_mem_bytes, "peak_mem_bytes"),

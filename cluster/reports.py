@@ -97,6 +97,7 @@ def attempt_exited(
     checkpointed: bool,
     reason: str | None,
     now: datetime,
+    checkpoint_marker: bool | None = None,
     message: str = "",
     peak_mem_bytes: int | None = None,
     cpu_seconds: float | None = None,
@@ -128,6 +129,8 @@ def attempt_exited(
         if att.notice_at is not None:
             att.vacated_at = att.ended_at
             att.checkpointed = checkpointed if att.checkpointed is None else (att.checkpointed and checkpointed)
+            if checkpoint_marker is not None:  # one node that saw the marker written is enough
+                att.checkpoint_marker = bool(att.checkpoint_marker) or checkpoint_marker
         if held_elsewhere(job, att):
             att.save()
             announce.job_changed(job.pk)

@@ -138,12 +138,12 @@ def settle(job: Job, att: Attempt, now: datetime) -> None:
                                 f"{'ended for idleness' if idle else 'stopped'} on {where}", ended_at=att.ended_at,
                                 exit_code=att.exit_code, progress_seconds=progress)
     elif outcome == AttemptState.PREEMPTED:
-        kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
+        kept_text = _kept_text(att)
         message = f"attempt {att.number} vacated {where}; {kept_text}"
         transitions.move_locked(job, JobState.PENDING, PendingReason.PREEMPTED, message, progress_seconds=progress,
               pending_reason=PendingReason.PREEMPTED, pending_message=message)
     elif outcome == AttemptState.RECONFIGURED:
-        kept_text = "checkpoint written" if att.checkpointed else "no checkpoint: work since the last one is lost"
+        kept_text = _kept_text(att)
         target = f"{job.target_plan} on {job.target_gpus} GPU{'s' if job.target_gpus != 1 else ''}"
         message = f"attempt {att.number} vacated {where}; {kept_text}; relaunching with {target}"
         transitions.move_locked(job, JobState.PENDING, PendingReason.RECONFIGURED, message, progress_seconds=progress,
@@ -168,3 +168,13 @@ def _exit_text(att: Attempt, where: str) -> str:
     if att.signal is not None:
         return f"attempt {att.number} on {where} ended by signal {att.signal}"
     return f"attempt {att.number} on {where} exited with code {att.exit_code}"
+
+
+def _kept_text(att: Attempt) -> str:
+    """What a stopped attempt kept, as its timeline says it: a job that only exited within its grace
+    counts as checkpointed (docs/agent.md) but is not said to have written a checkpoint."""
+    if not att.checkpointed:
+        return "no checkpoint: work since the last one is lost"
+    if att.checkpoint_marker is False:
+        return "exited within its grace without writing the checkpoint marker (counted as checkpointed)"
+    return "checkpoint written"

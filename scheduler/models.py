@@ -243,8 +243,8 @@ class Attempt(models.Model):
 
     ``gpu_allocation`` maps node name to the GPU indices used there, e.g.
     ``{"node-a": [0, 1], "node-b": [3]}``. The ledger fields are filled when
-    the attempt is preempted: ``notice_at`` (SIGTERM sent), ``vacated_at``
-    (process gone), ``checkpointed`` (None: unknown / not preempted),
+    the attempt is preempted: ``notice_at`` (SIGTERM sent), ``vacated_at`` (process gone), ``checkpointed``
+    (None: unknown / not preempted; ``checkpoint_marker``: whether that was the marker, not only a clean exit),
     ``lost_gpu_seconds`` (GPU-seconds of work not kept by a checkpoint) and
     ``preempted_for`` (id of the job the GPUs are being freed for, if any).
     ``unseen_since`` is kept by heartbeats: an attempt its node's agent no
@@ -269,6 +269,7 @@ class Attempt(models.Model):
     notice_at = models.DateTimeField(null=True, blank=True)
     vacated_at = models.DateTimeField(null=True, blank=True)
     checkpointed = models.BooleanField(null=True, blank=True)
+    checkpoint_marker = models.BooleanField(null=True, blank=True, help_text="The job wrote its checkpoint marker.")
     lost_gpu_seconds = models.FloatField(null=True, blank=True)
     preempted_for = models.BigIntegerField(
         null=True, blank=True,

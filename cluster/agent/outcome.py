@@ -42,11 +42,15 @@ def outcome(att: TrackedAttempt, record: dict[str, Any] | None) -> Outcome:
     return None, None, reason or protocol.EXIT_LOST
 
 
+def wrote_marker(att: TrackedAttempt, marker_now: list[int] | None) -> bool:
+    """True when the attempt wrote (or replaced) the checkpoint marker: its identity differs from before the launch."""
+    return marker_now is not None and marker_now != att.marker_before
+
+
 def checkpointed(att: TrackedAttempt, exit_code: int | None, marker_now: list[int] | None) -> bool:
     """True when the attempt wrote (or replaced) the marker, or exited by itself after a notice before SIGKILL."""
-    wrote_marker = marker_now is not None and marker_now != att.marker_before
     exited_cleanly = att.notice_at is not None and att.killed_at is None and exit_code is not None
-    return bool(wrote_marker or exited_cleanly)
+    return bool(wrote_marker(att, marker_now) or exited_cleanly)
 
 
 def ended_at(record: dict[str, Any] | None, now: float) -> float:

@@ -27,8 +27,8 @@ MAX_KEPT = 256
 MAX_MESSAGE_CHARS = 1000
 """An exit's ``message`` is cut to this in heartbeats (the exit report itself carries it whole)."""
 
-FIELDS = ("job_id", "attempt", "exit_code", "signal", "ended_at", "notice_at", "checkpointed", "reason", "message",
-          "peak_mem_bytes", "cpu_seconds")
+FIELDS = ("job_id", "attempt", "exit_code", "signal", "ended_at", "notice_at", "checkpointed", "checkpoint_marker",
+          "reason", "message", "peak_mem_bytes", "cpu_seconds")
 """The exit report's fields a heartbeat repeats: everything but the sender's node, token and version."""
 
 

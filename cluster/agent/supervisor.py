@@ -35,7 +35,7 @@ from cluster.agent.logstream import LogLimits, flush_final_log, log_report, stre
 from cluster.agent.orphans import orphan_attempt
 from cluster.agent.progress import ProgressReader
 from cluster.agent.sessions import Sessions
-from cluster.agent.outcome import checkpointed, ended_at, outcome
+from cluster.agent.outcome import checkpointed, ended_at, outcome, wrote_marker
 from cluster.protocol_versions import CLUSTER_ID_FIELD
 
 log = logging.getLogger(__name__)
@@ -345,6 +345,7 @@ class Supervisor:
         del self.attempts[att.key]
         self.dirty = True
         log.info("%s attempt %d ended: exit_code=%s signal=%s reason=%s", att.job_id, att.attempt, exit_code, sig, reason)
+        marker = marker_identity(Path(att.checkpoint_dir))
         self.emit(
             protocol.REPORT_EXITED,
             {
@@ -354,7 +355,8 @@ class Supervisor:
                 "signal": sig,
                 "ended_at": ended_at(record, now),
                 "notice_at": att.notice_at,
-                "checkpointed": checkpointed(att, exit_code, marker_identity(Path(att.checkpoint_dir))),
+                "checkpointed": checkpointed(att, exit_code, marker),
+                "checkpoint_marker": wrote_marker(att, marker),
                 "reason": reason,
                 "message": message,
                 "peak_mem_bytes": peak_mem,

@@ -178,7 +178,7 @@ class AttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         model = Attempt
         fields = [
             "number", "node_names", "gpu_indices", "started_at", "ended_at", "exit_code", "signal", "outcome",
-            "notice_at", "vacated_at", "checkpointed", "lost_gpu_seconds",
+            "notice_at", "vacated_at", "checkpointed", "checkpoint_marker", "lost_gpu_seconds",
             "plan", "gpu_count", "grad_accum_steps", "batch_size", "notice_reason", "peak_mem_bytes", "cpu_seconds", "message",
         ]
         read_only_fields = fields

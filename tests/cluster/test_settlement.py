@@ -105,6 +105,26 @@ def test_preemption_ledger_without_a_checkpoint(owner, sent, no_triggers, settin
     assert job.progress_seconds == 0.0
 
 
+@pytest.mark.parametrize("markers, says", [
+    ([True], "checkpoint written"),
+    ([None], "checkpoint written"),  # an agent from before the field: as before
+    ([False], "exited within its grace without writing the checkpoint marker (counted as checkpointed)"),
+    ([False, True], "checkpoint written"),  # one node of two saw the marker written
+])
+def test_a_job_that_only_exited_within_its_grace_is_not_said_to_have_written_a_checkpoint(
+        owner, sent, no_triggers, markers, says) -> None:
+    nodes = {f"n{i + 1}": [0] for i in range(len(markers))}
+    for name in nodes:
+        make_node(name, 1)
+    job = placed_job(owner, nodes, state=JobState.PREEMPTING)
+    for name, marker in zip(nodes, markers, strict=True):
+        exit_report(job, node=name, reason=protocol.EXIT_PREEMPT, exit_code=0, notice_at=timezone.now(),
+                    checkpointed=True, checkpoint_marker=marker)
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.pending_message.endswith(says)
+    assert Attempt.objects.get(job=job).checkpointed is True
+
+
 def test_the_ledger_is_in_the_api_and_on_the_job_page(owner, sent, no_triggers) -> None:
     from django.test import Client
     from rest_framework.test import APIClient

@@ -42,6 +42,7 @@ BAD_REPORTS = [
     (tasks.started, {"node": "n1", "job_id": 1, "attempt": 1, "pid": 1, "started_at": "now"}, "started_at"),
     (tasks.exited, {"node": "n1", "job_id": 1, "attempt": 1, "exit_code": "0", "ended_at": 0}, "exit_code"),
     (tasks.exited, {"node": "n1", "job_id": 1, "attempt": 1, "ended_at": 0, "checkpointed": "yes"}, "checkpointed"),
+    (tasks.exited, {"node": "n1", "job_id": 1, "attempt": 1, "ended_at": 0, "checkpoint_marker": 1}, "checkpoint_marker"),
     (tasks.log_lines, {"node": "n1", "job_id": 1, "attempt": 1, "lines": ["ok", 3]}, "lines[1]"),
 ]
 

@@ -119,7 +119,7 @@ def test_preempted_training_job_checkpoints_and_resumes_without_repeating_work(n
     node.send(protocol.AGENT_PREEMPT, job_id="be-1", attempt=1, grace_period=30)
     first = node.reports.wait(protocol.REPORT_EXITED, job_id="be-1", attempt=1)
     assert first["reason"] == protocol.EXIT_PREEMPT
-    assert first["checkpointed"] is True
+    assert first["checkpointed"] is True and first["checkpoint_marker"] is True
     assert first["exit_code"] == 143 and first["signal"] is None
     assert first["notice_at"] is not None and first["ended_at"] >= first["notice_at"]
     lines1 = node.reports.log_lines("be-1", 1)
@@ -159,6 +159,15 @@ def test_shell_example_checkpoints_on_preemption_and_resumes(node):
     lines = node.reports.log_lines("sh-1", 2)
     assert lines[0] == f"resumed from checkpoint at step {saved}"
     assert lines[1:4] == [f"step {saved + i}/{saved + 3}" for i in (1, 2, 3)]
+
+
+def test_a_job_that_only_exits_on_the_notice_counts_as_checkpointed_without_a_marker(node):
+    node.launch("quitter", 1, "trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.1; done", grace_period=10)
+    node.reports.wait_log("quitter", 1, lambda l: l == "ready", "ready")
+    node.send(protocol.AGENT_PREEMPT, job_id="quitter", attempt=1, grace_period=10)
+    exited = node.reports.wait(protocol.REPORT_EXITED, job_id="quitter")
+    assert (exited["exit_code"], exited["signal"], exited["reason"]) == (0, None, protocol.EXIT_PREEMPT)
+    assert (exited["checkpointed"], exited["checkpoint_marker"]) == (True, False)
 
 
 def test_job_ignoring_sigterm_is_sigkilled_when_the_grace_period_ends(node):

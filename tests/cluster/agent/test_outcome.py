@@ -6,7 +6,7 @@ import signal
 
 from cluster import protocol
 from cluster.agent.attempt import TrackedAttempt
-from cluster.agent.outcome import checkpointed, ended_at, outcome
+from cluster.agent.outcome import checkpointed, ended_at, outcome, wrote_marker
 
 
 def _att(**changes) -> TrackedAttempt:
@@ -49,6 +49,12 @@ def test_checkpointed_by_a_new_marker_or_a_clean_exit_after_a_notice():
     assert checkpointed(_att(notice_at=1.0), 143, None)
     assert not checkpointed(_att(notice_at=1.0, killed_at=2.0), None, None)
     assert not checkpointed(_att(), 0, None)
+
+
+def test_only_a_new_marker_counts_as_writing_it():
+    assert wrote_marker(_att(marker_before=None), [1, 3]) and wrote_marker(_att(marker_before=[1, 2]), [1, 3])
+    assert not wrote_marker(_att(marker_before=[1, 2]), [1, 2])
+    assert not wrote_marker(_att(notice_at=1.0), None)  # exited within its grace: checkpointed, no marker
 
 
 def test_ended_at_prefers_the_last_process_then_the_command_then_now():

@@ -9,7 +9,7 @@ from cluster.agent.recent_exits import FIELDS, MAX_KEPT, RETENTION_S, RecentExit
 def _report(job: str, attempt: int = 1, **fields: object) -> dict[str, object]:
     return {"node": "n1", "token": "secret", "protocol_version": 2, "job_id": job, "attempt": attempt,
             "exit_code": 0, "signal": None, "ended_at": 100.0, "notice_at": None, "checkpointed": False,
-            "reason": None, "message": "", "peak_mem_bytes": 5, "cpu_seconds": 1.5, **fields}
+            "checkpoint_marker": False, "reason": None, "message": "", "peak_mem_bytes": 5, "cpu_seconds": 1.5, **fields}
 
 
 def test_an_exit_is_repeated_with_the_reports_fields_but_not_the_senders_secret() -> None:
