@@ -52,7 +52,8 @@ ATTEMPT_COLUMNS: list[Column] = [
     ("OUTCOME", lambda a: a.get("outcome")),
     ("EXIT", lambda a: a.get("exit_code")),
     ("SIGNAL", lambda a: a.get("signal")),
-    ("CHECKPOINTED", lambda a: a.get("checkpointed")),
+    ("CHECKPOINTED", lambda a: "in-grace" if a.get("checkpointed") and a.get("checkpoint_marker") is False
+     else a.get("checkpointed")),
     ("LOST_GPU_S", lambda a: a.get("lost_gpu_seconds")),
     ("PEAK_MEM", lambda a: memory(a.get("peak_mem_bytes"))), ("CPU_S", lambda a: a.get("cpu_seconds")),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from cluster import protocol
@@ -123,6 +124,10 @@ def test_a_job_that_only_exited_within_its_grace_is_not_said_to_have_written_a_c
     job.refresh_from_db()
     assert job.state == JobState.PENDING and job.pending_message.endswith(says)
     assert Attempt.objects.get(job=job).checkpointed is True
+    browser = Client()
+    browser.force_login(owner)
+    ledger = browser.get(f"/jobs/{job.pk}/").content.decode().split("preemption ledger")[1]
+    assert ("exited in grace</span></td>" in ledger) == (says != "checkpoint written")
 
 
 def test_the_ledger_is_in_the_api_and_on_the_job_page(owner, sent, no_triggers) -> None:

@@ -92,6 +92,17 @@ def test_format_job_shows_reason_attempts_and_events() -> None:
         "-", "PENDING", "Submitted", "by", "alice"]
 
 
+def test_an_attempt_that_only_exited_within_its_grace_is_not_shown_as_a_written_checkpoint() -> None:
+    def checkpointed_cell(**attempt: object) -> str:
+        (row,) = job(attempts=[{**job()["attempts"][0], **attempt}])["attempts"]
+        text = format_job(job(attempts=[row]))
+        return text.split("Attempts:\n")[1].splitlines()[1].split()[8]
+
+    assert checkpointed_cell(checkpoint_marker=False) == "in-grace"
+    assert checkpointed_cell(checkpoint_marker=True) == checkpointed_cell(checkpoint_marker=None) == "yes"
+    assert checkpointed_cell(checkpointed=False, checkpoint_marker=False) == "no"
+
+
 def test_format_job_without_attempts_has_no_attempt_table() -> None:
     text = format_job(job(attempts=[], events=[], pending_message=""))
     assert "Attempts:\n" not in text and "Events:" not in text
