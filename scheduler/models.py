@@ -172,9 +172,7 @@ class Job(models.Model):
             models.CheckConstraint(condition=Q(num_gpus__gte=1, num_gpus__lte=MAX_GPUS_PER_JOB), name="job_num_gpus_range"),
             models.CheckConstraint(condition=Q(num_cpus__gte=0), name="job_num_cpus_nonneg"),
             models.CheckConstraint(condition=Q(mem_gb__gte=0), name="job_mem_gb_nonneg"),
-            models.CheckConstraint(
-                condition=Q(time_limit__isnull=True) | Q(time_limit__gt=0), name="job_time_limit_positive"
-            ),
+            models.CheckConstraint(condition=Q(time_limit__isnull=True) | Q(time_limit__gt=0), name="job_time_limit_positive"),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
             models.CheckConstraint(condition=Q(job_class__in=JobClassChoice.values), name="job_class_valid"),
             models.CheckConstraint(
