@@ -12,8 +12,12 @@ often absent, so the estimate here prefers history and uses the limit as a cap:
    however few, they say more than a constant (a new cluster's first forecasts
    would otherwise give every job the default below, hours for a job that
    has run for seconds each time before);
-4. else (no job of the class has finished) the job's time limit, else
-   ``default[class]``.
+4. else (no job of the class has finished) the job's time limit; else, for
+   a running job, as long again as it has run (at least ``minimum``): the
+   median of what is left of a run of which nothing is known but that it
+   has lasted this long, which a forecast corrects as the job goes on
+   (a constant, hours, made a new cluster forecast its first waiting job
+   hours ahead behind jobs of a minute); else ``default[class]``.
 
 ``min_runs`` is 30: a quantile read from a handful of runs is mostly noise,
 and the wider history does better until the owner's own has that many
@@ -149,8 +153,10 @@ class RuntimeEstimator:
                 rest = longer[int(spread(spec.id, self._draw) * len(longer))] - progress
         elif spec.time_limit:
             rest = spec.time_limit - progress if spec.time_limit > progress else None
-        elif self.default[spec.job_class] > progress:
-            rest = self.default[spec.job_class] - progress
+        elif progress > 0:
+            rest = max(self.minimum, progress)
+        else:
+            rest = self.default[spec.job_class]
         if rest is None:
             rest = max(self.minimum, 0.25 * progress)
         if spec.time_limit:

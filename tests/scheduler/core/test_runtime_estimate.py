@@ -31,6 +31,16 @@ def learn(est, owner, cls, gpus, runtimes):
         est.add(FinishedRun(owner, cls, gpus, r))
 
 
+def test_a_running_job_of_a_class_without_history_is_taken_to_run_as_long_again():
+    """A new cluster's first BE jobs: nothing of the class has finished. A job that has run 20 s
+    is not taken to run four hours more, and one that has run two hours not a few seconds."""
+    est = RuntimeEstimator(minimum=60.0)
+    assert est.remaining(spec(cls=BE), 20.0) == 60.0
+    assert est.remaining(spec(cls=BE), 7200.0) == 7200.0
+    assert est.remaining(spec(cls=BE, limit=600.0), 20.0) == 580.0  # a limit says more
+    assert est.remaining(spec(cls=BE), 0.0) == DEFAULT_RUNTIME[BE]  # not started: nothing to go on
+
+
 def test_no_history_uses_time_limit_else_class_default():
     est = RuntimeEstimator()
     assert est.total(spec(limit=1234.0)) == 1234.0
