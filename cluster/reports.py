@@ -144,13 +144,17 @@ def attempt_exited(
 
 def append_log(job_id: int, attempt: int, lines: Sequence[str], now: datetime, node: str | None = None) -> bool:
     """Append streamed log lines to the attempt's stored log; False for an unknown attempt, or one
-    that never ran on ``node`` when the report names one (an agent writes only its own jobs' logs)."""
+    that never ran on ``node`` when the report names one (an agent writes only its own jobs' logs).
+    An attempt on several nodes has each line labelled with the node that sent it (``[node] ``, as
+    ``srun --label`` does), since its nodes' lines interleave in the one log."""
     found = Attempt.objects.filter(job_id=job_id, number=attempt).values_list("pk", "gpu_allocation").first()
     if found is None or (node is not None and node not in (found[1] or {})):
         log.warning("log lines for job %s attempt %d from node %s dropped: no such attempt there",
                     job_id, attempt, node)
         return False
     attempt_pk = found[0]
+    if node is not None and len(found[1]) > 1:
+        lines = [f"[{node}] {line}" for line in lines]
     # PostgreSQL text cannot hold NUL characters.
     AttemptLog.objects.create(attempt_id=attempt_pk, received_at=now, text="\n".join(lines).replace("\x00", ""))
     return True

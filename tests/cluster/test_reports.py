@@ -68,6 +68,20 @@ def test_log_lines_are_stored_and_served_by_the_api(owner) -> None:
     assert AttemptLog.objects.count() == 2
 
 
+def test_each_line_of_a_job_on_two_nodes_is_labelled_with_its_node(owner) -> None:
+    from scheduler.attempt_log import log_tail
+
+    for name in ("n1", "n2"):
+        make_node(name, 2)
+    spread = placed_job(owner, {"n1": [0], "n2": [0]})
+    assert reports.append_log(spread.pk, 1, ["rank 1 up", "step 1"], timezone.now(), node="n2")
+    assert reports.append_log(spread.pk, 1, ["rank 0 up"], timezone.now(), node="n1")
+    alone = placed_job(owner, {"n1": [1]})
+    assert reports.append_log(alone.pk, 1, ["just me"], timezone.now(), node="n1")
+    assert log_tail(Attempt.objects.get(job=spread).pk, 10).lines == ["[n2] rank 1 up", "[n2] step 1", "[n1] rank 0 up"]
+    assert log_tail(Attempt.objects.get(job=alone).pk, 10).lines == ["just me"]
+
+
 def test_the_started_event_names_the_node_and_for_a_job_on_two_nodes_both(owner, sent) -> None:
     for name in ("n1", "n2", "n3"):
         make_node(name, 1)

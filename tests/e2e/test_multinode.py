@@ -26,11 +26,12 @@ def wait_state(job: Job, *states: str) -> Job:
     return job
 
 
-def rank_lines(job: Job, count: int) -> dict[str, str]:
-    """{rank: its printed line} once ``count`` ranks have printed into attempt 1's log."""
-    def lines() -> dict[str, str] | None:
-        got = {ln.split()[0]: ln for ln in log_lines(Attempt.objects.get(job=job, number=1))
-               if ln.startswith("rank=")}
+def rank_lines(job: Job, count: int) -> dict[str, tuple[str, str]]:
+    """{rank: (the node its line is labelled with, its printed line)} once ``count`` ranks have
+    printed into attempt 1's log."""
+    def lines() -> dict[str, tuple[str, str]] | None:
+        labelled = (ln.split(" ", 1) for ln in log_lines(Attempt.objects.get(job=job, number=1)))
+        got = {text.split()[0]: (label.strip("[]"), text) for label, text in labelled if text.startswith("rank=")}
         return got if len(got) >= count else None
 
     return wait_until(lines, f"{count} ranks of job {job.pk} to print their environment")
@@ -56,10 +57,10 @@ def test_a_job_spanning_two_nodes_gets_ranks_node_list_and_one_master(live) -> N
     nodes = f"{a.name},{b.name}"  # rank order: names sorted
     for rank, node in enumerate((a.name, b.name)):
         visible = ",".join(str(i) for i in attempt.gpu_allocation[node])
-        assert lines[f"rank={rank}"] == (
+        assert lines[f"rank={rank}"] == (node, (
             f"rank={rank} nodes={nodes} num=2 master=a.multinode.test:{port} "
             f"torch=a.multinode.test:{port}/2/{rank} visible={visible}"
-        )
+        ))
     assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
 
 
