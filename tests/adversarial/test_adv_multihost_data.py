@@ -32,7 +32,11 @@ def test_the_data_host_cut_off_pauses_the_system_and_after_the_heal_nothing_is_l
     the broker client a second or two, so a cut is felt for longer than it lasts: the short case's
     fence leaves room for that (with a 6 s fence and 1 s of grace, a 3 s cut was enough to fence)."""
     cluster = netns_cluster(agents=2, gpus=2, fence_after=fence_after)
-    jobs = [submit(cluster, f"d{i}", steps=80) for i in range(4)]
+    # Fenced (the long cut): a grace of 3 s, so the shims send the notice at max(fence - grace, fence / 2)
+    # = 3 s after the last heartbeat and SIGKILL at 6 s. With 1 s, both jobs of an agent whose heartbeat
+    # publish had hung on the cut past the fence were once SIGKILLed on a loaded machine before their
+    # shells had written the notice down, which is what this test reads.
+    jobs = [submit(cluster, f"d{i}", steps=80, grace=3 if cut_seconds > fence_after else 1) for i in range(4)]
     wait(lambda: list(job_states(cluster, jobs).values()).count("RUNNING") == 4, "four jobs to run")
     wait(lambda: all(spans(cluster.checkpoints, j) for j in jobs), "every job to record its first step")
 
