@@ -16,7 +16,11 @@ a project they have since left). Grouped ``by`` project (``(none)`` for jobs
 charged to no project) or by user, and by job class.
 
 The series splits the GPU-hours into buckets (an hour for periods up to two
-days, a day up to 62 days, a week beyond) for a stacked area chart.
+days, a day up to 62 days, a week beyond) for a stacked area chart. Buckets
+are calendar ones in UTC (hours on the hour, days from midnight, weeks from
+Monday), as ``sreport`` counts: a period that starts mid-day has a first
+bucket that starts with it and a last one cut at its end, so a day's usage
+is drawn on that day, whatever the hour the report was asked for.
 """
 
 from __future__ import annotations
@@ -113,6 +117,16 @@ def bucket_seconds(start: datetime, end: datetime) -> int:
     return 3600 if span <= 2 * 86400 else 86400 if span <= 62 * 86400 else 7 * 86400
 
 
+#: Seconds from the epoch's Thursday to the Monday weeks start on.
+_WEEK_OFFSET = 4 * 86400
+
+
+def bucket_floor(t: float, step: int) -> float:
+    """The start (epoch seconds, UTC) of the calendar bucket of ``step`` seconds that holds ``t``."""
+    offset = _WEEK_OFFSET if step == 7 * 86400 else 0
+    return (t - offset) // step * step + offset
+
+
 @dataclass(slots=True)
 class _Cell:
     gpu_hours: float = 0.0
@@ -129,7 +143,8 @@ def report(viewer, query: UsageQuery, now: datetime | None = None) -> dict:  # n
     name_of = "project__name" if query.by == "project" else "owner__username"
     step = bucket_seconds(query.start, query.end)
     t0, t1 = query.start.timestamp(), query.end.timestamp()
-    buckets = max(1, -int(-(t1 - t0) // step))
+    base = bucket_floor(t0, step)
+    buckets = max(1, -int(-(t1 - base) // step))
     cells: dict[tuple[str, str], _Cell] = {}
     series: dict[str, list[float]] = {}
 
@@ -147,7 +162,7 @@ def report(viewer, query: UsageQuery, now: datetime | None = None) -> dict:  # n
         c = cell(name, job_class)
         if e > s and gpus:
             c.gpu_hours += gpus * (e - s) / 3600
-            _spread(series.setdefault(name or NO_PROJECT, [0.0] * buckets), gpus, s - t0, e - t0, step)
+            _spread(series.setdefault(name or NO_PROJECT, [0.0] * buckets), gpus, s - base, e - base, step)
         if ended is not None and query.start <= ended < query.end:
             c.preemptions += state == AttemptState.PREEMPTED
             c.lost_gpu_hours += (lost or 0.0) / 3600
@@ -164,7 +179,7 @@ def report(viewer, query: UsageQuery, now: datetime | None = None) -> dict:  # n
         "rows": rows,
         "totals": {k: round(sum(r[k] for r in rows), 4) for k in ("gpu_hours", "jobs", "preemptions",
                                                                    "lost_gpu_hours")},
-        "series": {"buckets": [datetime.fromtimestamp(t0 + i * step, dt_timezone.utc).isoformat()
+        "series": {"buckets": [datetime.fromtimestamp(max(base + i * step, t0), dt_timezone.utc).isoformat()
                                for i in range(buckets)],
                    "gpu_hours": {n: [round(v, 4) for v in series.get(n, [0.0] * buckets)] for n in names}},
         "beside": _beside(query.by, names),
@@ -173,7 +188,8 @@ def report(viewer, query: UsageQuery, now: datetime | None = None) -> dict:  # n
 
 
 def _spread(values: list[float], gpus: int, s: float, e: float, step: int) -> None:
-    """Add ``gpus`` GPU-hours per hour held from ``s`` to ``e`` (seconds into the period) to the buckets."""
+    """Add ``gpus`` GPU-hours per hour held from ``s`` to ``e`` (seconds after the first bucket's
+    calendar start) to the buckets."""
     i = int(s // step)
     while s < e and i < len(values):
         edge = min(e, (i + 1) * step)

@@ -93,6 +93,30 @@ def test_the_series_adds_up_to_the_table_in_hourly_buckets(roles, world):
     assert data["series"]["gpu_hours"]["vision"][2] == 3.0  # hour 2-3: alice's 2 GPUs and bob's 1
 
 
+def test_buckets_are_calendar_days_whatever_the_hour_the_period_starts(roles, world):
+    """Seven days from 05:03 (the page's default at that time of day): eight day buckets, the first from
+    05:03, the others from midnight; usage on the period's last morning is on its last day."""
+    start = T0 + timedelta(days=-5, hours=5, minutes=3)
+    data = report(roles.staff, UsageQuery(start, start + timedelta(days=7), "project"), now=NOW)
+    buckets = data["series"]["buckets"]
+    assert data["bucket_seconds"] == 86400 and len(buckets) == 8
+    assert buckets[0] == start.isoformat() and buckets[1] == (T0 - timedelta(days=4)).isoformat()
+    assert buckets[-1] == (T0 + timedelta(days=2)).isoformat()
+    # dana's 8 GPUs the whole day two days before T0, and 4 GPUs for hours 0-10 of T0's day.
+    assert data["series"]["gpu_hours"]["nlp"] == [0.0, 0.0, 0.0, 192.0, 0.0, 40.0, 0.0, 0.0]
+    for name, values in data["series"]["gpu_hours"].items():
+        assert sum(values) == pytest.approx(sum(r["gpu_hours"] for r in data["rows"] if r["project"] == name))
+
+
+def test_weekly_buckets_start_on_monday(roles, world):
+    from scheduler.usage import bucket_floor
+
+    monday = datetime(2026, 11, 30, tzinfo=dt_timezone.utc)
+    assert monday.weekday() == 0
+    for later in (timedelta(0), timedelta(days=3, hours=7), timedelta(days=6, hours=23)):
+        assert bucket_floor((monday + later).timestamp(), 7 * 86400) == monday.timestamp()
+
+
 def test_a_period_with_nothing_is_empty(roles, world):
     data = report(roles.staff, UsageQuery(at(-200), at(-100), "project"), now=NOW)
     assert data["rows"] == [] and data["totals"]["gpu_hours"] == 0
