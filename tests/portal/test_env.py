@@ -119,9 +119,8 @@ def test_the_channel_layer_keeps_waiting_through_a_quiet_spell_longer_than_its_b
     from channels_redis.core import RedisChannelLayer
     from django.conf import settings
 
-    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
-    hosts = [{**(host if isinstance(host, dict) else {}), "address": redis_url} for host in config["hosts"]]
-    layer = RedisChannelLayer(hosts=hosts, prefix=f"test-quiet-{uuid.uuid4().hex}")
+    host = {**settings.CHANNEL_LAYER_HOST, "address": redis_url}  # the deployed options, the test's Redis
+    layer = RedisChannelLayer(hosts=[host], prefix=f"test-quiet-{uuid.uuid4().hex}")
 
     async def message_after_a_quiet_spell() -> dict:
         channel = await layer.new_channel()
