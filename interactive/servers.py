@@ -14,8 +14,18 @@ from __future__ import annotations
 
 from interactive.models import SessionKind
 
+# JupyterLab's announcements plugin asks every new user whether to fetch Jupyter's news from the
+# internet, whatever news_url says; a page config on a config path of the session's own (searched
+# before the site's own, after the user's ~/.jupyter) turns that plugin off. Where no temporary
+# directory can be made the lab still starts, with the prompt.
+LAB_PAGE_CONFIG = '{"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": true}}'
+OWN_CONFIG_PATH = (
+    'lab_config=$(mktemp -d 2>/dev/null) && mkdir "$lab_config/labconfig"'
+    f" && printf '%s\\n' '{LAB_PAGE_CONFIG}' > \"$lab_config/labconfig/page_config.json\""
+    ' && export JUPYTER_CONFIG_PATH="$lab_config${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}"; '
+)
 JUPYTER = (
-    'JUPYTER_TOKEN="$GPUSCHED_SESSION_SECRET" exec jupyter lab --no-browser'
+    OWN_CONFIG_PATH + 'JUPYTER_TOKEN="$GPUSCHED_SESSION_SECRET" exec jupyter lab --no-browser'
     ' --ip="$GPUSCHED_SESSION_HOST" --port="$GPUSCHED_SESSION_PORT" --ServerApp.port_retries=0'
     ' --ServerApp.base_url="$GPUSCHED_SESSION_BASE_URL" --ServerApp.root_dir="$PWD"'
     ' --ServerApp.allow_remote_access=True --ServerApp.allow_root=True --LabApp.news_url=None'

@@ -52,6 +52,9 @@ def test_a_notebook_from_the_form_runs_a_cell_on_its_gpu_only_for_its_owner_and_
     assert response.status == 200
     html = lab.content()
     assert "jupyter-config-data" in html and secret not in html
+    # No prompt to fetch Jupyter's news from the internet on a new user's first visit.
+    config = lab.evaluate("JSON.parse(document.getElementById('jupyter-config-data').textContent)")
+    assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
     screens.shot(lab, "lab")
     result = lab.evaluate(RUN_CELL, [f"/sessions/{job_id}/", CELL])
     assert "error" not in result, result
