@@ -7,7 +7,7 @@ visibility rule (owners see their jobs, staff see every job) lives in one place.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,17 +35,20 @@ def visible_jobs(user) -> QuerySet[Job]:  # noqa: ANN001 - a user model instance
 
 
 def filter_jobs(
-    jobs: QuerySet[Job], *, state: str | None = None, job_class: str | None = None, owner: str | None = None,
-    arrays: str | None = None,
+    jobs: QuerySet[Job], *, state: str | Collection[str] | None = None, job_class: str | None = None,
+    owner: str | None = None, arrays: str | None = None,
 ) -> QuerySet[Job]:
-    """Narrow a job queryset; callers validate the values first (see ``JOB_FILTERS``). ``arrays="collapsed"``:
-    an array is one row, its first task's, annotated with ``array_tasks`` (how many tasks it has)."""
+    """Narrow a job queryset; callers validate the values first (see ``JOB_FILTERS``). ``state``: one
+    state, or several (jobs in any of them). ``arrays="collapsed"``: an array is one row, its first
+    task's, annotated with ``array_tasks`` (how many tasks it has)."""
     if arrays == "collapsed":
         tasks = Job.objects.filter(array_id=OuterRef("pk")).order_by().values("array_id").annotate(n=Count("pk"))
         jobs = jobs.filter(Q(array_id__isnull=True) | Q(array_id=F("pk"))).annotate(
             array_tasks=Subquery(tasks.values("n")))
-    if state:
+    if isinstance(state, str):
         jobs = jobs.filter(state=state)
+    elif state:
+        jobs = jobs.filter(state__in=list(state))
     if job_class:
         jobs = jobs.filter(job_class=job_class)
     if owner:

@@ -35,7 +35,8 @@ from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
 _LIST_PARAMS = [
     # An empty value means "no filter", as the web form sends it.
-    OpenApiParameter("state", str, enum=[*JobState.values, ""], description="Only jobs in this state (empty: all)."),
+    OpenApiParameter("state", str, description="Only jobs in this state, or in any of several comma-separated ones "
+                     f"(empty: all): {', '.join(JobState.values)}."),
     OpenApiParameter("job_class", str, enum=[*JobClassChoice.values, ""], description="Only TE or only BE jobs (empty: both)."),
     OpenApiParameter("owner", str, description="Staff only: only this user's jobs."),
 ]
@@ -90,9 +91,12 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         for name in ("state", "job_class"):
             value = request.query_params.get(name)
             if value:
-                if value not in selectors.JOB_FILTERS[name]:
-                    errors[name] = [f'"{value}" is not one of {", ".join(sorted(selectors.JOB_FILTERS[name]))}.']
-                filters[name] = value
+                # state may name several, comma-separated (squeue -t PENDING,RUNNING): jobs in any of them.
+                values = value.split(",") if name == "state" else [value]
+                unknown = [v for v in values if v not in selectors.JOB_FILTERS[name]]
+                if unknown:
+                    errors[name] = [f'"{unknown[0][:40]}" is not one of {", ".join(sorted(selectors.JOB_FILTERS[name]))}.']
+                filters[name] = values if len(values) > 1 else value
         owner = request.query_params.get("owner")
         if owner and request.user.is_staff:
             filters["owner"] = owner

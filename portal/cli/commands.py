@@ -255,35 +255,45 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     """Each job in turn, as scancel does: a job the API refuses is reported at the end (its message, after
     its id when several were named) and the others are still cancelled; an unreachable server stops at
     once. ``--json``: the job object for one id, a list of the cancelled jobs for several."""
-    cancelled, refused = [], []
+    def report(job: dict[str, Any]) -> str:
+        return f"{job.get('state')}"
+
+    return _each_job(client.cancel_job, args, out, report)
+
+
+def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    """``hold`` and ``release``: each job in turn, as ``cancel`` does (a refused job is named at the end,
+    the others are still changed and reported)."""
+    release = args.cmd == "release"
+
+    def report(job: dict[str, Any]) -> str:
+        return f"{job.get('state')}, " + (f"held ({job['hold']})" if job.get("hold") else "not held")
+
+    return _each_job(lambda job_id: client.hold_job(job_id, release=release), args, out, report)
+
+
+def _each_job(change: Callable[[Any], dict[str, Any]], args: argparse.Namespace, out: TextIO,
+              report: Callable[[dict[str, Any]], str]) -> int:
+    """``change`` each of ``args.job_ids`` in turn, writing ``Job ID: <report>`` for each changed job;
+    the refusals (the API's message, after the id when several were named) are raised together at the
+    end as one ``ApiError``; an unreachable server stops at once. ``--json``: the job object for one id,
+    a list of the changed jobs for several."""
+    changed, refused = [], []
     for job_id in args.job_ids:
         try:
-            job = client.cancel_job(job_id)
+            job = change(job_id)
         except ApiError as exc:
             if exc.status is None:
                 raise
             refused.append(f"{job_id}: {exc.message}" if len(args.job_ids) > 1 else exc.message)
             continue
-        cancelled.append(job)
+        changed.append(job)
         if not args.json:
-            out.write(f"Job {job.get('id', job_id)}: {job.get('state')}\n")
-    if args.json and cancelled:
-        dump_json(cancelled if len(args.job_ids) > 1 else cancelled[0], out)
+            out.write(f"Job {job.get('id', job_id)}: {report(job)}\n")
+    if args.json and changed:
+        dump_json(changed if len(args.job_ids) > 1 else changed[0], out)
     if refused:
         raise ApiError("; ".join(refused))
-    return 0
-
-
-def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
-    """``hold`` and ``release``: each job in turn; a refusal (the API's message) stops at that job."""
-    release = args.cmd == "release"
-    changed = [client.hold_job(job_id, release=release) for job_id in args.job_ids]
-    if args.json:
-        dump_json(changed, out)
-    else:
-        for job, job_id in zip(changed, args.job_ids, strict=True):
-            held = f"held ({job['hold']})" if job.get("hold") else "not held"
-            out.write(f"Job {job.get('id', job_id)}: {job.get('state')}, {held}\n")
     return 0
 
 

@@ -44,6 +44,20 @@ def _job_ref(text: str) -> str:
     return text
 
 
+#: squeue's short state codes, for the states that mean the same here (Slurm's NODE_FAIL is NODE_LOST).
+SLURM_STATE_CODES = {"PD": "PENDING", "CF": "STARTING", "R": "RUNNING", "PR": "PREEMPTING", "CD": "COMPLETED",
+                     "F": "FAILED", "TO": "TIMEOUT", "CA": "CANCELLED", "NF": "NODE_LOST", "NODE_FAIL": "NODE_LOST"}
+
+
+def _states(text: str) -> str:
+    """``--state``: one state or several, comma-separated, in any case, full names or squeue's codes
+    (``pd,r``) -> the API's ``PENDING,RUNNING``; an unknown name is passed on for the portal to refuse."""
+    names = [part.strip().upper() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names no state")
+    return ",".join(dict.fromkeys(SLURM_STATE_CODES.get(name, name) for name in names))
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -158,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
 
     listing = sub.add_parser("list", parents=[common], help="list your jobs (staff: all jobs)")
-    listing.add_argument("--state", type=str.upper, help="only jobs in this state (e.g. PENDING)")
+    listing.add_argument("--state", type=_states, help="only jobs in these states, comma-separated: names or squeue's "
+                         "codes (PENDING,RUNNING or pd,r)")
     listing.add_argument("--class", dest="job_class", type=str.upper, choices=["TE", "BE"],
                          help="only TE or only BE jobs")
     listing.add_argument("--page", type=_positive_int, default=1, help="page number (default 1)")

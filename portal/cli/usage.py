@@ -9,7 +9,7 @@ import csv
 from typing import Any, TextIO
 
 from portal.cli.client import ApiClient
-from portal.cli.output import Column, dump_json, render_table
+from portal.cli.output import Column, dump_json, local_time, render_table
 
 NUMBERS = ("gpu_hours", "jobs", "preemptions", "lost_gpu_hours")
 
@@ -46,12 +46,17 @@ def cmd_usage(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         ("PREEMPTIONS", lambda r: r["preemptions"]), ("LOST GPU-HOURS", lambda r: round(r["lost_gpu_hours"], 2)),
         ("SHARE" if by == "project" else "BUDGET", lambda r: _beside(beside.get(r[by], {}))),
     ]
-    out.write(f"Usage from {body['from']} to {body['to']} by {by}\n")
+    out.write(f"Usage from {local_time(body['from'])} to {local_time(body['to'])} by {by}\n")
     out.write(render_table(columns, body["rows"]) + "\n")
     totals = body["totals"]
-    out.write(f"Total: {totals['gpu_hours']:.2f} GPU-hours, {totals['jobs']} jobs, {totals['preemptions']} "
-              f"preemptions, {totals['lost_gpu_hours']:.2f} GPU-hours lost\n")
+    out.write(f"Total: {totals['gpu_hours']:.2f} GPU-hours, {_counted(totals['jobs'], 'job')}, "
+              f"{_counted(totals['preemptions'], 'preemption')}, {totals['lost_gpu_hours']:.2f} GPU-hours lost\n")
     return 0
+
+
+def _counted(count: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _beside(configured: dict) -> Any:

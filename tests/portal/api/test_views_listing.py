@@ -42,6 +42,14 @@ def test_filters_by_state_and_class(roles, api_as, make_job) -> None:
     assert found("job_class=TE") == [("PENDING", "TE"), ("RUNNING", "TE")]
     assert found("state=RUNNING&job_class=TE") == [("RUNNING", "TE")]
     assert found("state=COMPLETED") == []
+    assert found("state=PENDING,RUNNING&job_class=TE") == [("PENDING", "TE"), ("RUNNING", "TE")]
+    assert found("state=COMPLETED,PENDING") == [("PENDING", "TE")]
+
+
+def test_a_state_list_with_an_unknown_member_is_a_400_naming_it(roles, api_as) -> None:
+    response = api_as(roles.owner).get("/api/v1/jobs/?state=PENDING,DONE")
+    assert response.status_code == 400
+    assert response.json()["errors"]["state"][0].startswith('"DONE" is not one of ')
 
 
 @pytest.mark.parametrize("query, field", [("state=DONE", "state"), ("job_class=XL", "job_class")])

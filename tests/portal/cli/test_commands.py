@@ -102,6 +102,9 @@ def test_list_filters_and_all_pages(roles, as_user, make_job) -> None:
     assert code == 0 and len(rows) == 2
     assert rows[1].split()[1:8] == ["te-running", "alice", "TE", "1", "0", "RUNNING", "-"]
 
+    code, out, _ = cli("list", "--state", "pd,r", "--all-pages")
+    assert code == 0 and len(out.splitlines()) == 1 + 28  # the header and every job: all are pending or running
+
     code, out, _ = cli("list", "--json")
     first = json.loads(out)
     assert (first["count"], len(first["results"]), first["next"] is not None) == (28, 25, True)
@@ -364,6 +367,24 @@ def test_hold_refusals_are_the_api_s_words(roles, as_user, make_job) -> None:
     assert code == 1 and err == (f"gpusched: error: HTTP 403 Forbidden: job {held.pk} is held by an administrator: "
                                  "only staff release it\n")
     assert Job.objects.get(pk=held.pk).hold == "admin"
+
+
+def test_hold_and_release_of_several_jobs_change_each_they_may_and_name_each_refusal(
+        roles, as_user, make_job) -> None:
+    """A refused id among others (another user's job, a running one) does not hide the jobs changed."""
+    first, running, second = make_job(roles.owner), make_job(roles.owner, state="RUNNING"), make_job(roles.owner)
+    foreign = make_job(roles.other)
+    cli = as_user(roles.owner)
+    code, out, err = cli("hold", str(first.pk), str(foreign.pk), str(running.pk), str(second.pk))
+    assert code == 1 and out == f"Job {first.pk}: PENDING, held (user)\nJob {second.pk}: PENDING, held (user)\n"
+    assert err == (f"gpusched: error: {foreign.pk}: HTTP 404 Not Found: Not found.; {running.pk}: HTTP 409 Conflict: "
+                   f"job {running.pk} is RUNNING: only a PENDING job can be held\n")
+    code, out, err = cli("--json", "release", str(foreign.pk), str(second.pk))
+    assert code == 1 and [job["id"] for job in json.loads(out)] == [second.pk] and f"{foreign.pk}: HTTP 404" in err
+    assert dict(Job.objects.filter(pk__in=[first.pk, second.pk, foreign.pk]).values_list("pk", "hold")) == {
+        first.pk: "user", second.pk: "", foreign.pk: ""}
+    code, out, _ = cli("--json", "release", str(first.pk))
+    assert code == 0 and json.loads(out)["hold"] == ""  # one id: the job itself, as cancel gives it
 
 
 def test_update_changes_a_waiting_job_s_priority_within_the_range(roles, as_user, make_job) -> None:

@@ -72,6 +72,15 @@ def test_list_options() -> None:
     assert (args.state, args.job_class, args.page, args.all_pages) == ("PENDING", "BE", 3, True)
 
 
+def test_list_states_take_squeue_codes_and_lists_in_any_case() -> None:
+    assert parse("list", "--state", "pd,r").state == "PENDING,RUNNING"
+    assert parse("list", "--state", "Running, cd ,nf").state == "RUNNING,COMPLETED,NODE_LOST"
+    assert parse("list", "--state", "R,running").state == "RUNNING"  # said twice, asked once
+    assert parse("list", "--state", "sleeping").state == "SLEEPING"  # the portal names what it does not know
+    with pytest.raises(SystemExit):
+        parse("list", "--state", ",")
+
+
 def test_logs_options() -> None:
     args = parse("logs", "7", "--attempt", "2", "-f", "--interval", "0.5")
     assert (args.job_id, args.attempt, args.follow, args.interval) == ("7", 2, True, 0.5)  # a job id or an array task (7_1), as text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.portal.api.test_views_usage import charged  # noqa: F401 - fixture
@@ -14,9 +16,10 @@ def test_usage_table_csv_and_bad_input(roles, live_server, token_for, run_cli, c
     code, out, err = run_cli("usage", env=env)
     assert (code, err) == (0, "")
     lines = out.splitlines()
+    assert re.fullmatch(r"Usage from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d:\d\d by project", lines[0])
     assert lines[1].split() == ["PROJECT", "CLASS", "GPU-HOURS", "JOBS", "PREEMPTIONS", "LOST", "GPU-HOURS", "SHARE"]
     assert lines[2].split()[:3] == ["vision", "BE", "2"] and "nlp" not in out
-    assert lines[-1].startswith("Total: 2.00 GPU-hours, 1 jobs")
+    assert lines[-1] == "Total: 2.00 GPU-hours, 1 job, 0 preemptions, 0.00 GPU-hours lost"
     code, out, _ = run_cli("usage", "--by", "user", "--csv", env=env)
     assert code == 0 and out.splitlines() == ["user,job_class,gpu_hours,jobs,preemptions,lost_gpu_hours",
                                               "alice,BE,2.0,1,0,0.0"]
