@@ -190,6 +190,10 @@ def cmd_show(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+#: How ``show`` writes a CPU or memory request of 0 (no limit is set on the job).
+NOT_LIMITED = "not limited"
+
+
 def format_job(job: Mapping[str, Any]) -> str:
     """The human view of one job: fields, then attempts and the state timeline."""
     reason = job.get("pending_reason")
@@ -206,8 +210,8 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Starts at", forecast_start(job.get("forecast"))),
         ("Class", job.get("job_class")),
         ("GPUs", job.get("num_gpus")),
-        ("CPUs", job.get("num_cpus")),
-        ("Memory (GB)", job.get("mem_gb")),
+        ("CPUs", job.get("num_cpus") or NOT_LIMITED),  # 0: the job asked for no CPU or memory limit
+        ("Memory (GB)", job.get("mem_gb") or NOT_LIMITED),
         ("Grace period", seconds(job.get("grace_period"))),
         ("Time limit", seconds(job.get("time_limit"))),
         ("Priority", job.get("priority")), ("Project", job.get("project")), ("Dependency", job.get("dependency") or None),

@@ -111,6 +111,16 @@ def test_detail_shows_timeline_attempts_ledger_and_log(roles, browser_as, make_j
     assert f'action="/jobs/{job.pk}/cancel/"' in html
 
 
+def test_detail_says_a_cpu_or_memory_request_of_zero_is_no_limit(roles, browser_as, make_job) -> None:
+    def resources(job: Job) -> str:
+        html = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
+        return " ".join(re.search(r"<dt>Resources</dt><dd>(.*?)</dd>", html, re.S).group(1).split())
+
+    assert resources(make_job(roles.owner, num_gpus=2)) == "2 GPUs, CPUs not limited, memory not limited"
+    assert resources(make_job(roles.owner, num_gpus=1, num_cpus=1.0, mem_gb=7.5)) == "1 GPU, 1 CPU, 7.5 GB of memory"
+    assert resources(make_job(roles.owner, num_gpus=1, num_cpus=4.0, mem_gb=16.0)) == "1 GPU, 4 CPUs, 16 GB of memory"
+
+
 def test_cancel_from_the_page(roles, browser_as, make_job) -> None:
     job = make_job(roles.owner, JobState.RUNNING)
     client = browser_as(roles.owner)

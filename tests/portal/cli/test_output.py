@@ -81,6 +81,8 @@ def test_format_job_shows_reason_attempts_and_events() -> None:
     assert fields["Reason"] == "QuotaExceeded: TE GPUs 4 of 4 in use"
     assert (fields["Time limit"], fields["Grace period"]) == ("1:00:00", "0:00:30")
     assert (fields["Job"], fields["GPUs"], fields["Memory (GB)"], fields["Started"]) == ("42", "2", "16", "-")
+    unlimited = header_fields(format_job({**job(), "num_cpus": 0.0, "mem_gb": 0.0}))
+    assert (unlimited["CPUs"], unlimited["Memory (GB)"]) == ("not limited", "not limited")
     value_columns = {len(line) - len(line.split(":", 1)[1].lstrip())
                      for line in text.split("\n\n")[0].splitlines()}
     assert len(value_columns) == 1  # every value starts in the same column
