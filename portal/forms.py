@@ -19,6 +19,7 @@ from scheduler.models import (
 )
 from scheduler.core.perf.catalog import model_names
 from interactive.models import SessionKind
+from portal.cli.units import format_duration, parse_duration
 from scheduler.selectors import enabled_image_names
 from scheduler.services import JobRequest
 
@@ -29,6 +30,39 @@ QUOTA_LIMIT_FIELD = {
     "max_te_job_gpus": "num_gpus",
     "max_te_runtime": "time_limit",
 }
+
+
+class DurationField(forms.Field):
+    """Seconds, typed as the command line takes them (``portal.cli.units.parse_duration``): ``90``,
+    ``90s``, ``30m``, ``2h``, ``1d``, ``1h30m`` or Slurm's ``MM:SS``, ``HH:MM:SS``, ``D-HH:MM:SS``;
+    empty is None. Out of ``min_value..max_value`` (seconds) is an error naming both forms."""
+
+    widget = forms.TextInput
+
+    def __init__(self, *, min_value: int, max_value: int, **kwargs) -> None:  # noqa: ANN003
+        self.min_value, self.max_value = min_value, max_value
+        super().__init__(**kwargs)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, str]:
+        return {**super().widget_attrs(widget), "maxlength": "32", "placeholder": "90, 30m, 2h or 1-00:00:00",
+                "autocomplete": "off", "spellcheck": "false"}
+
+    def to_python(self, value: object) -> int | None:
+        text = str(value).strip() if value is not None else ""
+        if not text:
+            return None
+        if len(text) > 32:
+            raise forms.ValidationError("Ensure this value has at most 32 characters.")
+        try:
+            seconds = parse_duration(text)
+        except ValueError as exc:
+            message = str(exc)
+            raise forms.ValidationError(message[:1].upper() + message[1:]) from None
+        for bound, beyond, word in ((self.min_value, seconds < self.min_value, "at least"),
+                                    (self.max_value, seconds > self.max_value, "at most")):
+            if beyond:
+                raise forms.ValidationError(f"Ensure this value is {word} {format_duration(bound)} ({bound} s).")
+        return seconds
 
 
 class JobForm(forms.Form):
@@ -44,12 +78,14 @@ class JobForm(forms.Form):
     num_cpus = forms.FloatField(min_value=0, max_value=MAX_CPUS_PER_JOB, initial=0, required=False, label="CPUs")
     mem_gb = forms.FloatField(min_value=0, max_value=MAX_MEM_GB_PER_JOB, initial=0, required=False,
                               label="Memory (GB)")
-    grace_period = forms.IntegerField(
+    grace_period = DurationField(
         min_value=0, max_value=MAX_GRACE_PERIOD_S, initial=DEFAULT_GRACE_PERIOD_S, required=False,
-        label="Grace period (s)", help_text="Time to checkpoint between the preemption notice and the kill.",
+        label="Grace period", help_text="Time to checkpoint between the preemption notice and the kill: "
+                                        "seconds (90), 5m, or MM:SS.",
     )
-    time_limit = forms.IntegerField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False,
-                                    label="Time limit (s)", help_text="Empty: no limit (TE jobs get the quota's).")
+    time_limit = DurationField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, label="Time limit",
+                               help_text="Seconds, or 90m, 2h, 1d, HH:MM:SS, D-HH:MM:SS. Empty: no limit (TE jobs "
+                                         "get the quota's).")
     priority = forms.IntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], initial=0,
                                   required=False)
     # Reconfigurable training jobs (the rules: scheduler.elastic.clean_request).
@@ -141,8 +177,9 @@ class SessionForm(forms.Form):
 
     kind = forms.ChoiceField(choices=SessionKind.choices, initial=SessionKind.JUPYTER, label="Session")
     num_gpus = forms.IntegerField(min_value=1, max_value=MAX_GPUS_PER_JOB, initial=1, label="GPUs")
-    time_limit = forms.IntegerField(min_value=60, max_value=MAX_TIME_LIMIT_S, required=False, label="Time limit (s)",
-                                    help_text="Empty: the site's default for sessions. The session ends then.")
+    time_limit = DurationField(min_value=60, max_value=MAX_TIME_LIMIT_S, required=False, label="Time limit",
+                               help_text="90m, 8h, HH:MM:SS or seconds. Empty: the site's default for sessions. "
+                                         "The session ends then.")
     image = forms.ChoiceField(required=False, help_text="A registered image with the session's server in it; "
                                                         "none: the node's own environment.")
 

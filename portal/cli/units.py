@@ -25,6 +25,8 @@ def parse_duration(text: str) -> int:
         raise ValueError("empty duration")
     if value.isascii() and value.isdigit():
         return int(value)
+    if value.startswith("-"):
+        raise ValueError(f"invalid duration {text!r}: a duration cannot be negative")
     if ":" in value or "-" in value:
         return _parse_clock(value, text)
     pos, total = 0, 0.0

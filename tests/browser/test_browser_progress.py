@@ -25,10 +25,14 @@ def test_a_reporting_job_shows_progress_bar_eta_and_charts_live(live, browser_pa
     page.fill("#id_name", "reporting")
     page.fill("#id_command", train_command(TRAIN_STEPS=100000, TRAIN_SLEEP=0.1, TRAIN_EVAL_EVERY=20))
     page.fill("#id_num_gpus", "1")
-    page.fill("#id_grace_period", "3")
+    page.fill("#id_grace_period", "3s")  # durations as the command line takes them
+    page.fill("#id_time_limit", "1h30m")
     page.click("main button[type=submit]")
     page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
     job_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+    from scheduler.models import Job
+
+    assert Job.objects.values_list("grace_period", "time_limit").get(pk=job_id) == (3, 5400)
     no_reload_marker(page)
     page.wait_for_selector("#live-status[data-state=live]")
 

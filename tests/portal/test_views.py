@@ -50,6 +50,10 @@ def test_form_submission_creates_the_job_and_shows_it(roles, browser_as) -> None
     ({"name": ""}, "name"),
     ({"time_limit": "0"}, "time_limit"),
     ({"grace_period": "-5"}, "grace_period"),
+    ({"grace_period": "2d"}, "grace_period"),
+    ({"time_limit": "banana"}, "time_limit"),
+    ({"time_limit": "1:99"}, "time_limit"),
+    ({"time_limit": "9" * 40}, "time_limit"),
     ({"mem_gb": "lots"}, "mem_gb"),
 ])
 def test_form_errors_appear_next_to_their_field_and_nothing_is_written(roles, browser_as, change, field) -> None:
@@ -61,6 +65,30 @@ def test_form_errors_appear_next_to_their_field_and_nothing_is_written(roles, br
     block = re.search(rf'<div class="field has-error">\s*<label for="id_{field}">.*?</div>', html, re.S)
     assert block and f'id="id_{field}_error"' in block.group(0)
     assert re.search(rf'aria-describedby="[^"]*\bid_{field}_error\b', block.group(0))  # read out with the input
+    assert Job.objects.count() == 0
+
+
+def test_form_takes_durations_as_the_command_line_does(roles, browser_as) -> None:
+    client = browser_as(roles.owner)
+    for typed, seconds in (("2h", 7200), ("1h30m", 5400), ("01:30:00", 5400), ("1-00:00:00", 86400), ("900", 900)):
+        response = client.post("/jobs/new/", {**FORM, "time_limit": typed, "grace_period": "2m"})
+        assert response.status_code == 302, typed
+        job = Job.objects.order_by("-pk").first()
+        assert (job.time_limit, job.grace_period) == (seconds, 120), typed
+    page = client.get("/jobs/new/").content.decode()
+    assert re.search(r'<input type="text" name="time_limit"[^>]*placeholder="90, 30m, 2h or 1-00:00:00"', page)
+    assert re.search(r'<input type="text" name="grace_period" value="30"', page)  # the default, in seconds
+
+
+def test_form_duration_errors_say_what_is_accepted_and_keep_what_was_typed(roles, browser_as) -> None:
+    response = browser_as(roles.owner).post("/jobs/new/", {**FORM, "time_limit": "2 hours", "grace_period": "-5"})
+    errors = response.context["form"].errors
+    assert errors["time_limit"] == ["Invalid duration '2 hours': use seconds (90), units (90s, 30m, 2h, 1d, 1h30m) "
+                                    "or HH:MM:SS"]
+    assert errors["grace_period"] == ["Invalid duration '-5': a duration cannot be negative"]
+    too_long = browser_as(roles.owner).post("/jobs/new/", {**FORM, "grace_period": "2d"})
+    assert too_long.context["form"].errors["grace_period"] == ["Ensure this value is at most 1-00:00:00 (86400 s)."]
+    assert 'value="2 hours"' in response.content.decode()  # what was typed stays in the field
     assert Job.objects.count() == 0
 
 

@@ -24,7 +24,8 @@ def test_parse_duration_accepts_seconds_units_and_clock_forms(text: str, seconds
     ("text", "message"),
     [
         ("", "empty"), ("abc", "invalid duration 'abc'"), ("1h30", "invalid duration"),
-        ("1:60", "below 60"), ("-5", "invalid duration"), ("1:2:3:4", "invalid duration"),
+        ("1:60", "below 60"), ("-5", "cannot be negative"), ("-1-00:00", "cannot be negative"),
+        ("1:2:3:4", "invalid duration"),
         ("x-01:00", "invalid duration"), ("5", None),
         ("²", "invalid duration"), ("1:²", "invalid duration"), ("²-01:00", "invalid duration"),
     ],
