@@ -30,8 +30,6 @@ def test_a_reporting_job_shows_progress_bar_eta_and_charts_live(live, browser_pa
     page.click("main button[type=submit]")
     page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
     job_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
-    from scheduler.models import Job
-
     assert Job.objects.values_list("grace_period", "time_limit").get(pk=job_id) == (3, 5400)
     no_reload_marker(page)
     page.wait_for_selector("#live-status[data-state=live]")
