@@ -54,6 +54,15 @@ def cmd_usage(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def short_duration(seconds: float) -> str:
+    """In the largest unit it makes at least one of, to three significant digits: ``600`` -> ``10 min``,
+    ``5400`` -> ``1.5 h``, ``604800`` -> ``7 d``, ``45`` -> ``45 s``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
 def _counted(count: int, noun: str) -> str:
     """``1 job``, ``2 jobs``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -73,9 +82,9 @@ def cmd_share(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         dump_json(body, out)
         return 0
-    hours = body["half_life_s"] / 3600
     state = "on" if body["enabled"] else "off (the figures say how it would weigh the projects)"
-    out.write(f"Fair share {state}; usage half-life {hours:g} h; {body['total_gpus']} GPUs up\n")
+    out.write(f"Fair share {state}; usage half-life {short_duration(body['half_life_s'])}; "
+              f"{body['total_gpus']} GPUs up\n")
     columns: list[Column] = [
         ("PROJECT", lambda r: r["project"]), ("SHARE", lambda r: r["share"]),
         ("NORM SHARE", lambda r: round(r["share_norm"], 3)),

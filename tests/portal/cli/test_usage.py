@@ -40,3 +40,11 @@ def test_share_table_and_json(roles, live_server, token_for, run_cli, charged) -
     assert code == 0 and '"project": "vision"' in out
     code, out, _ = run_cli("share", env={**env, "GPUSCHED_TOKEN": token_for(roles.other)})
     assert (code, out.splitlines()[-1]) == (0, "No project of yours holds, wants or has used GPUs.")
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(3600, "1 h"), (600, "10 min"), (5400, "1.5 h"), (604800, "7 d"),
+                                               (45, "45 s"), (4000, "1.11 h"), (0.5, "0.5 s")])
+def test_the_half_life_is_written_in_the_largest_unit_it_fills(seconds: float, text: str) -> None:
+    from portal.cli.usage import short_duration
+
+    assert short_duration(seconds) == text
