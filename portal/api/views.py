@@ -33,6 +33,9 @@ from scheduler import arrays, fair_standing, holds, job_priority, selectors, ser
 from scheduler.attempt_log import LogPage, log_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
+#: Django's username length: a longer ``owner`` filter names no user.
+MAX_USERNAME_LENGTH = 150
+
 _LIST_PARAMS = [
     # An empty value means "no filter", as the web form sends it.
     OpenApiParameter("state", str, description="Only jobs in this state, or in any of several comma-separated ones "
@@ -99,6 +102,8 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 filters[name] = values if len(values) > 1 else value
         owner = request.query_params.get("owner")
         if owner and request.user.is_staff:
+            if "\x00" in owner or len(owner) > MAX_USERNAME_LENGTH:  # PostgreSQL refuses NUL in text: a 500
+                errors["owner"] = [f"Not a username (at most {MAX_USERNAME_LENGTH} characters, no null character)."]
             filters["owner"] = owner
         if errors:
             return validation_error(errors)
