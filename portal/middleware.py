@@ -1,4 +1,4 @@
-"""Refuse oversized API request bodies before anything parses them."""
+"""Refuse what no view should see: oversized API request bodies, null characters in the query string."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
 
 class ApiBodyLimitMiddleware:
@@ -44,6 +44,29 @@ class ApiBodyLimitMiddleware:
                     return too_large(f"Request body is over the limit of {limit} bytes.")
                 if length:
                     request.META["CONTENT_LENGTH"] = str(length)
+        return self.get_response(request)
+
+
+class NullInQueryMiddleware:
+    """Answer 400 to a request whose query string holds a null character (``%00``) in a name or value.
+
+    PostgreSQL refuses NUL in text, so a filter built from such a value failed in the database, a 500
+    (the admin's list filters, the API's staff ``owner`` filter); no parameter of this site can hold
+    one. JSON ``{"detail": ...}`` under ``/api/``, plain text elsewhere.
+    """
+
+    DETAIL = "Null characters are not allowed in the query string."
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        raw = request.META.get("QUERY_STRING", "")
+        if ("%00" in raw or "\x00" in raw) and any(
+                "\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists()):
+            if request.path.startswith("/api/"):
+                return JsonResponse({"detail": self.DETAIL}, status=400)
+            return HttpResponseBadRequest(self.DETAIL, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 
 

@@ -127,6 +127,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "portal.middleware.NullInQueryMiddleware",
     "portal.middleware.ApiBodyLimitMiddleware",
     "portal.held_rows.HeldRowMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -277,7 +277,6 @@ TESTED_ELSEWHERE = {
     "portal/management/commands/clear_runtime_keys.py": "tests/portal/test_runtime_keys.py",
     "portal/management/commands/ensure_database.py": "tests/portal/test_database_setup.py (run as a process)",
     "portal/management/commands/revoke_access.py": "tests/adversarial/test_adv_access.py",
-    "portal/middleware.py": "body limits and headers: tests/portal/test_views.py, tests/adversarial/test_adv_fuzz.py",
     "portal/models.py": "API tokens: tests/portal/api/test_authentication.py",
     "audit/services.py": "tests/audit/test_models.py (record, changed_fields), tests/audit/test_admin.py",
     "jobprogress/models.py": "model declarations: tests/jobprogress/test_services.py",

@@ -58,11 +58,10 @@ def test_unknown_filter_value_is_a_400_naming_it(roles, api_as, query, field) ->
     assert response.status_code == 400 and field in response.json()["errors"]
 
 
-@pytest.mark.parametrize("owner", ["b\x00b", "x" * 151])
-def test_a_staff_owner_filter_that_names_no_possible_user_is_a_400_naming_it(roles, api_as, owner) -> None:
-    response = api_as(roles.staff).get("/api/v1/jobs/", {"owner": owner})
+def test_a_staff_owner_filter_longer_than_any_username_is_a_400_naming_it(roles, api_as) -> None:
+    response = api_as(roles.staff).get("/api/v1/jobs/", {"owner": "x" * 151})
     assert response.status_code == 400
-    assert response.json()["errors"]["owner"] == ["Not a username (at most 150 characters, no null character)."]
+    assert response.json()["errors"]["owner"] == ["Not a username (at most 150 characters)."]
 
 
 def test_users_list_only_their_own_jobs_and_staff_list_all(roles, api_as, make_job) -> None:
