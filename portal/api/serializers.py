@@ -103,11 +103,18 @@ class JobUpdateSerializer(serializers.Serializer):
 
     priority = serializers.IntegerField(help_text="The new priority, within the range allowed at submission.")
 
-    def validate(self, attrs: dict) -> dict:
-        other = sorted(set(self.initial_data) - {"priority"}) if isinstance(self.initial_data, dict) else []
-        if other:
-            raise serializers.ValidationError({name: ["Cannot be changed after submission."] for name in other})
-        return attrs
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201 - DRF's signature
+        """Every field that cannot change is named, beside the priority's own errors (a body of only
+        ``{"name": ...}`` names ``name``, not only the missing priority)."""
+        fixed = {name: ["Cannot be changed after submission."]
+                 for name in sorted(set(data) - {"priority"})} if isinstance(data, dict) else {}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError({**fixed, **exc.detail}) from None
+        if fixed:
+            raise serializers.ValidationError(fixed)
+        return value
 
 
 class JobSubmitSerializer(FieldsBuiltOnce, serializers.Serializer):

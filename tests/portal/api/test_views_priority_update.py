@@ -25,6 +25,9 @@ def test_the_owner_raises_a_waiting_job_s_priority(roles, api_as, make_job) -> N
     ({}, {"priority": ["This field is required."]}),
     ({"priority": 1, "num_gpus": 8, "command": "rm -rf /"}, {"command": ["Cannot be changed after submission."],
                                                            "num_gpus": ["Cannot be changed after submission."]}),
+    ({"name": "renamed"}, {"name": ["Cannot be changed after submission."], "priority": ["This field is required."]}),
+    ({"priority": "high", "hold": "user"}, {"hold": ["Cannot be changed after submission."],
+                                           "priority": ["A valid integer is required."]}),
 ])
 def test_bad_updates_are_refused_naming_the_field_and_nothing_changes(roles, api_as, make_job, body, errors) -> None:
     Quota.objects.create(user=roles.owner, max_priority=10)
