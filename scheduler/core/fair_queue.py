@@ -190,5 +190,5 @@ class FairView:
             if d.__class__ is Pend and d.job_id in over:
                 t = over[d.job_id]
                 out[i] = replace(d, message=(
-                    f"{d.message}; queued as BE by fair share: TE jobs of tenant {t or '(none)'} hold "
+                    f"{d.message}; queued as BE by fair share: TE jobs of project {t or '(none)'} hold "
                     f"{self.te_alloc.get(t, 0.0):g} GPUs of its entitlement of {self.entitled.get(t, 0.0):.3g}"))

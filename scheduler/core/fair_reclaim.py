@@ -175,8 +175,8 @@ class _Pass:
             t = v.job.spec.tenant
             view.alloc[t] -= v.gpus
             cyc.out.append(Preempt(v.id, spec.id, Reason.PREEMPTED_FOR_PRIORITY,
-                                   f"fair share: tenant {t or '(none)'} holds more than its entitlement; "
-                                   f"preempted for job {spec.id} of tenant {spec.tenant or '(none)'}"))
+                                   f"fair share: project {t or '(none)'} holds more than its entitlement; "
+                                   f"preempted for job {spec.id} of project {spec.tenant or '(none)'}"))
         if cyc.explain:
             if self.pends is None:
                 self.pends = {d.job_id: i for i, d in enumerate(cyc.out) if d.__class__ is Pend}

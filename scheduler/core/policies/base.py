@@ -246,7 +246,7 @@ class QueuePolicy:
             guard: StarvationGuard | None = None
             for head in fair.heads_due(be, skip):
                 t = head.spec.tenant
-                why = (f"fair share: tenant {t or '(none)'} holds {fair.alloc.get(t, 0):g} GPUs, "
+                why = (f"fair share: project {t or '(none)'} holds {fair.alloc.get(t, 0):g} GPUs, "
                        f"below its entitlement of {fair.entitled[t]:.3g}")
                 if guard is None:
                     guard = StarvationGuard(cyc, head, why)

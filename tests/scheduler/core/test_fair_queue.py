@@ -120,7 +120,7 @@ def test_a_te_job_beyond_the_bound_is_told_why_it_waits_as_be():
     pending = [pend("a-te3", 2, "a", cls=TE), pend("b-be2", 4, "b"), pend("b-te", 2, "b", cls=TE)]
     out = {d.job_id: d.message for d in decide("fitgpp", [NodeCapacity("n1", 8)], running, pending, tenants)
            if isinstance(d, Pend)}
-    assert out["a-te3"].endswith("; queued as BE by fair share: TE jobs of tenant a hold 4 GPUs of its entitlement of 4")
+    assert out["a-te3"].endswith("; queued as BE by fair share: TE jobs of project a hold 4 GPUs of its entitlement of 4")
     assert "fair share" not in out["b-be2"] and "queued as BE" not in out["b-te"]
     quiet = decide("fitgpp", [NodeCapacity("n1", 8)], running, pending, tenants, explain=False)
     assert not any(isinstance(d, Pend) for d in quiet)

@@ -122,7 +122,7 @@ def test_fair_share_decisions_are_complete_feasible_and_safe(case):
             assert left / view.tenants[t].share > view.level(overshoot.tenant), (t, gpus, view.alloc, view.entitled)
     # One reservation per tenant below its part at most, and no node reserved twice.
     reserved = [(pending[d.job_id].spec.tenant, m.group(1).split(", ")) for d in out if isinstance(d, Pend)
-                and (m := re.match(r"fair share: tenant \S+ holds .*?: ([^:]+) reserved for it;", d.message))]
+                and (m := re.match(r"fair share: project \S+ holds .*?: ([^:]+) reserved for it;", d.message))]
     assert len({t for t, _ in reserved}) == len(reserved)
     nodes = [n for _, ns in reserved for n in ns]
     assert len(nodes) == len(set(nodes))

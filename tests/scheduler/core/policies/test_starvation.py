@@ -62,7 +62,7 @@ def test_with_fair_share_the_head_of_the_fair_order_gets_the_reservation():
     out = {d.job_id: d for d in make_policy("fifo", starvation_threshold=None, reclaim_min_runtime=None).decide(s, NOW)}
     # b2 (within b's entitlement of 8) does not fit: n2 is reserved for it and a3 may not start there.
     assert out["b2"].reason.value == "Resources" and out["a3"].reason.value == "Reservation"
-    assert out["b2"].message.startswith("fair share: tenant b holds 2 GPUs, below its entitlement of 8: n2 reserved")
+    assert out["b2"].message.startswith("fair share: project b holds 2 GPUs, below its entitlement of 8: n2 reserved")
 
 
 def test_without_fair_share_or_further_from_the_entitlement_the_head_gets_none():
@@ -93,8 +93,8 @@ def test_every_tenant_below_its_part_gets_its_own_reservation_on_nodes_of_its_ow
     assert [j.spec.id for j in view.heads_due(view.order(s.pending), None)] == ["b2", "c2"]
     out = {d.job_id: d for d in make_policy("fifo", starvation_threshold=None, reclaim_min_runtime=None).decide(s, NOW)}
     b_msg, c_msg = out["b2"].message, out["c2"].message
-    assert b_msg.startswith("fair share: tenant b holds 2 GPUs, below its entitlement of 8: ")
-    assert c_msg.startswith("fair share: tenant c holds 2 GPUs, below its entitlement of 8: ")
+    assert b_msg.startswith("fair share: project b holds 2 GPUs, below its entitlement of 8: ")
+    assert c_msg.startswith("fair share: project c holds 2 GPUs, below its entitlement of 8: ")
     # b2 is reached first and takes n1, the node nearest to holding it; c2 the nearest of the rest.
     assert b_msg.endswith(": n1 reserved for it; no other job of its queue starts there until it does")
     assert ": n2 reserved for it" in c_msg
