@@ -32,6 +32,9 @@ from scheduler.models import ACTIVE_STATES, Attempt, AttemptLog, AttemptState, J
 
 log = logging.getLogger(__name__)
 
+#: What an attempt ended by its agent's shutdown says on its job's timeline (docs/agent.md, --kill-jobs-on-exit).
+AGENT_STOP_MESSAGE = "its node agent was shut down and stopped it"
+
 
 def _locked_current(job_id: int, attempt: int, node: str) -> tuple[Job, Attempt] | None:
     """The locked job and its attempt if ``attempt`` is current and holds GPUs on ``node``."""
@@ -118,6 +121,8 @@ def attempt_exited(
         if reason == protocol.EXIT_LAUNCH_FAILED:  # after freeing them: a GPU marked now has no job to requeue
             gpu_health.launch_failed(node, att.gpu_allocation[node], now)
         outcome = outcome_after(att, classify_exit(reason, exit_code))
+        if reason == protocol.EXIT_AGENT_STOP and not message:  # said here, so older agents' reports read so too
+            message = AGENT_STOP_MESSAGE
         decided = outcome != att.state
         if decided:
             att.state = outcome

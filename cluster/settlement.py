@@ -156,7 +156,11 @@ def settle(job: Job, att: Attempt, now: datetime) -> None:
                                 progress_seconds=progress, pending_reason=PendingReason.IMAGE_UNAVAILABLE,
                                 pending_message=message, excluded_nodes=excluded)
     else:
-        message = f"attempt {att.number} lost on {where}"
+        # Why, when a node said so (an agent shut down with its jobs), and what was kept when the job had
+        # its notice; a node that went silent says neither.
+        why = f" ({att.message})" if att.message else ""
+        kept_text = f"; {_kept_text(att)}" if att.notice_at is not None else ""
+        message = f"attempt {att.number} lost on {where}{why}{kept_text}"[:MESSAGE_LENGTH]
         transitions.move_locked(job, JobState.NODE_LOST, PendingReason.NODE_LOST, message, progress_seconds=progress)
         transitions.move_locked(job, JobState.PENDING, PendingReason.NODE_LOST, "requeued", pending_reason=PendingReason.NODE_LOST,
               pending_message=message)

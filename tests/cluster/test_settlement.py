@@ -57,6 +57,25 @@ def test_exit_outcomes(owner, sent, no_triggers, django_capture_on_commit_callba
     assert allocation_problems() == []
 
 
+@pytest.mark.parametrize(("reason", "notice", "checkpointed", "says"), [
+    (protocol.EXIT_AGENT_STOP, True, True,
+     "attempt 1 lost on n1 (n1: its node agent was shut down and stopped it); checkpoint written"),
+    (protocol.EXIT_AGENT_STOP, True, False, "attempt 1 lost on n1 (n1: its node agent was shut down and stopped it); "
+                                            "no checkpoint: work since the last one is lost"),
+    (protocol.EXIT_LOST, False, False, "attempt 1 lost on n1"),  # the agent could not see how it ended: no more said
+])
+def test_a_lost_attempt_says_why_when_its_node_said_so_and_what_it_kept(owner, sent, no_triggers, reason, notice,
+                                                                        checkpointed, says) -> None:
+    make_node("n1", 1)
+    job = placed_job(owner, {"n1": [0]})
+    exit_report(job, reason=reason, exit_code=143 if notice else None, checkpointed=checkpointed,
+                notice_at=timezone.now() if notice else None)
+    job.refresh_from_db()
+    assert (job.state, job.pending_reason, job.pending_message) == (JobState.PENDING, "NodeLost", says)
+    lost = JobEvent.objects.filter(job=job, to_state=JobState.NODE_LOST).get()
+    assert lost.message == says
+
+
 def test_a_repeated_or_late_exit_report_changes_nothing(owner, sent, no_triggers) -> None:
     make_node("n1", 1)
     job = placed_job(owner, {"n1": [0]})
