@@ -52,22 +52,28 @@ class NullInQueryMiddleware:
 
     PostgreSQL refuses NUL in text, so a filter built from such a value failed in the database, a 500
     (the admin's list filters, the API's staff ``owner`` filter); no parameter of this site can hold
-    one. JSON ``{"detail": ...}`` under ``/api/``, plain text elsewhere.
+    one. Under ``/api/`` the body is the API's field errors, ``{"errors": {name: [message]}}``, naming
+    the parameter; plain text elsewhere.
     """
 
-    DETAIL = "Null characters are not allowed in the query string."
+    MESSAGE = "Null characters are not allowed."
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         raw = request.META.get("QUERY_STRING", "")
-        if ("%00" in raw or "\x00" in raw) and any(
-                "\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists()):
-            if request.path.startswith("/api/"):
-                return JsonResponse({"detail": self.DETAIL}, status=400)
-            return HttpResponseBadRequest(self.DETAIL, content_type="text/plain; charset=utf-8")
+        if "%00" in raw or "\x00" in raw:
+            for name, values in request.GET.lists():
+                if "\x00" in name or any("\x00" in value for value in values):
+                    return self._refuse(request, name)
         return self.get_response(request)
+
+    def _refuse(self, request: HttpRequest, name: str) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return JsonResponse({"errors": {name: [self.MESSAGE]}}, status=400)
+        return HttpResponseBadRequest(f"{self.MESSAGE[:-1]} in the query string (parameter {name!r}).",
+                                      content_type="text/plain; charset=utf-8")
 
 
 def too_large(detail: str) -> JsonResponse:
