@@ -75,6 +75,8 @@ def test_form_takes_durations_as_the_command_line_does(roles, browser_as) -> Non
         assert response.status_code == 302, typed
         job = Job.objects.order_by("-pk").first()
         assert (job.time_limit, job.grace_period) == (seconds, 120), typed
+    shown = client.get(f"/jobs/{job.pk}/").content.decode()  # the last one: 900 s, grace 2 min
+    assert "<dt>Grace period</dt><dd>0:02:00 (120 s)</dd>" in shown and "<dt>Time limit</dt><dd>0:15:00 (900 s)</dd>" in shown
     page = client.get("/jobs/new/").content.decode()
     assert re.search(r'<input type="text" name="time_limit"[^>]*placeholder="90, 30m, 2h or 1-00:00:00"', page)
     assert re.search(r'<input type="text" name="grace_period" value="30"', page)  # the default, in seconds
