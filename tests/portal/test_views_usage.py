@@ -34,6 +34,7 @@ def test_the_fair_share_table_shows_the_viewers_projects_only(roles, browser_as,
     table = owner.content.decode().split('id="fair-share"')[1].split("</table>")[0]
     assert "<td>vision</td>" in table and "nlp" not in table
     assert "Fair share is off" in owner.content.decode()
+    assert "usage counts half after 1:00:00 (3600 s);" in owner.content.decode()  # the default half-life
     staff = browser_as(roles.staff).get("/usage/")
     assert sorted(row["project"] for row in staff.context["standing"]["rows"]) == ["nlp", "vision"]
     other = browser_as(roles.other).get("/usage/").content.decode()
