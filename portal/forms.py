@@ -13,7 +13,9 @@ from scheduler.models import (
     MAX_MEM_GB_PER_JOB,
     MAX_NAME_LENGTH,
     MAX_TIME_LIMIT_S,
+    LIVE_STATES,
     PRIORITY_RANGE,
+    TERMINAL_STATES,
     JobClassChoice,
     JobState,
 )
@@ -154,8 +156,13 @@ class JobForm(forms.Form):
         )
 
 
+#: The job list's groups of states: each choice's value and the states it stands for.
+STATE_GROUPS = {"live": sorted(LIVE_STATES), "ended": sorted(TERMINAL_STATES)}
+
+
 class JobFilterForm(forms.Form):
-    state = forms.ChoiceField(choices=[("", "any state"), *JobState.choices], required=False)
+    state = forms.ChoiceField(choices=[("", "any state"), ("live", "not ended (waiting or running)"),
+                                       ("ended", "ended"), *JobState.choices], required=False)
     job_class = forms.ChoiceField(choices=[("", "any class"), *JobClassChoice.choices], required=False, label="Class")
     owner = forms.CharField(required=False, max_length=150, help_text="Staff: a username.")
     arrays = forms.ChoiceField(choices=[("", "arrays expanded"), ("collapsed", "arrays collapsed")], required=False,

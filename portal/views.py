@@ -17,7 +17,7 @@ from audit import services as audit
 from interactive.selectors import status as session_status
 from jobprogress.selectors import job_progress
 from portal.api.errors import json_not_found
-from portal.forms import QUOTA_LIMIT_FIELD, JobFilterForm, JobForm, PriorityForm, TokenForm
+from portal.forms import QUOTA_LIMIT_FIELD, STATE_GROUPS, JobFilterForm, JobForm, PriorityForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
 from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, job_priority, selectors, services, usage
@@ -39,6 +39,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
         filters = {k: v for k, v in form.cleaned_data.items() if v}
         if not request.user.is_staff:
             filters.pop("owner", None)
+        if filters.get("state") in STATE_GROUPS:
+            filters["state"] = STATE_GROUPS[filters["state"]]
     jobs = selectors.filter_jobs(selectors.visible_jobs(request.user), **filters)
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     forecast_store.attach(page)

@@ -116,6 +116,12 @@ def test_my_jobs_page_filters_and_paginates(roles, browser_as, make_job) -> None
     running = client.get("/jobs/?state=RUNNING&job_class=TE")
     assert [j.name for j in running.context["page"]] == ["te-running"]
     assert client.get("/jobs/?job_class=BE&page=2").context["page"].paginator.count == 27
+    make_job(roles.owner, JobState.COMPLETED, name="done")
+    make_job(roles.owner, JobState.FAILED, name="broken")
+    assert {j.name for j in client.get("/jobs/?state=ended").context["page"]} == {"done", "broken"}
+    live = client.get("/jobs/?state=live&job_class=TE")
+    assert [j.name for j in live.context["page"]] == ["te-running"]
+    assert client.get("/jobs/?state=live").context["page"].paginator.count == 28  # the waiting ones and the running one
     page_links = re.findall(r'href="\?([^"]+)"', client.get("/jobs/?job_class=BE").content.decode())
     assert page_links == ["job_class=BE&amp;page=2"]
 
