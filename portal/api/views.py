@@ -95,7 +95,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             value = request.query_params.get(name)
             if value:
                 # state may name several, comma-separated (squeue -t PENDING,RUNNING): jobs in any of them.
-                values = value.split(",") if name == "state" else [value]
+                values = list(dict.fromkeys(value.split(","))) if name == "state" else [value]  # each once
                 unknown = [v for v in values if v not in selectors.JOB_FILTERS[name]]
                 if unknown:
                     errors[name] = [f'"{unknown[0][:40]}" is not one of {", ".join(sorted(selectors.JOB_FILTERS[name]))}.']
