@@ -99,7 +99,7 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 unknown = [v for v in values if v not in selectors.JOB_FILTERS[name]]
                 if unknown:
                     errors[name] = [f'"{unknown[0][:40]}" is not one of {", ".join(sorted(selectors.JOB_FILTERS[name]))}.']
-                filters[name] = values if len(values) > 1 else value
+                filters[name] = values if len(values) > 1 else values[0]
         owner = request.query_params.get("owner")
         if owner and request.user.is_staff:
             if len(owner) > MAX_USERNAME_LENGTH:
