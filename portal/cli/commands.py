@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from portal.cli.client import ApiClient, ApiError
 from portal.cli.logs import cmd_logs
 from portal.cli.output import (Column, dump_json, forecast_start, format_quota, job_ref, key_values, local_time, memory,
-                               node_messages, render_table, seconds, truncate)
+                               node_messages, queue_order, render_table, seconds, truncate)
 from portal.cli.progress import format_progress
 from portal.cli.sessions import cmd_session
 from portal.cli.usage import cmd_share, cmd_usage
@@ -208,6 +208,7 @@ def format_job(job: Mapping[str, Any]) -> str:
         ("Reason", reason),
         ("Position", (job.get("forecast") or {}).get("position")),
         ("Starts at", forecast_start(job.get("forecast"))),
+        ("Queue order", queue_order(job.get("priority_factors"))),
         ("Class", job.get("job_class")),
         ("GPUs", job.get("num_gpus")),
         ("CPUs", job.get("num_cpus") or NOT_LIMITED),  # 0: the job asked for no CPU or memory limit

@@ -147,3 +147,14 @@ def forecast_start(forecast: Mapping[str, Any] | None) -> str | None:
     if not forecast:
         return None
     return local_time(forecast["start"]) if forecast.get("start") else "> 14 days"
+
+
+def queue_order(factors: Mapping[str, Any] | None) -> str | None:
+    """A pending job's priority factors (the API's ``priority_factors``) in the order the queue applies them,
+    as the job page's "Queue order" line and Slurm's ``sprio`` give them; None for a job not pending."""
+    if not factors:
+        return None
+    fair = factors.get("fair_share")
+    return (f"class {factors.get('class')}{' (considered before BE)' if factors.get('class_first') else ''}; "
+            f"fair share {'off' if fair is None else f'{fair:.3f}'}; priority {factors.get('priority')}; "
+            f"waiting since {local_time(factors.get('waiting_since'))}")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import re
+from datetime import timedelta
 
-from scheduler.models import JobState
+import pytest
+from django.utils import timezone
+
+from scheduler.models import Job, JobState
 
 pytestmark = pytest.mark.django_db
 
@@ -23,5 +27,8 @@ def test_factors_on_the_job_page_and_not_for_others(roles, browser_as, make_job)
     job = make_job(roles.owner, JobState.PENDING, job_class="BE", priority=-3)
     page = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="priority-factors"' in page and "priority -3" in page and "fair share off" in page
+    Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(minutes=90))
+    page = browser_as(roles.owner).get(f"/jobs/{job.pk}/").content.decode()
+    assert re.search(r"priority -3; waiting 1:30:0\d \(540\d s\)</dd>", page)
     assert browser_as(roles.other).get(f"/jobs/{job.pk}/").status_code == 404
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -81,6 +82,14 @@ def test_format_job_shows_reason_attempts_and_events() -> None:
     assert fields["Reason"] == "QuotaExceeded: TE GPUs 4 of 4 in use"
     assert (fields["Time limit"], fields["Grace period"]) == ("1:00:00", "0:00:30")
     assert (fields["Job"], fields["GPUs"], fields["Memory (GB)"], fields["Started"]) == ("42", "2", "16", "-")
+    assert fields["Queue order"] == "-"  # no factors given: a job not pending
+    factors = {"class": "BE", "class_first": False, "fair_share": 0.4414, "priority": 5,
+               "waiting_since": "2026-12-07T07:46:46Z"}
+    ordered = header_fields(format_job({**job(), "priority_factors": factors}))["Queue order"]
+    assert re.fullmatch(r"class BE; fair share 0\.441; priority 5; waiting since 2026-12-0[67] \d\d:46:46", ordered)
+    te = header_fields(format_job({**job(), "priority_factors": {**factors, "class": "TE", "class_first": True,
+                                                                  "fair_share": None}}))["Queue order"]
+    assert te.startswith("class TE (considered before BE); fair share off; priority 5;")
     unlimited = header_fields(format_job({**job(), "num_cpus": 0.0, "mem_gb": 0.0}))
     assert (unlimited["CPUs"], unlimited["Memory (GB)"]) == ("not limited", "not limited")
     value_columns = {len(line) - len(line.split(":", 1)[1].lstrip())
