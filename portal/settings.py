@@ -335,7 +335,9 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU scheduler portal API",
-    "DESCRIPTION": "Submit, list, inspect and cancel GPU jobs; read quotas and nodes.",
+    "DESCRIPTION": ("Submit, list, inspect, hold, release, reprioritise and cancel GPU jobs and job arrays; read "
+                    "their logs and progress; start interactive sessions; read quotas, usage, fair share, images "
+                    "and nodes; choose notifications and webhooks."),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
