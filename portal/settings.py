@@ -335,9 +335,8 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU scheduler portal API",
-    "DESCRIPTION": ("Submit, list, inspect, hold, release, reprioritise and cancel GPU jobs and job arrays; read "
-                    "their logs and progress; start interactive sessions; read quotas, usage, fair share, images "
-                    "and nodes; choose notifications and webhooks."),
+    "DESCRIPTION": ("Submit, inspect, hold, reprioritise and cancel GPU jobs and arrays; read logs and progress; "
+                    "start sessions; read quotas, usage, fair share, images, nodes; set notifications and webhooks."),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

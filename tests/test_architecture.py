@@ -265,7 +265,6 @@ TESTED_ELSEWHERE = {
     "portal/context_processors.py": "template context: tests/portal/test_views.py",
     "portal/dashboard/forms.py": "tests/portal/dashboard/test_simulation.py",
     "portal/dashboard/job_page.py": "tests/portal/test_consumers.py, tests/scheduler/test_elastic.py",
-    "portal/dashboard/latency.py": "tests/portal/dashboard/test_views.py, tests/portal/test_consumers.py",
     "portal/dashboard/metrics_state.py": "tests/portal/test_metrics.py, tests/portal/dashboard/test_views.py",
     "portal/dashboard/models.py": "model declarations: tests/portal/dashboard/test_simulation.py",
     "portal/dashboard/report.py": "downloads: tests/portal/dashboard/test_simulation.py",

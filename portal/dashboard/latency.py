@@ -43,7 +43,8 @@ def useful_run_seconds(attempts: Sequence[Attempt], num_gpus: int) -> float:
 
 
 #: A job that ran shorter than this counts as running this long, so that jobs
-#: ending at once do not dominate the slowdown tail.
+#: ending at once do not dominate the slowdown tail (Feitelson's bounded slowdown;
+#: the slowdown is then at least 1, as no job can end before it has run).
 MIN_RUN_SECONDS = 1.0
 
 
@@ -56,7 +57,8 @@ def latency_stats(window_s: int = DEFAULT_LATENCY_WINDOW, now: datetime | None =
     * slowdown = (end - submission) / uninterrupted run time, for jobs that
       COMPLETED in the window; the run time is the attempts' time on GPUs minus
       the work preemptions lost (``useful_run_seconds``), at least
-      ``MIN_RUN_SECONDS``;
+      ``MIN_RUN_SECONDS``, and the slowdown at least 1 (bounded slowdown: a job
+      that ran 0.05 s from a submission 0.2 s earlier is not "0.2 times slower");
     * ledger: preemptions whose victim vacated in the window, their rate per
       hour, the GPU-hours of work they lost, and the share of those with a known
       outcome that wrote a checkpoint in time.
@@ -77,7 +79,7 @@ def latency_stats(window_s: int = DEFAULT_LATENCY_WINDOW, now: datetime | None =
         attempts_of[attempt.job_id].append(attempt)
     for job in done.only("id", "job_class", "num_gpus", "submitted_at", "ended_at"):
         run = max(useful_run_seconds(attempts_of.get(job.pk, []), job.num_gpus), MIN_RUN_SECONDS)
-        slowdowns[job.job_class].append((job.ended_at - job.submitted_at).total_seconds() / run)
+        slowdowns[job.job_class].append(max(1.0, (job.ended_at - job.submitted_at).total_seconds() / run))
 
     waiting = {}
     for job_class in CLASSES:
