@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
@@ -33,8 +34,8 @@ from scheduler import arrays, fair_standing, holds, job_priority, selectors, ser
 from scheduler.attempt_log import LogPage, log_page
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 
-#: Django's username length: a longer ``owner`` filter names no user.
-MAX_USERNAME_LENGTH = 150
+#: The user model's username length: a longer ``owner`` filter names no user.
+MAX_USERNAME_LENGTH = get_user_model()._meta.get_field("username").max_length
 
 _LIST_PARAMS = [
     # An empty value means "no filter", as the web form sends it.

@@ -260,10 +260,7 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     """Each job in turn, as scancel does: a job the API refuses is reported at the end (its message, after
     its id when several were named) and the others are still cancelled; an unreachable server stops at
     once. ``--json``: the job object for one id, a list of the cancelled jobs for several."""
-    def report(job: dict[str, Any]) -> str:
-        return f"{job.get('state')}"
-
-    return _each_job(client.cancel_job, args, out, report)
+    return _each_job(client.cancel_job, args, out, lambda job: str(job.get("state")))
 
 
 def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
