@@ -35,13 +35,16 @@
     SERIES.forEach(function (pair) {
       var id = box.id + "-" + pair[0];
       var el = document.getElementById(id);
+      // No frames before there is a point to draw: a job that never ran would show four empty boxes.
+      if (!el && !any) { return; }
       if (!el) {
         el = document.createElement("div");
         el.id = id;
         el.className = "chart telemetry-chart";
         box.appendChild(el);
       }
-      if (!window.Plotly) { return; }
+      el.hidden = !any;
+      if (!any || !window.Plotly) { return; }
       window.Plotly.react(el, traces(data, pair[0]), {
         title: {text: pair[1], font: {size: 13}}, height: 220, margin: {l: 50, r: 10, t: 30, b: 30},
         showlegend: !!data.gpus, xaxis: {type: "date"},
