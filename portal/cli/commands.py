@@ -14,8 +14,9 @@ from typing import Any, TextIO
 
 from portal.cli.client import ApiClient, ApiError
 from portal.cli.logs import cmd_logs
-from portal.cli.output import (Column, dump_json, forecast_start, format_quota, job_ref, key_values, local_time, memory,
-                               node_messages, queue_order, render_table, seconds, truncate)
+from portal.cli.output import (Column, dump_json, forecast_start, format_quota, job_ref, job_reason, key_values,
+                               local_time, memory, node_messages, queue_order, render_table, seconds, tenths,
+                               truncate)
 from portal.cli.progress import format_progress
 from portal.cli.sessions import cmd_session
 from portal.cli.usage import cmd_share, cmd_usage
@@ -34,7 +35,7 @@ JOB_COLUMNS: list[Column] = [
     ("GPUS", lambda j: j.get("num_gpus")),
     ("PRIO", lambda j: j.get("priority")),
     ("STATE", lambda j: j.get("state")),
-    ("REASON", lambda j: j.get("pending_reason")),
+    ("REASON", lambda j: job_reason(j, with_message=False)),
     ("POS", lambda j: (j.get("forecast") or {}).get("position")),
     ("SUBMITTED", lambda j: local_time(j.get("submitted_at"))),
 ]
@@ -54,8 +55,8 @@ ATTEMPT_COLUMNS: list[Column] = [
     ("SIGNAL", lambda a: a.get("signal")),
     ("CHECKPOINTED", lambda a: "in-grace" if a.get("checkpointed") and a.get("checkpoint_marker") is False
      else a.get("checkpointed")),
-    ("LOST_GPU_S", lambda a: a.get("lost_gpu_seconds")),
-    ("PEAK_MEM", lambda a: memory(a.get("peak_mem_bytes"))), ("CPU_S", lambda a: a.get("cpu_seconds")),
+    ("LOST_GPU_S", lambda a: tenths(a.get("lost_gpu_seconds"))),
+    ("PEAK_MEM", lambda a: memory(a.get("peak_mem_bytes"))), ("CPU_S", lambda a: tenths(a.get("cpu_seconds"))),
 ]
 
 PLAN_COLUMNS: list[Column] = [
@@ -196,16 +197,13 @@ NOT_LIMITED = "not limited"
 
 def format_job(job: Mapping[str, Any]) -> str:
     """The human view of one job: fields, then attempts and the state timeline."""
-    reason = job.get("pending_reason")
-    if reason and job.get("pending_message"):
-        reason = f"{reason}: {job['pending_message']}"
     fields = [
         ("Job", job.get("id")),
         ("Name", job.get("name")),
         ("Owner", job.get("owner")),
         ("State", job.get("state")),
         ("Hold", job.get("hold") or None),
-        ("Reason", reason),
+        ("Reason", job_reason(job)),
         ("Position", (job.get("forecast") or {}).get("position")),
         ("Starts at", forecast_start(job.get("forecast"))),
         ("Queue order", queue_order(job.get("priority_factors"))),

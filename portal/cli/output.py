@@ -105,6 +105,25 @@ def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
     return "\n".join(f"{(k + ':').ljust(width + 1)} {cell(v)}" for k, v in pairs)
 
 
+def tenths(value: Any) -> float | None:
+    """A measured quantity (seconds of GPU or CPU time) to a tenth: more digits are noise; None stays None."""
+    return None if value is None else round(float(value), 1)
+
+
+def job_reason(job: Mapping[str, Any], with_message: bool = True) -> str | None:
+    """Why a job waits (its pending reason and message) or, once it has ended, why it ended: the reason
+    that ended it, with the message of the event that first gave it (``Cancelled: cancelled by bob``,
+    not the signal that stopped its process afterwards). ``with_message=False``: the reason alone."""
+    reason, message = job.get("pending_reason"), job.get("pending_message")
+    events = job.get("events") or []
+    if not reason and job.get("ended_at") and events:
+        cause = len(events) - 1
+        while cause > 0 and events[cause - 1].get("reason") == events[-1].get("reason"):
+            cause -= 1
+        reason, message = events[-1].get("reason"), events[cause].get("message")
+    return f"{reason}: {message}" if reason and message and with_message else reason or None
+
+
 def memory(value: Any) -> str | None:
     """Bytes as the largest binary unit that keeps a whole part (``1.5G``, ``300M``); None stays None."""
     if value is None:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from portal.cli.commands import format_job
-from portal.cli.output import format_quota
+from portal.cli.output import format_quota, job_reason
 from portal.cli.output import cell, key_values, local_time, render_table, truncate
 
 
@@ -145,3 +145,29 @@ def test_an_array_task_is_addressed_as_array_and_index() -> None:
     assert job_ref({"id": 12, "array_id": 12, "array_index": 0}) == "12_0"
     assert job_ref({"id": 7, "array_id": None}) == 7
     assert job_ref({"id": 7}) == 7
+
+
+def test_an_ended_job_says_why_it_ended_with_the_message_of_the_event_that_first_gave_the_reason() -> None:
+    cancelled = job(state="CANCELLED", pending_reason="", pending_message="", ended_at="2026-12-07T10:18:17Z",
+                    events=[{"at": None, "state": "PENDING", "reason": "Submitted", "message": ""},
+                            {"at": None, "state": "CANCELLING", "reason": "Cancelled", "message": "cancelled by demo"},
+                            {"at": None, "state": "CANCELLED", "reason": "Cancelled",
+                             "message": "attempt 2 on local-1 ended by signal 15"}])
+    assert header_fields(format_job(cancelled))["Reason"] == "Cancelled: cancelled by demo"
+    never = job(state="CANCELLED", pending_reason="", pending_message="", ended_at="2026-12-07T10:18:04Z",
+                events=[{"at": None, "state": "PENDING", "reason": "Submitted", "message": ""},
+                        {"at": None, "state": "CANCELLED", "reason": "DependencyNeverSatisfied",
+                         "message": "afterok:8 can no longer be satisfied"}])
+    assert header_fields(format_job(never))["Reason"] == (
+        "DependencyNeverSatisfied: afterok:8 can no longer be satisfied")
+    assert job_reason(never, with_message=False) == "DependencyNeverSatisfied"
+    running = job(state="RUNNING", pending_reason="", pending_message="")  # neither waiting nor ended
+    assert job_reason(running) is None and header_fields(format_job(running))["Reason"] == "-"
+    assert job_reason(job()) == "QuotaExceeded: TE GPUs 4 of 4 in use"  # waiting: its pending reason
+
+
+def test_lost_gpu_and_cpu_seconds_are_shown_to_a_tenth() -> None:
+    (row,) = job()["attempts"]
+    text = format_job(job(attempts=[{**row, "lost_gpu_seconds": 62.528118, "cpu_seconds": 3.14159}]))
+    cells = text.split("Attempts:\n")[1].splitlines()[1].split()
+    assert (cells[9], cells[11]) == ("62.5", "3.1")
