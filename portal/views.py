@@ -20,6 +20,7 @@ from portal.api.errors import json_not_found
 from portal.forms import QUOTA_LIMIT_FIELD, STATE_GROUPS, JobFilterForm, JobForm, PriorityForm, TokenForm
 from portal.models import ApiToken
 from portal.api.views import usage_csv_response
+from portal.cli.output import ended_because
 from scheduler import arrays, fair_standing, fair_usage, forecast_store, holds, job_priority, selectors, services, usage
 from scheduler.attempt_log import log_tail
 from scheduler.core.priority_factors import priority_factors
@@ -44,10 +45,18 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs = selectors.filter_jobs(selectors.visible_jobs(request.user), **filters)
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     forecast_store.attach(page)
+    _attach_endings(page)
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "portal/job_list.html",
                   {"form": form, "page": page, "query": query.urlencode(), "show_owner": request.user.is_staff})
+
+
+def _attach_endings(jobs) -> None:  # noqa: ANN001 - a page of Job rows
+    """Give each ended job of ``jobs`` ``ended_because``: (reason, message) of the event that ended it."""
+    events = selectors.events_of([job.pk for job in jobs if job.ended_at])
+    for job in jobs:
+        job.ended_because = ended_because(events[job.pk]) if job.pk in events else ("", "")
 
 
 @login_required
@@ -87,8 +96,11 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     attempts = list(job.attempts.all())
     latest = attempts[-1] if attempts else None
     log_lines = log_tail(latest.pk, JOB_DETAIL_LOG_LINES).lines if latest else []
+    events = list(job.events.all())
     return render(request, "portal/job_detail.html", {
-        "job": job, "attempts": attempts, "events": list(job.events.all()), "latest": latest,
+        "job": job, "attempts": attempts, "events": events, "latest": latest,
+        "ended_because": ended_because([{"reason": e.reason, "message": e.message} for e in events])
+        if job.ended_at else ("", ""),
         "log_lines": log_lines, "can_cancel": job.state not in TERMINAL_STATES,
         "can_hold": job.state == JobState.PENDING and not job.hold,
         "can_reprioritize": job.state == JobState.PENDING, "priority_range": PRIORITY_RANGE,

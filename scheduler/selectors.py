@@ -76,6 +76,15 @@ def job_with_history(user, job_id: int) -> Job | None:  # noqa: ANN001
 # --- Cluster capacity -----------------------------------------------------
 
 
+def events_of(job_ids: Collection[int]) -> dict[int, list[dict]]:
+    """Each of these jobs' events in order (``reason`` and ``message``), in one query."""
+    events: dict[int, list[dict]] = defaultdict(list)
+    for row in JobEvent.objects.filter(job_id__in=list(job_ids)).order_by("job_id", "at", "id").values(
+            "job_id", "reason", "message"):
+        events[row["job_id"]].append(row)
+    return events
+
+
 @dataclass(frozen=True, slots=True)
 class Capacity:
     """GPU capacity of the registered nodes (all states: a node that is down may return)."""

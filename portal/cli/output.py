@@ -110,17 +110,24 @@ def tenths(value: Any) -> float | None:
     return None if value is None else round(float(value), 1)
 
 
+def ended_because(events: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """Why a job ended, from its events in order: the reason of the last, with the message of the event
+    that first gave that reason (``Cancelled``, ``cancelled by bob``, not the signal that stopped its
+    process afterwards). ``("", "")`` without events."""
+    if not events:
+        return "", ""
+    cause = len(events) - 1
+    while cause > 0 and events[cause - 1].get("reason") == events[-1].get("reason"):
+        cause -= 1
+    return events[-1].get("reason") or "", events[cause].get("message") or ""
+
+
 def job_reason(job: Mapping[str, Any], with_message: bool = True) -> str | None:
-    """Why a job waits (its pending reason and message) or, once it has ended, why it ended: the reason
-    that ended it, with the message of the event that first gave it (``Cancelled: cancelled by bob``,
-    not the signal that stopped its process afterwards). ``with_message=False``: the reason alone."""
+    """Why a job waits (its pending reason and message) or, once it has ended, why it ended
+    (``ended_because``). ``with_message=False``: the reason alone."""
     reason, message = job.get("pending_reason"), job.get("pending_message")
-    events = job.get("events") or []
-    if not reason and job.get("ended_at") and events:
-        cause = len(events) - 1
-        while cause > 0 and events[cause - 1].get("reason") == events[-1].get("reason"):
-            cause -= 1
-        reason, message = events[-1].get("reason"), events[cause].get("message")
+    if not reason and job.get("ended_at"):
+        reason, message = ended_because(job.get("events") or [])
     return f"{reason}: {message}" if reason and message and with_message else reason or None
 
 

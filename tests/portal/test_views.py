@@ -295,3 +295,27 @@ def test_staff_change_another_user_s_priority_beyond_their_quota_and_it_is_audit
     assert Job.objects.get(pk=job.pk).priority == 500
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.detail) == ("job.priority-by-staff", "priority now 500")
+
+
+def test_an_ended_job_says_why_it_ended_in_the_list_and_on_its_page(roles, browser_as, make_job) -> None:
+    from django.utils import timezone
+
+    from scheduler.models import JobEvent
+
+    job = make_job(roles.owner, name="never")
+    Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, ended_at=timezone.now())
+    JobEvent.objects.create(job=job, from_state=JobState.PENDING, to_state=JobState.CANCELLED,
+                            reason="DependencyNeverSatisfied", message="afterok:8 can no longer be satisfied")
+    waiting = make_job(roles.owner, name="waiting")
+    Job.objects.filter(pk=waiting.pk).update(pending_reason="Resources")
+    client = browser_as(roles.owner)
+    rows = {row.name: row.ended_because for row in client.get("/jobs/").context["page"]}
+    assert rows == {"never": ("DependencyNeverSatisfied", "afterok:8 can no longer be satisfied"),
+                    "waiting": ("", "")}
+    listed = client.get("/jobs/").content.decode()
+    assert 'title="afterok:8 can no longer be satisfied">DependencyNeverSatisfied<' in listed
+    assert ">Resources<" in listed
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    ended = " ".join(re.search(r'<span class="muted" id="ended-because">(.*?)</span>', page, re.S).group(1).split())
+    assert ended == "(DependencyNeverSatisfied: afterok:8 can no longer be satisfied)"
+    assert 'id="ended-because"' not in client.get(f"/jobs/{waiting.pk}/").content.decode()
