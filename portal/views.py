@@ -239,11 +239,21 @@ def usage_page(request: HttpRequest) -> HttpResponse:
     data = usage.report(request.user, query)
     rows = [{**row, "name": row[query.by], "beside": data["beside"].get(row[query.by], {})} for row in data["rows"]]
     quota = data["quota"]
-    quota_rows = [(name, value, quota["usage"].get(name)) for name, value in quota["limits"].items()]
+    quota_rows = [(LIMIT_LABELS.get(name, name), name, value, quota["usage"].get(name))
+                  for name, value in quota["limits"].items()]
     return render(request, "portal/usage.html", {"report": data, "rows": rows, "quota_rows": quota_rows,
                                                  "standing": fair_standing.report(request.user),
                                                  "params": request.GET, "query": query,
                                                  "csv_query": request.GET.urlencode()})
+
+
+#: What each quota limit bounds, in words, for the usage page (the API and gpusched keep the names).
+LIMIT_LABELS = {
+    "max_gpus": "GPUs at once, all jobs", "max_te_gpus": "GPUs at once, TE jobs",
+    "max_te_job_gpus": "GPUs of the largest TE job", "max_te_runtime": "Longest TE time limit",
+    "gpu_hours_budget": "GPU-hours per budget period", "budget_period_days": "Budget period (days)",
+    "max_pending_jobs": "Jobs waiting at once", "min_priority": "Lowest priority", "max_priority": "Highest priority",
+}
 
 
 @login_required

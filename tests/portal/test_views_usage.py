@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.portal.api.test_views_usage import charged  # noqa: F401 - fixture
@@ -54,3 +56,15 @@ def test_bad_input_is_named_and_the_csv_follows_the_page(roles, browser_as, char
         "errors": {"by": ["'x' is not one of: project, user."]}}
     csv = browser_as(roles.owner).get("/usage/csv/").content.decode().splitlines()
     assert csv[0].startswith("project,") and [line.split(",")[0] for line in csv[1:]] == ["vision"]
+
+
+def test_the_quota_table_names_each_limit_in_words_and_shows_a_run_time_as_a_duration(roles, browser_as):
+    from scheduler.models import Quota
+
+    Quota.objects.create(user=roles.owner, max_gpus=4, max_te_runtime=5400)
+    page = browser_as(roles.owner).get("/usage/").content.decode()
+    table = page.split('id="usage-quota"')[1].split("</table>")[0]
+    rows = [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in table.split("<tr>")[2:]]
+    assert "GPUs at once, all jobs max_gpus 4 0" in rows
+    assert "Longest TE time limit max_te_runtime 1:30:00 (5400 s) -" in rows
+    assert "GPUs of the largest TE job max_te_job_gpus no limit -" in rows
