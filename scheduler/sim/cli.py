@@ -14,7 +14,6 @@ largest job, malformed trace row, ...) prints one line and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import shlex
@@ -29,10 +28,10 @@ from scheduler.sim.morphling import TESTBED, load_morphling
 from scheduler.sim.reconfig_metrics import is_reconfigurable_workload, reconfiguration_table
 from scheduler.core.fairshare import DEFAULT_HALF_LIFE
 from scheduler.sim.fairness import DEFAULT_WINDOW
-from scheduler.sim.eta import DEFAULT_DRAWS, EtaOptions, waited_count, write_eta_csv
+from scheduler.sim.eta import DEFAULT_DRAWS, EtaOptions, waited_count
 from scheduler.sim.progress_reports import check_noise, check_share
-from scheduler.sim.jobs_csv import write_jobs_csv
 from scheduler.sim.shares import load_shares
+from scheduler.sim.outputs import check_output_paths, write_outputs
 from scheduler.sim.runner import PolicySpec, RunResult, parse_policy_spec, parse_value, run_all
 from scheduler.sim.table import change_table, results_table
 from scheduler.sim.workloads.canonical import TraceError, load_canonical
@@ -141,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
+        check_output_paths({"--json": args.json, "--jobs-csv": args.jobs_csv, "--eta-csv": args.eta_csv,
+                            "--report": args.report})
         specs = _policy_specs(args)
         _cluster_defaults(args)
         workload = _workload(args)
@@ -164,18 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimulationError as e:
         return _fail(f"simulation failed (policy bug): {e}", 1)
     print(render(runs, nodes_n, gpus, config))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump([r.to_json() for r in runs], f, indent=2, allow_nan=False)
-            f.write("\n")
-    if args.jobs_csv:
-        write_jobs_csv(args.jobs_csv, runs)
-    if args.eta_csv:
-        write_eta_csv(args.eta_csv, runs)
-    if args.report:
-        from scheduler.sim.report import write_report  # plotting only when asked
-
-        write_report(args.report, runs, command=f"{PROG} {shlex.join(argv)}")
+    try:
+        write_outputs(runs, json_path=args.json, jobs_csv=args.jobs_csv, eta_csv=args.eta_csv, report=args.report,
+                      command=f"{PROG} {shlex.join(argv)}")
+    except OSError as e:
+        return _fail(f"results not written: {e}", 1)
     return 0
 
 
