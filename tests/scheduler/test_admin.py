@@ -106,3 +106,23 @@ def test_staff_hold_and_release_jobs_from_the_admin(roles, browser_as, make_job)
                            follow=True)
     assert "1 job(s) released; 0 could not be" in response.content.decode()
     assert Job.objects.get(pk=theirs.pk).hold == ""
+
+
+def test_the_te_run_time_limit_is_typed_and_shown_as_a_duration(roles, browser_as) -> None:
+    client = browser_as(roles.staff)
+    response = client.post("/admin/scheduler/quota/add/", {
+        "user": roles.owner.pk, "group": "", "note": "", "budget_period_days": "7", "max_te_runtime": "1h30m"})
+    assert response.status_code == 302
+    quota = Quota.objects.get()
+    assert quota.max_te_runtime == 5400
+    change = client.get(f"/admin/scheduler/quota/{quota.pk}/change/").content.decode()
+    assert re.search(r'name="max_te_runtime" value="1:30:00"', change)
+    listed = client.get("/admin/scheduler/quota/").content.decode()
+    assert 'class="field-te_run_time">1:30:00<' in listed
+    bad = client.post(f"/admin/scheduler/quota/{quota.pk}/change/", {
+        "user": roles.owner.pk, "group": "", "note": "", "budget_period_days": "7", "max_te_runtime": "soon"})
+    assert bad.status_code == 200 and "soon" in bad.content.decode()
+    assert Quota.objects.get().max_te_runtime == 5400  # nothing written
+    cleared = client.post(f"/admin/scheduler/quota/{quota.pk}/change/", {
+        "user": roles.owner.pk, "group": "", "note": "", "budget_period_days": "7", "max_te_runtime": ""})
+    assert cleared.status_code == 302 and Quota.objects.get().max_te_runtime is None
