@@ -138,10 +138,19 @@
     Plotly.react("util-chart", traces, layout, Live.PLOT_CONFIG);
   }
 
+  /* A GPU names the job holding it (job_id); the state lists each such job once (jobs), however many
+   * GPUs it holds. */
+  function withJobs(nodes, jobs) {
+    for (const node of nodes) {
+      for (const gpu of node.gpus) gpu.job = gpu.job_id == null ? null : jobs[String(gpu.job_id)] || null;
+    }
+    return nodes;
+  }
+
   function render(state) {
     skewMs = Date.now() - Date.parse(state.generated_at);
     renderTotals(state.totals, state.queue);
-    renderGrid(state.nodes);
+    renderGrid(withJobs(state.nodes, state.jobs || {}));
     renderQueue("TE", state.queue.TE);
     renderQueue("BE", state.queue.BE);
     renderUtilization(state.utilization);

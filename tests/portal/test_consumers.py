@@ -70,8 +70,9 @@ def test_cluster_socket_shows_others_jobs_without_command_or_link(ws_connect, ro
         assert message["type"] == "cluster"
         assert "secret" not in json.dumps(message)
         cells = {g["index"]: g for g in message["state"]["nodes"][0]["gpus"]}
-        assert cells[0]["status"] == "TE" and cells[0]["job"]["url"] == f"/jobs/{mine.pk}/"
-        assert cells[1]["status"] == "BE" and cells[1]["job"]["owner"] == "bob" and cells[1]["job"]["url"] is None
+        holders = {g["index"]: message["state"]["jobs"][str(g["job_id"])] for g in cells.values()}
+        assert cells[0]["status"] == "TE" and holders[0]["url"] == f"/jobs/{mine.pk}/"
+        assert cells[1]["status"] == "BE" and holders[1]["owner"] == "bob" and holders[1]["url"] is None
         queued = message["state"]["queue"]["BE"]["jobs"]
         assert [(j["id"], j["position"], j["url"]) for j in queued] == [(waiting.pk, 1, None)]
 

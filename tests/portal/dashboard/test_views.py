@@ -56,10 +56,10 @@ def test_cluster_page_shows_others_jobs_without_their_command(browser_as, roles,
     response = browser_as(roles.owner).get("/cluster/")
     assert "secret_bob" not in response.content.decode()
     state = initial_state(response)
-    cell = state["nodes"][0]["gpus"][0]
-    assert cell["job"]["name"] == "bobs-training" and cell["job"]["owner"] == "bob" and cell["job"]["url"] is None
+    holder = state["jobs"][str(state["nodes"][0]["gpus"][0]["job_id"])]
+    assert holder["name"] == "bobs-training" and holder["owner"] == "bob" and holder["url"] is None
     staff_state = initial_state(browser_as(roles.staff).get("/cluster/"))
-    assert staff_state["nodes"][0]["gpus"][0]["job"]["url"] == f"/jobs/{theirs.pk}/"
+    assert staff_state["jobs"][str(theirs.pk)]["url"] == f"/jobs/{theirs.pk}/"
 
 
 def test_latency_page_window_falls_back_to_the_default_on_a_bad_value(browser_as, roles):

@@ -1,0 +1,105 @@
+"""The cluster page's state at scale: what one read costs the portal and how much it sends.
+
+Every open cluster page gets the whole state again after each change (coalesced per 100 ms,
+``portal.consumers``), read for its viewer by ``portal.dashboard.selectors.cluster_state``; the page's
+first load embeds the same state. For each size (``--nodes`` N of 8 GPUs, ``--pending-per-node``
+times N pending jobs) a fresh database is filled as ``benchmarks/cycle_scale.py`` fills it (90 % of
+the GPUs held by running BE jobs of 1-8 GPUs, the queue of 20 users), then reports:
+
+* ``state_s`` and ``state_staff_s``: one ``cluster_state`` read for a user and for staff (median of
+  ``--repeat``; staff get a link for every job);
+* ``state_kib``: the state as JSON (what one push sends to one page), and its parts ``nodes_kib``
+  (the grid), ``jobs_kib`` (the jobs holding GPUs, when the state lists them apart) and ``queue_kib``;
+* ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/NAME REDIS_URL=redis://127.0.0.1:6379/N \\
+        .venv/bin/python benchmarks/cluster_page.py --nodes 100 1000 --json cluster_page.json
+
+Runs on earlier commits too (``PYTHONPATH`` set to their tree), for a side-by-side table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.cycle_scale import _database, _fill  # noqa: E402
+
+
+def _kib(value: object) -> float:
+    return round(len(json.dumps(value)) / 1024, 1)
+
+
+def _timed(call, repeat: int) -> float:  # noqa: ANN001 - a callable
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - began)
+    return round(statistics.median(times), 4)
+
+
+def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from portal.dashboard import selectors
+
+    counts = _fill(nodes, pending, seed)
+    user = User.objects.get(username="u0")
+    staff = User.objects.create_user("bench-staff", is_staff=True)
+    state = selectors.cluster_state(user)
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    client = Client()
+    client.force_login(user)
+    answer = client.get("/cluster/")
+    if answer.status_code != 200:
+        raise SystemExit(f"/cluster/ answered {answer.status_code}")
+    return {
+        **counts,
+        "state_s": _timed(lambda: selectors.cluster_state(user), repeat),
+        "state_staff_s": _timed(lambda: selectors.cluster_state(staff), repeat),
+        "state_kib": _kib(state), "nodes_kib": _kib(state["nodes"]), "jobs_kib": _kib(state.get("jobs", {})),
+        "queue_kib": _kib(state["queue"]),
+        "page_s": _timed(lambda: client.get("/cluster/"), repeat),
+        "page_kib": round(len(answer.content) / 1024, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--pending-per-node", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5, help="reads per size (median reported)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
+    if not base.startswith("postgres"):
+        parser.error("DATABASE_URL must name a PostgreSQL server")
+    url = _database(base)
+    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
+                       "SECRET_KEY": "benchmark-only-secret-key", "SCHEDULER_AUTORUN": "0"})
+    import django
+
+    django.setup()
+    rows = []
+    for n in args.nodes:
+        rows.append(measure(n, n * args.pending_per_node, args.repeat, args.seed))
+        print(json.dumps(rows[-1]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "cluster_page", "results": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
