@@ -10,7 +10,10 @@ the GPUs held by running BE jobs of 1-8 GPUs, the queue of 20 users), then repor
   ``--repeat``; staff get a link for every job);
 * ``state_kib``: the state as JSON (what one push sends to one page), and its parts ``nodes_kib``
   (the grid), ``jobs_kib`` (the jobs holding GPUs, when the state lists them apart) and ``queue_kib``;
-* ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``).
+* ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``);
+* ``per_page_s``: what each open page adds to one shared read after a change (``selectors.for_viewer``
+  on the shared state and the JSON of the message; trees without a shared read: null), so that K open
+  pages cost ``state_s + K x per_page_s`` where each once read for itself.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/NAME REDIS_URL=redis://127.0.0.1:6379/N \\
         .venv/bin/python benchmarks/cluster_page.py --nodes 100 1000 --json cluster_page.json
@@ -64,8 +67,13 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
     answer = client.get("/cluster/")
     if answer.status_code != 200:
         raise SystemExit(f"/cluster/ answered {answer.status_code}")
+    per_page = None
+    if hasattr(selectors, "for_viewer"):
+        shared = selectors.shared_cluster_state()
+        per_page = _timed(lambda: json.dumps(selectors.for_viewer(shared, user)), repeat)
     return {
         **counts,
+        "per_page_s": per_page,
         "state_s": _timed(lambda: selectors.cluster_state(user), repeat),
         "state_staff_s": _timed(lambda: selectors.cluster_state(staff), repeat),
         "state_kib": _kib(state), "nodes_kib": _kib(state["nodes"]), "jobs_kib": _kib(state.get("jobs", {})),

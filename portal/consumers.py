@@ -16,7 +16,9 @@ again, so a dropped connection loses nothing.
 
 Messages to the browser are JSON objects with a ``type``:
 
-* cluster page: ``{"type": "cluster", "state": {...}}`` (``selectors.cluster_state``);
+* cluster page: ``{"type": "cluster", "state": {...}}`` (``selectors.cluster_state``: one read of
+  ``selectors.shared_cluster_state`` per burst serves every cluster page of the process, ``CLUSTER_READ``,
+  each given what its viewer may see by ``selectors.for_viewer``);
   the browser may send ``{"type": "refresh"}`` to get a fresh state;
 * latency page: ``{"type": "latency", "state": {...}}`` (``latency.latency_stats``);
   the browser may send ``{"window": seconds}`` (one of ``LATENCY_WINDOWS``);
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from channels.db import database_sync_to_async
@@ -38,6 +41,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal import access, realtime
 from portal.dashboard import job_page, latency, selectors
+from portal.shared_read import SharedRead
 
 logger = logging.getLogger(__name__)
 
@@ -128,20 +132,31 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
         raise NotImplementedError
 
 
+#: The cluster state read once for all the cluster pages of this process that refresh together.
+CLUSTER_READ: SharedRead[dict] = SharedRead(lambda: database_sync_to_async(selectors.shared_cluster_state)())
+
+
 class ClusterConsumer(_LiveConsumer):
     group = realtime.CLUSTER_GROUP
+
+    async def connect(self) -> None:
+        # A read that began before this page joined may lack a change whose hint it never got.
+        self.changed_at = time.monotonic()
+        await super().connect()
 
     async def receive_json(self, content: dict, **kwargs: object) -> None:
         # The page asks now and then, so time-based figures (utilization over the last hour)
         # move on even when nothing happens; coalesced like a hint.
         if isinstance(content, dict) and content.get("type") == "refresh":
+            self.changed_at = time.monotonic()
             self.coalescer.poke()
 
     async def refresh(self) -> None:
-        state = await database_sync_to_async(selectors.cluster_state)(self.scope["user"])
-        await self.send_json({"type": "cluster", "state": state})
+        shared = await CLUSTER_READ.get(newer_than=self.changed_at)
+        await self.send_json({"type": "cluster", "state": selectors.for_viewer(shared, self.scope["user"])})
 
     async def cluster_changed(self, message: dict) -> None:
+        self.changed_at = time.monotonic()
         self.coalescer.poke()
 
 

@@ -49,22 +49,27 @@ def may_see_job(user, owner_id: int) -> bool:  # noqa: ANN001 - a user model ins
 # --- Cluster page ------------------------------------------------------------
 
 
-def _job_brief(job: Job, user, now: datetime) -> dict:  # noqa: ANN001
-    """What anyone may see of a job on the cluster page (no command, no log)."""
-    return _brief(job.pk, job.name, job.owner_id, job.owner.username, job.job_class, job.state, job.num_gpus,
-                  job.started_at, user, now)
-
-
 def _brief(job_id: int, name: str, owner_id: int, owner: str, job_class: str, state: str, num_gpus: int,
-           started_at: datetime | None, user, now: datetime) -> dict:  # noqa: ANN001
-    brief = {
-        "id": job_id, "name": name, "owner": owner, "job_class": job_class, "state": state, "num_gpus": num_gpus,
-        "mine": owner_id == user.pk,
-        "url": reverse("job-detail", args=[job_id]) if may_see_job(user, owner_id) else None,
-    }
+           started_at: datetime | None, now: datetime) -> dict:
+    """What anyone may see of a job on the cluster page (no command, no log), with its ``owner_id``
+    and its page's ``url``, which ``_seen_by`` turns into what one viewer gets."""
+    brief = {"id": job_id, "name": name, "owner": owner, "owner_id": owner_id, "job_class": job_class,
+             "state": state, "num_gpus": num_gpus, "url": reverse("job-detail", args=[job_id])}
     if started_at is not None and state != JobState.PENDING:
         brief["running_s"] = round(max(0.0, (now - started_at).total_seconds()), 1)
     return brief
+
+
+def _seen_by(brief: dict, user) -> dict:  # noqa: ANN001 - a user model instance
+    """A job of the shared state as ``user`` sees it: ``mine``; the link to its page, and its forecast
+    start in the queue, only for their own job (staff: every job); no owner id."""
+    seen = {k: v for k, v in brief.items() if k != "owner_id"}
+    seen["mine"] = brief["owner_id"] == user.pk
+    if not may_see_job(user, brief["owner_id"]):
+        seen["url"] = None
+        if "forecast_start" in seen:  # the forecast is part of a job's own page
+            seen["forecast_start"] = None
+    return seen
 
 
 def gpu_status(node_state: str, job_state: str | None, job_class: str | None, healthy: bool = True) -> str:
@@ -86,11 +91,29 @@ _GPU_COLUMNS = ("node_id", "index", "model_name", "memory_mb", "healthy", "unhea
 
 
 def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
-    """Nodes with their GPUs, the jobs holding them, the queue by class, totals and utilization history.
+    """Nodes with their GPUs, the jobs holding them, the queue by class, totals and utilization history,
+    as ``user`` sees them (``for_viewer(shared_cluster_state(now), user)``).
 
     Each GPU names the job holding it by ``job_id``; ``jobs`` maps each such id (as a string, a JSON
     object's key) to what the page shows of it, once however many GPUs it holds.
     """
+    return for_viewer(shared_cluster_state(now), user)
+
+
+def for_viewer(shared: dict, user) -> dict:  # noqa: ANN001 - a user model instance
+    """The shared state as ``user`` sees it (``_seen_by`` each job); ``shared`` is not changed, so many
+    viewers may be given the same one."""
+    return {
+        **shared,
+        "jobs": {key: _seen_by(brief, user) for key, brief in shared["jobs"].items()},
+        "queue": {c: {**q, "jobs": [_seen_by(j, user) for j in q["jobs"]]} for c, q in shared["queue"].items()},
+    }
+
+
+def shared_cluster_state(now: datetime | None = None) -> dict:
+    """What the cluster page shows, the same for every viewer: each job with its owner's id and its
+    page's link, each listed waiting job with its forecast start (``for_viewer`` keeps those a viewer may
+    see)."""
     now = now or timezone.now()
     nodes: dict[int, dict] = {}
     for node in Node.objects.order_by("name"):
@@ -110,7 +133,7 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
         status = gpu_status(node["state"], job_state, job_class, healthy)
         if job_id is not None and str(job_id) not in jobs:
             jobs[str(job_id)] = _brief(job_id, name, owner_id, owner, job_class, job_state, num_gpus, started_at,
-                                       user, now)
+                                       now)
         node["gpus"].append({"index": index, "model": model, "memory_mb": memory_mb, "status": status,
                              "healthy": healthy, "unhealthy_reason": unhealthy_reason, "job_id": job_id})
         node["total"] += 1
@@ -126,15 +149,21 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
         "nodes": list(nodes.values()),
         "jobs": jobs,
         "totals": totals,
-        "queue": queue_by_class(user, now),
+        "queue": shared_queue(now),
         "utilization": utilization_series(now),
     }
 
 
 def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
+    """The queue of ``shared_queue`` as ``user`` sees it."""
+    return {c: {**q, "jobs": [_seen_by(j, user) for j in q["jobs"]]} for c, q in shared_queue(now).items()}
+
+
+def shared_queue(now: datetime) -> dict:
     """PENDING jobs per class in the order the scheduler considers them (``scheduler.core.queue_order``):
     the queue's head as the last forecast stored it (fair share, when on, reorders the queue), then
-    jobs submitted since, by priority, submission time and id; by those alone while no head is stored."""
+    jobs submitted since, by priority, submission time and id; by those alone while no head is stored.
+    Each listed job carries its owner's id and forecast start (``_seen_by`` keeps what a viewer may see)."""
     out: dict[str, dict] = {}
     heads = forecast_store.read_heads()
     for job_class in CLASSES:
@@ -143,19 +172,19 @@ def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
         if heads.get(job_class):
             jobs = _head_first(jobs, heads[job_class], pending)
         reasons = dict(pending.order_by().values_list("pending_reason").annotate(n=Count("id")).values_list("pending_reason", "n"))
-        forecasts = forecast_store.read(j.pk for j in jobs if may_see_job(user, j.owner_id))
+        forecasts = forecast_store.read(j.pk for j in jobs)
         out[job_class] = {
             "count": sum(reasons.values()),
             "by_reason": {(k or "none"): v for k, v in sorted(reasons.items())},
             "jobs": [
                 {
-                    **_job_brief(job, user, now),
+                    **_brief(job.pk, job.name, job.owner_id, job.owner.username, job.job_class, job.state,
+                             job.num_gpus, job.started_at, now),
                     "position": position,
                     "submitted_at": iso(job.submitted_at),
                     "waiting_s": max(0.0, (now - job.submitted_at).total_seconds()),
                     "reason": job.pending_reason,
                     "message": job.pending_message,
-                    # Only for a job the viewer may open: the forecast is part of a job's own page.
                     "forecast_start": _forecast_start(forecasts.get(job.pk)),
                 }
                 for position, job in enumerate(jobs, start=1)

@@ -276,3 +276,34 @@ def test_job_socket_pushes_progress_after_a_report_and_only_for_its_job(ws_conne
         await communicator.disconnect()
 
     run(scenario)
+
+
+def test_cluster_pages_refreshing_after_one_change_share_one_read_and_each_sees_its_own(
+        ws_connect, roles, make_job):
+    """Three pages, two viewers: one hint, one read of the cluster for the three; each page gets the links
+    its viewer may see, and a read from before a change is never served after it."""
+    from portal import consumers
+
+    async def scenario() -> None:
+        pages = [(await ws_connect("/ws/cluster/", user))[0] for user in (roles.owner, roles.other, roles.owner)]
+        for page in pages:
+            await page.receive_json_from(TIMEOUT)
+        before = consumers.CLUSTER_READ.reads
+        job = await sync_to_async(make_job)(roles.owner, name="fresh")  # its event hints on commit
+        states = [(await page.receive_json_from(TIMEOUT))["state"] for page in pages]
+        # One read, unless a page heard the hint only after another's read began (a loaded machine): never
+        # one per page.
+        assert 1 <= consumers.CLUSTER_READ.reads - before < len(pages)
+        seen = [{j["id"]: (j["mine"], j["url"]) for j in state["queue"]["BE"]["jobs"]} for state in states]
+        assert seen[0][job.pk] == seen[2][job.pk] == (True, f"/jobs/{job.pk}/")
+        assert seen[1][job.pk] == (False, None)
+        assert all("owner_id" not in j for state in states for j in state["queue"]["BE"]["jobs"])
+        second = await sync_to_async(make_job)(roles.other, name="later")  # within the submission hints' throttle:
+        await sync_to_async(realtime.publish_cluster_changed)()  # the next hint, as the cycle's would be
+        latest = [(await page.receive_json_from(TIMEOUT))["state"] for page in pages]
+        assert consumers.CLUSTER_READ.reads - before < 2 * len(pages)
+        assert all(second.pk in {j["id"] for j in state["queue"]["BE"]["jobs"]} for state in latest)
+        for page in pages:
+            await page.disconnect()
+
+    run(scenario)
