@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-
-from django.db.models import Prefetch
 
 from cluster.models import Gpu, Node
 
@@ -50,23 +49,22 @@ def nodes_for(user) -> list[NodeListing]:  # noqa: ANN001 - a user model instanc
     """Every node with its GPUs, in two queries.
 
     Which job holds a GPU is shown only to staff and to that job's owner; other
-    users see only that the GPU is taken, so job ids of others never leak.
+    users see only that the GPU is taken, so job ids of others never leak. The GPU
+    rows are read as plain columns with their holder's id and owner (at 1,000 nodes
+    there are 8,000, and a model instance joined to each holder's whole row took
+    half a second).
     """
-    gpus = Gpu.objects.select_related("allocated_to").order_by("index")
-    nodes = Node.objects.prefetch_related(Prefetch("devices", queryset=gpus)).order_by("name")
-    views = []
-    for node in nodes:
-        gpu_views = []
-        for gpu in node.devices.all():
-            job = gpu.allocated_to
-            visible = job is not None and (user.is_staff or job.owner_id == user.pk)
-            gpu_views.append(GpuListing(gpu.index, gpu.model_name, gpu.memory_mb, job is not None,
-                                     job.pk if visible else None))
-        views.append(
-            NodeListing(node.name, node.state, node.gpus, gpu_views, sum(not g.allocated for g in gpu_views),
-                     node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version, node.protocol_version)
-        )
-    return views
+    gpus: dict[int, list[GpuListing]] = defaultdict(list)
+    rows = Gpu.objects.order_by("node_id", "index").values_list(
+        "node_id", "index", "model_name", "memory_mb", "allocated_to_id", "allocated_to__owner_id")
+    for node_id, index, model_name, memory_mb, job_id, owner_id in rows:
+        visible = job_id is not None and (user.is_staff or owner_id == user.pk)
+        gpus[node_id].append(GpuListing(index, model_name, memory_mb, job_id is not None, job_id if visible else None))
+    return [
+        NodeListing(node.name, node.state, node.gpus, gpus[node.pk], sum(not g.allocated for g in gpus[node.pk]),
+                    node.cpus, node.mem_gb, node.last_heartbeat, node.agent_version, node.protocol_version)
+        for node in Node.objects.order_by("name")
+    ]
 
 
 def expected_attempts(node_name: str) -> set[tuple[int, int]]:
