@@ -8,6 +8,7 @@ from the API (ISO 8601) are shown in the local time zone to the second.
 from __future__ import annotations
 
 import json
+from decimal import ROUND_HALF_UP, Decimal
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
@@ -106,8 +107,11 @@ def key_values(pairs: Sequence[tuple[str, Any]]) -> str:
 
 
 def tenths(value: Any) -> float | None:
-    """A measured quantity (seconds of GPU or CPU time) to a tenth: more digits are noise; None stays None."""
-    return None if value is None else round(float(value), 1)
+    """A measured quantity (seconds of GPU or CPU time) to a tenth, halves up as the job page rounds them
+    (4.25 -> 4.3): more digits are noise; None stays None."""
+    if value is None:
+        return None
+    return float(Decimal(str(value)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 
 def ended_because(events: Sequence[Mapping[str, Any]]) -> tuple[str, str]:

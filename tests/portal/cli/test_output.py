@@ -168,6 +168,6 @@ def test_an_ended_job_says_why_it_ended_with_the_message_of_the_event_that_first
 
 def test_lost_gpu_and_cpu_seconds_are_shown_to_a_tenth() -> None:
     (row,) = job()["attempts"]
-    text = format_job(job(attempts=[{**row, "lost_gpu_seconds": 62.528118, "cpu_seconds": 3.14159}]))
+    text = format_job(job(attempts=[{**row, "lost_gpu_seconds": 62.528118, "cpu_seconds": 4.25}]))
     cells = text.split("Attempts:\n")[1].splitlines()[1].split()
-    assert (cells[9], cells[11]) == ("62.5", "3.1")
+    assert (cells[9], cells[11]) == ("62.5", "4.3")  # halves up, as the job page rounds
