@@ -36,11 +36,11 @@ def visible_jobs(user) -> QuerySet[Job]:  # noqa: ANN001 - a user model instance
 
 def filter_jobs(
     jobs: QuerySet[Job], *, state: str | Collection[str] | None = None, job_class: str | None = None,
-    owner: str | None = None, arrays: str | None = None,
+    owner: str | None = None, arrays: str | None = None, array_id: int | None = None,
 ) -> QuerySet[Job]:
     """Narrow a job queryset; callers validate the values first (see ``JOB_FILTERS``). ``state``: one
     state, or several (jobs in any of them). ``arrays="collapsed"``: an array is one row, its first
-    task's, annotated with ``array_tasks`` (how many tasks it has)."""
+    task's, annotated with ``array_tasks`` (how many tasks it has). ``array_id``: the tasks of that array."""
     if arrays == "collapsed":
         tasks = Job.objects.filter(array_id=OuterRef("pk")).order_by().values("array_id").annotate(n=Count("pk"))
         jobs = jobs.filter(Q(array_id__isnull=True) | Q(array_id=F("pk"))).annotate(
@@ -53,6 +53,8 @@ def filter_jobs(
         jobs = jobs.filter(job_class=job_class)
     if owner:
         jobs = jobs.filter(owner__username=owner)
+    if array_id is not None:
+        jobs = jobs.filter(array_id=array_id)
     return jobs
 
 

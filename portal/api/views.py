@@ -43,6 +43,7 @@ _LIST_PARAMS = [
                      f"(empty: all): {', '.join(JobState.values)}."),
     OpenApiParameter("job_class", str, enum=[*JobClassChoice.values, ""], description="Only TE or only BE jobs (empty: both)."),
     OpenApiParameter("owner", str, description="Staff only: only this user's jobs."),
+    OpenApiParameter("array", int, description="Only the tasks of this job array (its id: the first task's job id)."),
 ]
 
 
@@ -106,6 +107,12 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             if len(owner) > MAX_USERNAME_LENGTH:
                 errors["owner"] = [f"Not a username (at most {MAX_USERNAME_LENGTH} characters)."]
             filters["owner"] = owner
+        array = request.query_params.get("array")
+        if array:
+            if not (array.isascii() and array.isdigit() and len(array) <= 18):
+                errors["array"] = [f'"{array[:40]}" is not a job array id (a job id, such as 12).']
+            else:
+                filters["array_id"] = int(array)
         if errors:
             return validation_error(errors)
         jobs = selectors.filter_jobs(self.get_queryset(), **filters)

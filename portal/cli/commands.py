@@ -158,7 +158,8 @@ def _submit_array(client: ApiClient, args: argparse.Namespace, out: TextIO) -> i
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     start = getattr(args, "start", False)
-    filters = {"state": args.state or ("PENDING" if start else None), "job_class": args.job_class}
+    filters = {"state": args.state or ("PENDING" if start else None), "job_class": args.job_class,
+               "array": str(args.array) if getattr(args, "array", None) else None}
     if args.all_pages:
         jobs: list[dict[str, Any]] = []
         count = 0
@@ -258,7 +259,7 @@ def cmd_cancel(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     """Each job in turn, as scancel does: a job the API refuses is reported at the end (its message, after
     its id when several were named) and the others are still cancelled; an unreachable server stops at
     once. ``--json``: the job object for one id, a list of the cancelled jobs for several."""
-    return _each_job(client.cancel_job, args, out, lambda job: str(job.get("state")))
+    return _each_job(client, client.cancel_job, args, out, lambda job: str(job.get("state")))
 
 
 def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -269,15 +270,16 @@ def cmd_hold(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     def report(job: dict[str, Any]) -> str:
         return f"{job.get('state')}, " + (f"held ({job['hold']})" if job.get("hold") else "not held")
 
-    return _each_job(lambda job_id: client.hold_job(job_id, release=release), args, out, report)
+    return _each_job(client, lambda job_id: client.hold_job(job_id, release=release), args, out, report)
 
 
-def _each_job(change: Callable[[Any], dict[str, Any]], args: argparse.Namespace, out: TextIO,
+def _each_job(client: ApiClient, change: Callable[[Any], dict[str, Any]], args: argparse.Namespace, out: TextIO,
               report: Callable[[dict[str, Any]], str]) -> int:
-    """``change`` each of ``args.job_ids`` in turn, writing ``Job ID: <report>`` for each changed job;
-    the refusals (the API's message, after the id when several were named) are raised together at the
-    end as one ``ApiError``; an unreachable server stops at once. ``--json``: the job object for one id,
-    a list of the changed jobs for several."""
+    """``change`` each of ``args.job_ids`` in turn, writing ``Job ID: <report>`` for each changed job (an
+    array's id changes every task: a line per task, as they are after it); the refusals (the API's
+    message, after the id when several were named) are raised together at the end as one ``ApiError``;
+    an unreachable server stops at once. ``--json``: the job object for one id, a list of the changed
+    jobs for several."""
     changed, refused = [], []
     for job_id in args.job_ids:
         try:
@@ -289,12 +291,22 @@ def _each_job(change: Callable[[Any], dict[str, Any]], args: argparse.Namespace,
             continue
         changed.append(job)
         if not args.json:
-            out.write(f"Job {job.get('id', job_id)}: {report(job)}\n")
+            for one in _tasks_if_array(client, job_id, job):
+                out.write(f"Job {job_ref(one) or job_id}: {report(one)}\n")
     if args.json and changed:
         dump_json(changed if len(args.job_ids) > 1 else changed[0], out)
     if refused:
         raise ApiError("; ".join(refused))
     return 0
+
+
+def _tasks_if_array(client: ApiClient, job_id: Any, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tasks of the array ``job_id`` names as a whole (a bare id heading an array), read again after
+    a change to all of them; else ``[job]``."""
+    if "_" in str(job_id) or job.get("array_id") is None or job.get("array_id") != job.get("id"):
+        return [job]
+    tasks = [task for body in client.iter_jobs(array=str(job["array_id"])) for task in body.get("results", [])]
+    return sorted(tasks, key=lambda task: task.get("array_index") or 0) or [job]
 
 
 def cmd_update(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:

@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "codes (PENDING,RUNNING or pd,r)")
     listing.add_argument("--class", dest="job_class", type=str.upper, choices=["TE", "BE"],
                          help="only TE or only BE jobs")
+    listing.add_argument("--array", type=_positive_int, metavar="ID", help="only the tasks of job array ID")
     listing.add_argument("--page", type=_positive_int, default=1, help="page number (default 1)")
     listing.add_argument("--all-pages", action="store_true", help="fetch every page")
     listing.add_argument("--start", action="store_true",

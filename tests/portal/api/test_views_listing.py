@@ -59,6 +59,24 @@ def test_unknown_filter_value_is_a_400_naming_it(roles, api_as, query, field) ->
     assert response.status_code == 400 and field in response.json()["errors"]
 
 
+def test_the_array_filter_lists_an_array_s_tasks_the_caller_may_see(roles, api_as, make_job) -> None:
+    from scheduler.models import Job
+
+    head = make_job(roles.owner, name="sweep_0")
+    second = make_job(roles.owner, name="sweep_1")
+    Job.objects.filter(pk__in=[head.pk, second.pk]).update(array_id=head.pk)
+    Job.objects.filter(pk=second.pk).update(array_index=1)
+    Job.objects.filter(pk=head.pk).update(array_index=0)
+    make_job(roles.owner, name="alone")
+    listed = api_as(roles.owner).get("/api/v1/jobs/", {"array": str(head.pk)}).json()["results"]
+    assert sorted(j["name"] for j in listed) == ["sweep_0", "sweep_1"]
+    assert api_as(roles.other).get("/api/v1/jobs/", {"array": str(head.pk)}).json()["results"] == []
+    for bad in ("x", "-1", "1.5", "١٢", "9" * 19):  # not ASCII digits, or longer than any id
+        response = api_as(roles.owner).get("/api/v1/jobs/", {"array": bad})
+        assert response.status_code == 400 and response.json()["errors"]["array"][0].endswith(
+            "is not a job array id (a job id, such as 12).")
+
+
 def test_a_staff_owner_filter_longer_than_any_username_is_a_400_naming_it(roles, api_as) -> None:
     response = api_as(roles.staff).get("/api/v1/jobs/", {"owner": "x" * 151})
     assert response.status_code == 400

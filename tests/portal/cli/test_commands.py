@@ -257,11 +257,16 @@ def test_submit_array_stores_every_job_with_its_index(roles, as_user) -> None:
     code, out, _ = as_user(roles.owner)("list")
     ids = [line.split()[0] for line in out.splitlines()[1:]]
     assert ids == [f"{array}_4", f"{array}_2", f"{array}_0"]  # as squeue and the web list address them
+    code, out, _ = as_user(roles.owner)("list", "--array", str(array))
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [f"{array}_4", f"{array}_2", f"{array}_0"]
     code, out, _ = as_user(roles.owner)("cancel", f"{array}_2")
     assert code == 0 and Job.objects.get(pk=jobs[1].pk).state == "CANCELLED"
+    assert out == f"Job {array}_2: CANCELLED\n"  # addressed as the user named it
     assert Job.objects.get(pk=jobs[2].pk).state == "PENDING"
     code, out, _ = as_user(roles.owner)("cancel", str(array))
     assert code == 0 and set(Job.objects.values_list("state", flat=True)) == {"CANCELLED"}
+    # The whole array: a line per task as it is after the change, not the first task's alone.
+    assert out == "".join(f"Job {array}_{i}: CANCELLED\n" for i in (0, 2, 4))
 
 
 def test_submit_array_is_all_or_nothing_and_names_the_job(roles, as_user) -> None:
