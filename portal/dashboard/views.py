@@ -131,6 +131,7 @@ def status_payload(run: SimulationRun) -> dict:
     if run.state == RunState.SUCCEEDED:
         payload.update({
             "summary": report.summary_rows(run.results or []),
+            "notes": [note for result in run.results or [] for note in result.get("notes", [])],
             "figure": run.figure,
             "table": run.table,
             "downloads": {

@@ -186,6 +186,9 @@ def render(runs: list[RunResult], nodes: int, gpus: int, config: SimConfig) -> s
     lines += ["", results_table(runs)]
     if len(runs) > 1:
         lines += ["", change_table(runs, baseline)]
+    notes = [f"note: {note}" for run in runs for note in run.notes]
+    if notes:
+        lines += ["", *notes]
     for run in runs:
         fair = run.to_json().get("fair_share")
         if fair and fair["tenant_windows"]:

@@ -19,6 +19,7 @@ from scheduler.core.policy import Policy, make_policy
 from scheduler.sim.engine import ProgressCallback, simulate
 from scheduler.sim.eta import EtaOptions, EtaSample, eta_summary, sample_run
 from scheduler.sim.fairness import DEFAULT_WINDOW, run_fairness
+from scheduler.sim.policy_fit import idle_note
 from scheduler.sim.records import SimConfig, SimResult
 from scheduler.sim.reconfig_metrics import reconfiguration_summary
 from scheduler.sim.workloads.types import Workload
@@ -155,6 +156,8 @@ class RunResult:
     """``--eta-sample``: the forecasts made during the run (None: not sampled)."""
     eta: EtaOptions | None = None
     """What ``--eta-sample`` asked (with ``--progress-reports`` and ``--progress-noise``); None: not sampled."""
+    notes: tuple[str, ...] = ()
+    """What the figures do not say by themselves (``policy_fit.idle_note``)."""
 
     @property
     def preemptions(self) -> int:
@@ -178,6 +181,8 @@ class RunResult:
             "gpu_utilization": self.gpu_utilization,
             "makespan_seconds": self.makespan_seconds,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         extra = reconfiguration_summary(self.workload, self.sim)
         if extra is not None:
             out["reconfiguration"] = extra
@@ -245,8 +250,13 @@ def run_all(
     """
     check_fits(workload, nodes)
     policies = [build_policy(s, config.resume_overhead, config.reconfigure_overhead) for s in specs]
-    return [
+    runs = [
         run_policy(s, workload, nodes, config, progress_for(s.label) if progress_for else None, policy=p,
                    eta=eta)
         for s, p in zip(specs, policies)
     ]
+    for run, spec, policy in zip(runs, specs, policies):
+        note = idle_note(policy, spec.label, workload)
+        if note:
+            run.notes = (*run.notes, note)
+    return runs

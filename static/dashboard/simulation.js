@@ -30,6 +30,9 @@
       el("td", { class: "change" }, change(r.be_p95_change_pct)),
       el("td", {}, duration(r.te_wait_p95_s)), el("td", {}, duration(r.be_wait_p50_s)),
       el("td", {}, String(r.preemptions)), el("td", {}, number(r.lost_gpu_hours, 1)), el("td", {}, pct(r.gpu_utilization)))));
+    const notes = document.getElementById("run-notes");
+    notes.replaceChildren(...(status.notes || []).map((note) => el("li", {}, note)));
+    notes.hidden = !notes.children.length;
     document.getElementById("table-text").textContent = status.table;
     document.getElementById("results").hidden = false; // before plotting: Plotly sizes to a visible box
     const layout = { ...status.figure.layout, autosize: true };

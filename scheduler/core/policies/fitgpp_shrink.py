@@ -64,6 +64,8 @@ class FitGppShrink(FitGpp):
     overhead), ``min_interval`` (s between two reconfigurations of a job)."""
 
     name = "fitgpp-shrink"
+    #: The jobs it resizes: reconfigurable ones (``JobSpec.throughput``); the others run as submitted.
+    resizes = "reconfigurable"
     decide_without_pending = True
 
     def __init__(self, *, te_hold: float = DEFAULT_TE_HOLD, restart_time: float = DEFAULT_RESTART_TIME,

@@ -117,6 +117,8 @@ class Optimus:
     """Greedy marginal-gain allocation of adaptive jobs (see the module doc)."""
 
     name = "optimus"
+    #: The jobs it resizes: adaptive ones (``JobSpec.adaptive``); the others run as submitted.
+    resizes = "adaptive"
     decide_without_pending = True
     simulator_only = ("it runs adaptive jobs at the fixed batch size of a trace with their remaining work known "
                       "exactly (the Pollux study's Optimus+Oracle+TunedJobs); live adaptive jobs adapt their batch, "

@@ -76,6 +76,8 @@ class Pollux:
     """Goodput-driven, fairness-weighted allocation (see the module doc)."""
 
     name = "pollux"
+    #: The jobs it resizes: adaptive ones (``JobSpec.adaptive``); the others run as submitted.
+    resizes = "adaptive"
     decide_without_pending = True
 
     def __init__(self, seed: int = 0, population: int = 50, generations: int = 50, explain: bool = True,

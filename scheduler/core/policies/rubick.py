@@ -81,6 +81,8 @@ class Rubick(Reclaiming, Growing):
     ``starvation_threshold`` (s; None: off), ``explain`` (emit Pend)."""
 
     name = "rubick"
+    #: The jobs it resizes: reconfigurable ones (``JobSpec.throughput``); the others run as submitted.
+    resizes = "reconfigurable"
     decide_without_pending = True
 
     def wake_at(self, snapshot: Snapshot, now: float) -> float | None:

@@ -162,6 +162,21 @@ def test_a_synthetic_run_executes_with_progress_and_stores_comparable_results(br
     assert json.dumps(run.results[1]["policy"]) in html
 
 
+def test_a_policy_with_nothing_to_resize_in_the_workload_is_said_to_have_run_the_jobs_as_asked(browser_as, roles):
+    client = browser_as(roles.owner)
+    run = make_run(roles.owner, client.post, synthetic_form(policies=["fitgpp", "pollux", "rubick"], jobs=30))
+    assert simulation.execute_run(run.pk) == RunState.SUCCEEDED
+    run.refresh_from_db()
+    notes = {r["policy"]: r.get("notes", []) for r in run.results}
+    assert notes["fitgpp"] == []
+    assert notes["pollux"][0].startswith("pollux resizes only adaptive jobs")
+    assert notes["rubick"][0].startswith("rubick resizes only reconfigurable jobs")
+    status = client.get(f"/simulations/{run.pk}/status/").json()
+    assert status["notes"] == notes["pollux"] + notes["rubick"]
+    page = client.get(f"/simulations/{run.pk}/").content.decode()
+    assert 'id="run-notes"' in page
+
+
 def test_an_uploaded_trace_runs_as_uploaded(browser_as, roles):
     client = browser_as(roles.owner)
     run = make_run(roles.owner, client.post, trace_form(GOOD_TRACE, name="lab-week.csv", policies=["fifo"]))
