@@ -153,3 +153,48 @@ def test_bad_queries_name_the_parameter(params, field):
     with pytest.raises(UsageQueryInvalid) as caught:
         parse_query(params, datetime(2026, 12, 3, tzinfo=dt_timezone.utc))
     assert list(caught.value.errors) == [field]
+
+
+@pytest.mark.parametrize("days", [1, 20, 90])  # hourly, daily and weekly buckets
+def test_the_sums_are_those_of_adding_every_attempt_bucket_by_bucket(roles, days):
+    """PostgreSQL sums the report; here each attempt is added one at a time, as the module doc says."""
+    import random
+
+    from scheduler.gpu_allocation import gpu_count
+    from scheduler.usage import bucket_floor, bucket_seconds
+
+    rng = random.Random(days)
+    project = Project.objects.create(name="p")
+    start, end = T0, T0 + timedelta(days=days)
+    now = end - timedelta(hours=3)  # a report asked before its period is over
+    for i in range(60):
+        begin = start + timedelta(hours=rng.uniform(-48, days * 24))
+        finish = None if rng.random() < 0.15 else begin + timedelta(hours=rng.expovariate(1 / 20))
+        nodes = {f"n{k}": list(range(rng.choice([0, 1, 2, 4]))) for k in range(rng.choice([1, 1, 2]))}
+        job = Job.objects.create(owner=rng.choice([roles.owner, roles.other]), project=rng.choice([project, None]),
+                                 name="j", command="x", num_gpus=1, job_class=rng.choice(["TE", "BE"]),
+                                 submitted_at=begin)
+        Attempt.objects.create(job=job, number=1, gpu_allocation=nodes, started_at=begin, ended_at=finish,
+                               state=rng.choice([AttemptState.COMPLETED, AttemptState.PREEMPTED]),
+                               lost_gpu_seconds=rng.choice([None, 600.0]))
+    data = report(roles.staff, UsageQuery(start, end, "project"), now=now)
+    step = bucket_seconds(start, end)
+    base = bucket_floor(start.timestamp(), step)
+    series: dict[str, list[float]] = {}
+    hours: dict[tuple[str, str], float] = {}
+    for a in Attempt.objects.select_related("job__project"):
+        name = a.job.project.name if a.job.project else NO_PROJECT
+        s = max(a.started_at, start).timestamp()
+        e = min(a.ended_at or now, end, now).timestamp()
+        if e <= s or not gpu_count(a.gpu_allocation) or a.started_at >= end:
+            continue
+        key = (name, a.job.job_class)
+        hours[key] = hours.get(key, 0.0) + gpu_count(a.gpu_allocation) * (e - s) / 3600
+        values = series.setdefault(name, [0.0] * len(data["series"]["buckets"]))
+        for i in range(len(values)):  # the overlap with bucket i, every bucket
+            lo, hi = base + i * step, base + (i + 1) * step
+            values[i] += gpu_count(a.gpu_allocation) * max(0.0, min(e, hi) - max(s, lo)) / 3600
+    assert {(r["project"], r["job_class"]): r["gpu_hours"] for r in data["rows"] if r["gpu_hours"]} == {
+        key: pytest.approx(round(v, 4), abs=1e-4) for key, v in hours.items()}
+    for name, values in series.items():
+        assert data["series"]["gpu_hours"][name] == [pytest.approx(round(v, 4), abs=1e-4) for v in values]
