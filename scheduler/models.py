@@ -164,6 +164,7 @@ class Job(models.Model):
         ordering = ["-submitted_at", "-id"]
         indexes = [
             models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
+            models.Index(fields=["submitted_at", "id"], name="job_submitted"),  # the lists' order, read backwards
             models.Index(fields=["owner", "state"], name="job_owner_state"),  # also every lookup by owner
             *(models.Index(fields=[f], name=f"job_{f.removesuffix('_id')}", condition=Q(**{f"{f}__isnull": False}))
               for f in ("image", "project", "array_id")),  # partial, and no others (migration 0014)
