@@ -51,6 +51,15 @@ CLOSE_NOT_FOUND = 4404
 DEBOUNCE_S = 0.1
 #: The latency page recomputes percentiles at most this often.
 LATENCY_MIN_INTERVAL_S = 1.0
+#: A cluster page is sent at most this many bytes per second: after a push of the whole state, the next
+#: waits its size over this (a 1,000-node state of 1.7 MB: 0.85 s), so a busy large cluster does not
+#: send each open page megabytes ten times a second. Small clusters keep ``DEBOUNCE_S``.
+CLUSTER_PUSH_BYTES_PER_S = 2_000_000
+
+
+def push_interval(size_bytes: int) -> float:
+    """Seconds to wait after a push of ``size_bytes`` before the next: at least ``DEBOUNCE_S``."""
+    return max(DEBOUNCE_S, size_bytes / CLUSTER_PUSH_BYTES_PER_S)
 
 
 class Coalescer:
@@ -62,7 +71,7 @@ class Coalescer:
 
     def __init__(self, refresh: Callable[[], Awaitable[None]], delay: float) -> None:
         self._refresh = refresh
-        self._delay = delay
+        self.delay = delay  # read before each wait: a refresh may change it for the next
         self._dirty = False
         self._task: asyncio.Task | None = None
 
@@ -73,7 +82,7 @@ class Coalescer:
 
     async def _run(self) -> None:
         while self._dirty:
-            await asyncio.sleep(self._delay)
+            await asyncio.sleep(self.delay)
             self._dirty = False
             try:
                 await self._refresh()
@@ -153,7 +162,9 @@ class ClusterConsumer(_LiveConsumer):
 
     async def refresh(self) -> None:
         shared = await CLUSTER_READ.get(newer_than=self.changed_at)
-        await self.send_json({"type": "cluster", "state": selectors.for_viewer(shared, self.scope["user"])})
+        text = await self.encode_json({"type": "cluster", "state": selectors.for_viewer(shared, self.scope["user"])})
+        await self.send(text_data=text)
+        self.coalescer.delay = push_interval(len(text))
 
     async def cluster_changed(self, message: dict) -> None:
         self.changed_at = time.monotonic()

@@ -307,3 +307,24 @@ def test_cluster_pages_refreshing_after_one_change_share_one_read_and_each_sees_
             await page.disconnect()
 
     run(scenario)
+
+
+def test_a_large_cluster_state_is_pushed_at_most_at_the_byte_rate(ws_connect, roles, monkeypatch):
+    """After a push of the whole state, the next waits its size over CLUSTER_PUSH_BYTES_PER_S; a small
+    state keeps the 100 ms coalescing."""
+    from portal import consumers
+
+    assert consumers.push_interval(20_000) == consumers.DEBOUNCE_S
+    assert consumers.push_interval(1_700_000) == 1_700_000 / consumers.CLUSTER_PUSH_BYTES_PER_S
+    monkeypatch.setattr(consumers, "CLUSTER_PUSH_BYTES_PER_S", 500)  # this state, about 1.5 kB: 3 s apart
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
+        await communicator.receive_json_from(TIMEOUT)
+        await sync_to_async(realtime.publish_cluster_changed)()
+        assert await communicator.receive_nothing(timeout=1.5)  # held back by the byte rate
+        message = await communicator.receive_json_from(TIMEOUT)  # and then sent
+        assert message["type"] == "cluster"
+        await communicator.disconnect()
+
+    run(scenario)
