@@ -167,7 +167,7 @@ class Job(models.Model):
             models.Index(fields=["submitted_at", "id"], name="job_submitted"),  # the lists' order, read backwards
             models.Index(fields=["owner", "state"], name="job_owner_state"),  # also every lookup by owner
             *(models.Index(fields=[f], name=f"job_{f.removesuffix('_id')}", condition=Q(**{f"{f}__isnull": False}))
-              for f in ("image", "project", "array_id")),  # partial, and no others (migration 0014)
+              for f in ("image", "project", "array_id", "first_started_at", "ended_at")),  # partial: NULL costs nothing
         ]
         constraints = [
             models.CheckConstraint(condition=Q(num_gpus__gte=1, num_gpus__lte=MAX_GPUS_PER_JOB), name="job_num_gpus_range"),
