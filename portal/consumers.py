@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal import access, realtime
@@ -94,11 +95,32 @@ class Coalescer:
             self._task.cancel()
 
 
+def message_parts(text: str, message_id: int, max_chars: int) -> list[dict]:
+    """A JSON message too long to send at once, as ``{"type": "part", "id", "index", "count", "text"}``
+    objects whose texts joined in order are ``text`` (``static/dashboard/live.js`` puts them back
+    together). Each part's JSON is at most about twice ``max_chars`` (quotes are escaped)."""
+    count = -(-len(text) // max_chars)
+    return [{"type": "part", "id": message_id, "index": i, "count": count,
+             "text": text[i * max_chars:(i + 1) * max_chars]} for i in range(count)]
+
+
 class _LiveConsumer(AsyncJsonWebsocketConsumer):
     """Common connect/disconnect: authentication, group membership, coalesced refresh."""
 
     group: str = ""
     debounce: float = DEBOUNCE_S
+    _sent_long = 0  # messages sent in parts on this socket, each's parts share its number
+
+    async def send_text(self, text: str) -> None:
+        """Send ``text`` (a JSON message), in parts when it is longer than ``LIVE_MESSAGE_MAX_CHARS``:
+        daphne refuses to send one message over 1 MiB and drops the connection instead."""
+        limit = settings.LIVE_MESSAGE_MAX_CHARS
+        if len(text) <= limit:
+            await self.send(text_data=text)
+            return
+        self._sent_long += 1
+        for part in message_parts(text, self._sent_long, limit):
+            await self.send_json(part)
 
     async def connect(self) -> None:
         self.coalescer = Coalescer(self.push, self.debounce)
@@ -163,7 +185,7 @@ class ClusterConsumer(_LiveConsumer):
     async def refresh(self) -> None:
         shared = await CLUSTER_READ.get(newer_than=self.changed_at)
         text = await self.encode_json({"type": "cluster", "state": selectors.for_viewer(shared, self.scope["user"])})
-        await self.send(text_data=text)
+        await self.send_text(text)
         self.coalescer.delay = push_interval(len(text))
 
     async def cluster_changed(self, message: dict) -> None:

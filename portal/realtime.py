@@ -352,18 +352,19 @@ def _on_log_chunk(sender: Any, instance: Any, created: bool, raw: bool = False, 
         publish_log_lines(attempt.job_id, attempt.number)
 
 
-def _on_node_saved(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+def _on_node_saved(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:  # or deleted
     if not raw:
         publish_cluster_changed()
 
 
 def connect_signals() -> None:
-    """Publish on every saved JobEvent, AttemptLog and Node (idempotent).
+    """Publish on every saved JobEvent, AttemptLog and Node, and every deleted Node (idempotent).
 
-    A node saved with ``save()`` (registration, an admin's edit) refreshes the
-    cluster page; heartbeats written with ``.update()`` do not, on purpose.
+    A node saved with ``save()`` (registration, an admin's edit) or deleted (an
+    admin's) refreshes the cluster page; heartbeats written with ``.update()``
+    do not, on purpose.
     """
-    from django.db.models.signals import post_save
+    from django.db.models.signals import post_delete, post_save
 
     from cluster.models import Node
     from scheduler.models import AttemptLog, JobEvent
@@ -371,3 +372,4 @@ def connect_signals() -> None:
     post_save.connect(_on_job_event, sender=JobEvent, dispatch_uid="realtime.job_event")
     post_save.connect(_on_log_chunk, sender=AttemptLog, dispatch_uid="realtime.log_chunk")
     post_save.connect(_on_node_saved, sender=Node, dispatch_uid="realtime.node")
+    post_delete.connect(_on_node_saved, sender=Node, dispatch_uid="realtime.node_deleted")

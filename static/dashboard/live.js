@@ -28,9 +28,18 @@ const Live = (() => {
       socket = new WebSocket(scheme + location.host + (typeof path === "function" ? path() : path));
       setStatus("connecting", "connecting…");
       socket.onopen = () => { delay = MIN_DELAY_MS; setStatus("live", "live"); };
+      let parts = null; // a long message arriving in parts: {id, texts}
       socket.onmessage = (event) => {
         let data;
         try { data = JSON.parse(event.data); } catch (e) { return; }
+        if (data.type === "part") { // the server splits a long message; its parts come in order
+          if (!parts || parts.id !== data.id) parts = { id: data.id, texts: new Array(data.count), got: 0 };
+          if (parts.texts[data.index] === undefined) { parts.texts[data.index] = data.text; parts.got += 1; }
+          if (parts.got < data.count) return;
+          const whole = parts.texts.join("");
+          parts = null;
+          try { data = JSON.parse(whole); } catch (e) { return; }
+        }
         onMessage(data, handle);
       };
       socket.onclose = (event) => {

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,15 +93,15 @@ class WebServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-@pytest.fixture(scope="session")
-def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]:  # noqa: ANN001
-    """The portal on the test database, for the whole session."""
+@contextmanager
+def running_web(redis_url: str, tmp_path_factory, **extra_env: str) -> Iterator[WebServer]:  # noqa: ANN001
+    """The portal under daphne on the test database, with ``extra_env`` beside the usual settings."""
     # The server runs with Django's async-safety check on, whichever fixture started first.
     env = {k: v for k, v in os.environ.items()
            if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(WORKER_ENV)
-    env.update({"DATABASE_URL": _database_url(), "REDIS_URL": e2e_redis_url,
-                "SECRET_KEY": "browser-test-only-secret-key", "DEBUG": "0", "DATABASE_POOL": "true"})
+    env.update({"DATABASE_URL": _database_url(), "REDIS_URL": redis_url,
+                "SECRET_KEY": "browser-test-only-secret-key", "DEBUG": "0", "DATABASE_POOL": "true", **extra_env})
     port = _free_port()
     server = WebServer(f"http://127.0.0.1:{port}", port, env, tmp_path_factory.mktemp("web") / "daphne.log")
     server.start()
@@ -108,6 +109,13 @@ def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def web(django_db_setup, e2e_redis_url, tmp_path_factory) -> Iterator[WebServer]:  # noqa: ANN001
+    """The portal on the test database, for the whole session."""
+    with running_web(e2e_redis_url, tmp_path_factory) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -328,3 +328,33 @@ def test_a_large_cluster_state_is_pushed_at_most_at_the_byte_rate(ws_connect, ro
         await communicator.disconnect()
 
     run(scenario)
+
+
+def test_a_state_longer_than_one_message_may_be_arrives_in_parts_that_join_into_it(ws_connect, roles, make_job,
+                                                                                  settings):
+    """daphne refuses to send a WebSocket message over 1 MiB (a 1,000-node cluster's state is 1.7 MB):
+    a longer one goes as parts, in order, whose texts joined are the whole message."""
+    from portal.consumers import message_parts
+
+    text = json.dumps({"type": "cluster", "state": {"x": "y" * 1000}})
+    parts = message_parts(text, 7, 300)
+    assert [(p["id"], p["index"], p["count"]) for p in parts] == [(7, i, 4) for i in range(4)]
+    assert "".join(p["text"] for p in parts) == text and all(len(p["text"]) <= 300 for p in parts)
+    settings.LIVE_MESSAGE_MAX_CHARS = 500
+    make_job(roles.owner, name="a-name-to-find")
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
+        first = await communicator.receive_json_from(TIMEOUT)
+        assert first["type"] == "part" and first["index"] == 0 and first["count"] > 1
+        texts = [first["text"]]
+        for index in range(1, first["count"]):
+            part = await communicator.receive_json_from(TIMEOUT)
+            assert (part["type"], part["id"], part["index"]) == ("part", first["id"], index)
+            texts.append(part["text"])
+        whole = json.loads("".join(texts))
+        await communicator.disconnect()
+        assert whole["type"] == "cluster"
+        assert [j["name"] for j in whole["state"]["queue"]["BE"]["jobs"]] == ["a-name-to-find"]
+
+    run(scenario)

@@ -152,7 +152,7 @@ def test_saved_job_event_and_log_chunk_publish_through_signals(memory_layer, rol
     ]
 
 
-def test_saving_a_node_refreshes_the_cluster_but_a_heartbeat_update_does_not(memory_layer, django_capture_on_commit_callbacks):
+def test_saving_or_deleting_a_node_refreshes_the_cluster_but_a_heartbeat_update_does_not(memory_layer, django_capture_on_commit_callbacks):
     from django.utils import timezone
 
     from cluster.models import Node
@@ -164,6 +164,9 @@ def test_saving_a_node_refreshes_the_cluster_but_a_heartbeat_update_does_not(mem
     with django_capture_on_commit_callbacks(execute=True):
         Node.objects.filter(pk=node.pk).update(last_heartbeat=timezone.now())
     assert drain(memory_layer, cluster_ch) == []
+    with django_capture_on_commit_callbacks(execute=True):
+        node.delete()  # an administrator's: the page must not show it until its next minute's refresh
+    assert drain(memory_layer, cluster_ch) == [{"type": "cluster.changed"}]
 
 
 def test_publishing_from_a_thread_with_a_running_event_loop_still_sends(memory_layer):
