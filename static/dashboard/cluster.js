@@ -38,13 +38,15 @@
       existing.delete(node.name);
       if (!section) section = el("section", { dataset: { node: node.name } }, el("header"), el("div", { class: "gpus" }));
       section.className = "node node-" + node.state.toLowerCase();
-      section.querySelector("header").replaceChildren(
+      const headerKey = [node.state, node.free, node.total, node.agent_outdated, node.protocol_version].join("\n");
+      if (section.headerKey !== headerKey) section.querySelector("header").replaceChildren(
         el("strong", {}, el("a", { href: "/cluster/nodes/" + encodeURIComponent(node.name) + "/", class: "node-link" }, node.name)), " ",
         el("span", { class: "badge badge-" + node.state.toLowerCase() }, node.state), " ",
         el("span", { class: "muted" }, node.free + "/" + node.total + " free"),
         ...(node.agent_outdated ? [" ", el("span", { class: "badge badge-old-agent",
           title: "its agent speaks an older message protocol: upgrade it" },
           "old agent (protocol " + node.protocol_version + ")")] : []));
+      section.headerKey = headerKey;
       updateCells(section.querySelector(".gpus"), node);
       if (previous ? previous.nextElementSibling !== section : grid.firstElementChild !== section) {
         if (previous) previous.after(section); else grid.prepend(section);
@@ -55,30 +57,50 @@
     for (const other of grid.querySelectorAll(":scope > :not(section.node)")) other.remove();
   }
 
+  // The GPU cell under the pointer or with the focus: its detail line follows each push.
+  let pointed = null;
+
+  function describe(cell) {
+    const title = gpuTitle(cell.gpuNode, cell.gpu);
+    cell.title = title;
+    cell.setAttribute("aria-label", title);
+    return title;
+  }
+
   function updateCells(box, node) {
     const cells = [...box.children];
     node.gpus.forEach((gpu, i) => {
-      const title = gpuTitle(node, gpu);
       const tag = gpu.job && gpu.job.url ? "A" : "SPAN";
       let cell = cells[i];
       if (!cell || cell.tagName !== tag) {
         const fresh = el(tag.toLowerCase(), { tabindex: "0" });
-        for (const type of ["mouseenter", "focus", "click"]) fresh.addEventListener(type, () => showDetail(fresh.title));
-        if (cell) cell.replaceWith(fresh); else box.append(fresh);
+        for (const type of ["mouseenter", "focus", "click"]) {
+          fresh.addEventListener(type, () => { pointed = fresh; showDetail(describe(fresh)); });
+        }
+        for (const type of ["mouseleave", "blur"]) fresh.addEventListener(type, () => { if (pointed === fresh) pointed = null; });
+        if (cell) { if (pointed === cell) pointed = fresh; cell.replaceWith(fresh); } else box.append(fresh);
         cell = fresh;
       }
-      cell.className = "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : "")
+      cell.gpu = gpu;
+      cell.gpuNode = node;
+      const className = "gpu gpu-" + gpu.status + (gpu.job && gpu.job.mine ? " mine" : "")
         + (gpu.healthy === false ? " unhealthy" : "");
-      cell.title = title;
-      cell.setAttribute("aria-label", title);
+      // A push carries every GPU again; a cell is rewritten only when what it shows changed (at 1,000
+      // nodes rewriting all 8,000 cells took most of the page's time per push). Its title, which
+      // counts the job's running time, is written then and again when it is pointed at.
+      const key = [className, node.name, gpu.index, gpu.model, gpu.unhealthy_reason, gpu.job ? gpu.job.id : "",
+                   gpu.job ? gpu.job.state + gpu.job.name + gpu.job.owner : "", tag === "A" ? gpu.job.url : ""].join("\n");
+      if (cell.gpuKey === key) return;
+      cell.gpuKey = key;
+      cell.className = className;
+      describe(cell);
       cell.textContent = String(gpu.index);
       Object.assign(cell.dataset, { status: gpu.status, node: node.name, index: String(gpu.index),
                                     healthy: gpu.healthy === false ? "false" : "true",
                                     jobId: gpu.job ? String(gpu.job.id) : "" });
       if (tag === "A") cell.href = gpu.job.url;
-      if (cell === document.activeElement || cell.matches(":hover")) showDetail(title);
     });
-    for (const extra of cells.slice(node.gpus.length)) extra.remove();
+    for (const extra of cells.slice(node.gpus.length)) { if (pointed === extra) pointed = null; extra.remove(); }
   }
 
   function renderTotals(totals, queue) {
@@ -125,6 +147,20 @@
     }
   }
 
+  /* The chart is redrawn at most every UTIL_REDRAW_MS, with the latest figures: at 1,000 nodes a push
+   * comes every second, and Plotly's redraw was the larger part of the page's work for each. */
+  const UTIL_REDRAW_MS = 5000;
+  let utilLatest = null;
+  let utilDrawnAt = 0;
+  let utilTimer = null;
+
+  function scheduleUtilization(util) {
+    utilLatest = util;
+    if (utilTimer) return;
+    const wait = Math.max(0, utilDrawnAt + UTIL_REDRAW_MS - Date.now());
+    utilTimer = setTimeout(() => { utilTimer = null; utilDrawnAt = Date.now(); renderUtilization(utilLatest); }, wait);
+  }
+
   function renderUtilization(util) {
     const traces = [
       { x: util.t, y: util.TE, name: "TE", stackgroup: "gpus", line: { color: "#2d5bd3" }, hovertemplate: "%{y:.0%}" },
@@ -151,9 +187,10 @@
     skewMs = Date.now() - Date.parse(state.generated_at);
     renderTotals(state.totals, state.queue);
     renderGrid(withJobs(state.nodes, state.jobs || {}));
+    if (pointed && pointed.isConnected) showDetail(describe(pointed));
     renderQueue("TE", state.queue.TE);
     renderQueue("BE", state.queue.BE);
-    renderUtilization(state.utilization);
+    scheduleUtilization(state.utilization);
     document.getElementById("updated").textContent = Live.time(state.generated_at);
   }
 
