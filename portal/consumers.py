@@ -37,10 +37,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal import access, realtime
+from portal.env import env_int
 from portal.dashboard import job_page, latency, selectors
 from portal.shared_read import SharedRead
 
@@ -52,6 +52,9 @@ CLOSE_NOT_FOUND = 4404
 DEBOUNCE_S = 0.1
 #: The latency page recomputes percentiles at most this often.
 LATENCY_MIN_INTERVAL_S = 1.0
+#: A live page's message longer than this many characters goes as several parts (``message_parts``):
+#: daphne refuses to send a WebSocket message over 1 MiB, and a 1,000-node cluster's state is 1.7 MB.
+LIVE_MESSAGE_MAX_CHARS = env_int("LIVE_MESSAGE_MAX_CHARS", 256 * 1024, minimum=64)
 #: A cluster page is sent at most this many bytes per second: after a push of the whole state, the next
 #: waits its size over this (a 1,000-node state of 1.7 MB: 0.85 s), so a busy large cluster does not
 #: send each open page megabytes ten times a second. Small clusters keep ``DEBOUNCE_S``.
@@ -114,7 +117,7 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
     async def send_text(self, text: str) -> None:
         """Send ``text`` (a JSON message), in parts when it is longer than ``LIVE_MESSAGE_MAX_CHARS``:
         daphne refuses to send one message over 1 MiB and drops the connection instead."""
-        limit = settings.LIVE_MESSAGE_MAX_CHARS
+        limit = LIVE_MESSAGE_MAX_CHARS
         if len(text) <= limit:
             await self.send(text_data=text)
             return

@@ -258,9 +258,6 @@ SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
 SCHEDULER_FAIR_SHARE = env_bool("SCHEDULER_FAIR_SHARE", default=False)
 SCHEDULER_FAIR_SHARE_HALF_LIFE = env_float("SCHEDULER_FAIR_SHARE_HALF_LIFE", 3600.0, positive=True)
 FAIR_STANDING_CACHE_SECONDS = env_int("FAIR_STANDING_CACHE_SECONDS", 10, minimum=0)
-# A live page's message longer than this many characters goes as several parts (portal.consumers):
-# daphne refuses to send a WebSocket message over 1 MiB, and a 1,000-node cluster's state is 1.7 MB.
-LIVE_MESSAGE_MAX_CHARS = env_int("LIVE_MESSAGE_MAX_CHARS", 256 * 1024, minimum=64)
 SCHEDULER_RECLAIM_MIN_RUNTIME = env_float("SCHEDULER_RECLAIM_MIN_RUNTIME", 1800.0, minimum=0)
 # Traces folder holding morphling/ (the performance model of reconfigurable jobs,
 # scheduler/elastic.py); empty: ../shared/traces next to the repository.

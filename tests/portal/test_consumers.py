@@ -331,7 +331,7 @@ def test_a_large_cluster_state_is_pushed_at_most_at_the_byte_rate(ws_connect, ro
 
 
 def test_a_state_longer_than_one_message_may_be_arrives_in_parts_that_join_into_it(ws_connect, roles, make_job,
-                                                                                  settings):
+                                                                                  monkeypatch):
     """daphne refuses to send a WebSocket message over 1 MiB (a 1,000-node cluster's state is 1.7 MB):
     a longer one goes as parts, in order, whose texts joined are the whole message."""
     from portal.consumers import message_parts
@@ -340,7 +340,7 @@ def test_a_state_longer_than_one_message_may_be_arrives_in_parts_that_join_into_
     parts = message_parts(text, 7, 300)
     assert [(p["id"], p["index"], p["count"]) for p in parts] == [(7, i, 4) for i in range(4)]
     assert "".join(p["text"] for p in parts) == text and all(len(p["text"]) <= 300 for p in parts)
-    settings.LIVE_MESSAGE_MAX_CHARS = 500
+    monkeypatch.setattr("portal.consumers.LIVE_MESSAGE_MAX_CHARS", 500)
     make_job(roles.owner, name="a-name-to-find")
 
     async def scenario() -> None:
