@@ -94,6 +94,22 @@ def _database(base_url: str) -> str:
     return url
 
 
+def django_on_fresh_database(parser: argparse.ArgumentParser) -> str:
+    """Make ``<DATABASE_URL name>_cycle`` afresh and migrated (``_database``), point Django at it with
+    scheduling triggers off, and set Django up; returns the database's URL. The benchmarks that fill a
+    cluster share it."""
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
+    if not base.startswith("postgres"):
+        parser.error("DATABASE_URL must name a PostgreSQL server")
+    url = _database(base)
+    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
+                       "SECRET_KEY": "benchmark-only-secret-key", "SCHEDULER_AUTORUN": "0"})
+    import django
+
+    django.setup()
+    return url
+
+
 def _fill(nodes: int, pending: int, seed: int) -> dict:
     """Empty the tables and build the busy cluster described in the module doc; returns counts."""
     from datetime import timedelta
@@ -297,15 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_snapshot is not None and len(args.nodes) != 1:
         parser.error("--save-snapshot takes one --nodes size")
 
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
-    if not base.startswith("postgres"):
-        parser.error("DATABASE_URL must name a PostgreSQL server")
-    url = _database(base)
-    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
-                       "SECRET_KEY": "benchmark-only-secret-key", "SCHEDULER_AUTORUN": "0"})
-    import django
-
-    django.setup()
+    django_on_fresh_database(parser)
     from cluster import commands
 
     sent: dict = {"count": 0, "first_at": None}

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.cycle_scale import _database, _fill  # noqa: E402 - after the path is set
+from benchmarks.cycle_scale import _fill, django_on_fresh_database  # noqa: E402 - after the path is set
 
 PROJECTS = 4
 
@@ -133,14 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
-    if not base.startswith("postgres"):
-        parser.error("DATABASE_URL must name a PostgreSQL server")
-    os.environ.update({"DATABASE_URL": _database(base), "DJANGO_SETTINGS_MODULE": "portal.settings",
-                       "SECRET_KEY": "benchmark-only-secret-key", "SCHEDULER_AUTORUN": "0"})
-    import django
-
-    django.setup()
+    django_on_fresh_database(parser)
     rows = []
     for n in args.nodes:
         fill = _fill(n, 10 * n, args.seed)

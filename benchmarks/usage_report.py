@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.cycle_scale import _database  # noqa: E402
+from benchmarks.cycle_scale import django_on_fresh_database  # noqa: E402
 
 USERS, PROJECTS, DAYS = 20, 5, 180
 
@@ -96,15 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpusched")
-    if not base.startswith("postgres"):
-        parser.error("DATABASE_URL must name a PostgreSQL server")
-    url = _database(base)
-    os.environ.update({"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "portal.settings",
-                       "SECRET_KEY": "benchmark-only-secret-key", "SCHEDULER_AUTORUN": "0"})
-    import django
-
-    django.setup()
+    django_on_fresh_database(parser)
     fill(args.attempts, args.seed)
     rows = measure(args.periods, args.repeat)
     if args.json:
