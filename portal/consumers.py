@@ -32,6 +32,7 @@ Messages to the browser are JSON objects with a ``type``:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -114,16 +115,21 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
     debounce: float = DEBOUNCE_S
     _sent_long = 0  # messages sent in parts on this socket, each's parts share its number
 
-    async def send_text(self, text: str) -> None:
+    async def send_json(self, content: object, close: bool = False) -> None:
+        """Every live message goes through ``send_text``: none of any page may be too long to send."""
+        await self.send_text(await self.encode_json(content), close=close)
+
+    async def send_text(self, text: str, close: bool = False) -> None:
         """Send ``text`` (a JSON message), in parts when it is longer than ``LIVE_MESSAGE_MAX_CHARS``:
         daphne refuses to send one message over 1 MiB and drops the connection instead."""
         limit = LIVE_MESSAGE_MAX_CHARS
         if len(text) <= limit:
-            await self.send(text_data=text)
+            await self.send(text_data=text, close=close)
             return
         self._sent_long += 1
-        for part in message_parts(text, self._sent_long, limit):
-            await self.send_json(part)
+        parts = message_parts(text, self._sent_long, limit)
+        for i, part in enumerate(parts):  # each part is sent as it is, never split again
+            await self.send(text_data=json.dumps(part), close=close and i == len(parts) - 1)
 
     async def connect(self) -> None:
         self.coalescer = Coalescer(self.push, self.debounce)

@@ -106,8 +106,13 @@ def for_viewer(shared: dict, user) -> dict:  # noqa: ANN001 - a user model insta
     return {
         **shared,
         "jobs": {key: _seen_by(brief, user) for key, brief in shared["jobs"].items()},
-        "queue": {c: {**q, "jobs": [_seen_by(j, user) for j in q["jobs"]]} for c, q in shared["queue"].items()},
+        "queue": _queue_seen_by(shared["queue"], user),
     }
+
+
+def _queue_seen_by(queue: dict, user) -> dict:  # noqa: ANN001 - a user model instance
+    """``shared_queue``'s classes with each listed job as ``user`` sees it (``_seen_by``)."""
+    return {c: {**q, "jobs": [_seen_by(j, user) for j in q["jobs"]]} for c, q in queue.items()}
 
 
 def shared_cluster_state(now: datetime | None = None) -> dict:
@@ -156,7 +161,7 @@ def shared_cluster_state(now: datetime | None = None) -> dict:
 
 def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
     """The queue of ``shared_queue`` as ``user`` sees it."""
-    return {c: {**q, "jobs": [_seen_by(j, user) for j in q["jobs"]]} for c, q in shared_queue(now).items()}
+    return _queue_seen_by(shared_queue(now), user)
 
 
 def shared_queue(now: datetime) -> dict:

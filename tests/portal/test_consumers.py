@@ -358,3 +358,21 @@ def test_a_state_longer_than_one_message_may_be_arrives_in_parts_that_join_into_
         assert [j["name"] for j in whole["state"]["queue"]["BE"]["jobs"]] == ["a-name-to-find"]
 
     run(scenario)
+
+
+def test_every_live_page_sends_a_long_message_in_parts(ws_connect, roles, make_job, monkeypatch):
+    """The limit is the socket's, not the cluster page's: a job page's state goes in parts too."""
+    job = make_job(roles.owner, name="long-enough")
+    monkeypatch.setattr("portal.consumers.LIVE_MESSAGE_MAX_CHARS", 200)
+
+    async def scenario() -> None:
+        communicator, _ = await ws_connect(f"/ws/jobs/{job.pk}/", roles.owner)
+        first = await communicator.receive_json_from(TIMEOUT)
+        assert first["type"] == "part" and first["count"] > 1
+        texts = [first["text"]] + [(await communicator.receive_json_from(TIMEOUT))["text"]
+                                   for _ in range(first["count"] - 1)]
+        await communicator.disconnect()
+        whole = json.loads("".join(texts))
+        assert whole["type"] == "job" and whole["state"]["id"] == job.pk
+
+    run(scenario)
