@@ -13,7 +13,12 @@ the GPUs held by running BE jobs of 1-8 GPUs, the queue of 20 users), then repor
 * ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``);
 * ``per_page_s``: what each open page adds to one shared read after a change (``selectors.for_viewer``
   on the shared state and the JSON of the message; trees without a shared read: null), so that K open
-  pages cost ``state_s + K x per_page_s`` where each once read for itself.
+  pages cost ``state_s + K x per_page_s`` where each once read for itself;
+* for a page that asks for changes (``/ws/cluster/?changes=1``; trees without it: null):
+  ``changes_quiet_kib``, what a push sends when nothing changed but the clock (the page's minute
+  refresh), ``changes_ten_ended_kib``, what it sends after ten running jobs ended and freed their GPUs,
+  ``changes_s``, the time to compute those changes, and ``per_page_changes_s``, what each open page
+  then adds to the shared read (``for_viewer``, the changes and their JSON; medians of ``--repeat``).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/NAME REDIS_URL=redis://127.0.0.1:6379/N \\
         .venv/bin/python benchmarks/cluster_page.py --nodes 100 1000 --json cluster_page.json
@@ -72,6 +77,7 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
         per_page = _timed(lambda: json.dumps(selectors.for_viewer(shared, user)), repeat)
     return {
         **counts,
+        **_changes(user, repeat),
         "per_page_s": per_page,
         "state_s": _timed(lambda: selectors.cluster_state(user), repeat),
         "state_staff_s": _timed(lambda: selectors.cluster_state(staff), repeat),
@@ -79,6 +85,36 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
         "queue_kib": _kib(state["queue"]),
         "page_s": _timed(lambda: client.get("/cluster/"), repeat),
         "page_kib": round(len(answer.content) / 1024, 1),
+    }
+
+
+def _changes(user, repeat: int) -> dict:  # noqa: ANN001 - a user model instance
+    """What a page that asks for changes is sent: after nothing but the clock moved, and after ten running
+    jobs ended (their GPUs freed, their rows COMPLETED, as a cycle would leave them)."""
+    try:
+        from portal.dashboard import cluster_delta
+    except ImportError:
+        return {"changes_quiet_kib": None, "changes_ten_ended_kib": None, "changes_s": None,
+                "per_page_changes_s": None}
+    from django.utils import timezone
+
+    from cluster.models import Gpu
+    from portal.dashboard import selectors
+    from scheduler.models import Job, JobState
+
+    sent = selectors.cluster_state(user)
+    quiet = cluster_delta.changes(sent, selectors.cluster_state(user))
+    ended = list(Job.objects.filter(state=JobState.RUNNING).order_by("id").values_list("id", flat=True)[:10])
+    Gpu.objects.filter(allocated_to_id__in=ended).update(allocated_to=None)
+    Job.objects.filter(id__in=ended).update(state=JobState.COMPLETED, ended_at=timezone.now())
+    new = selectors.cluster_state(user)
+    shared = selectors.shared_cluster_state()
+    return {
+        "changes_quiet_kib": _kib(quiet),
+        "changes_ten_ended_kib": _kib(cluster_delta.changes(sent, new)),
+        "changes_s": _timed(lambda: cluster_delta.changes(sent, new), repeat),
+        "per_page_changes_s": _timed(
+            lambda: json.dumps(cluster_delta.changes(sent, selectors.for_viewer(shared, user))), repeat),
     }
 
 

@@ -18,8 +18,9 @@ Messages to the browser are JSON objects with a ``type``:
 
 * cluster page: ``{"type": "cluster", "state": {...}}`` (``selectors.cluster_state``: one read of
   ``selectors.shared_cluster_state`` per burst serves every cluster page of the process, ``CLUSTER_READ``,
-  each given what its viewer may see by ``selectors.for_viewer``);
-  the browser may send ``{"type": "refresh"}`` to get a fresh state;
+  each given what its viewer may see by ``selectors.for_viewer``); a page connected with ``?changes=1``
+  gets that once, then ``{"type": "cluster-changes", "changes": {...}}`` (``cluster_delta.changes``
+  against the state it was last sent); the browser may send ``{"type": "refresh"}`` to get a fresh state;
 * latency page: ``{"type": "latency", "state": {...}}`` (``latency.latency_stats``);
   the browser may send ``{"window": seconds}`` (one of ``LATENCY_WINDOWS``);
 * job page: ``{"type": "job", "state": {...}}`` (``job_page.job_state``) and
@@ -42,7 +43,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal import access, realtime
 from portal.env import env_int
-from portal.dashboard import job_page, latency, selectors
+from portal.dashboard import cluster_delta, job_page, latency, selectors
 from portal.shared_read import SharedRead
 
 logger = logging.getLogger(__name__)
@@ -182,6 +183,10 @@ class ClusterConsumer(_LiveConsumer):
     async def connect(self) -> None:
         # A read that began before this page joined may lack a change whose hint it never got.
         self.changed_at = time.monotonic()
+        # A page that asks for changes gets the whole state once, then only what changed since its last
+        # message (``cluster_delta``); at 1,000 nodes that is kilobytes instead of 1.7 MB per push.
+        self.wants_changes = b"changes=1" in self.scope.get("query_string", b"").split(b"&")
+        self.sent: dict | None = None
         await super().connect()
 
     async def receive_json(self, content: dict, **kwargs: object) -> None:
@@ -193,8 +198,15 @@ class ClusterConsumer(_LiveConsumer):
 
     async def refresh(self) -> None:
         shared = await CLUSTER_READ.get(newer_than=self.changed_at)
-        text = await self.encode_json({"type": "cluster", "state": selectors.for_viewer(shared, self.scope["user"])})
+        state = selectors.for_viewer(shared, self.scope["user"])
+        if self.sent is None:
+            message = {"type": "cluster", "state": state}
+        else:
+            message = {"type": "cluster-changes", "changes": cluster_delta.changes(self.sent, state)}
+        text = await self.encode_json(message)
         await self.send_text(text)
+        if self.wants_changes:
+            self.sent = state
         self.coalescer.delay = push_interval(len(text))
 
     async def cluster_changed(self, message: dict) -> None:

@@ -50,13 +50,15 @@ def may_see_job(user, owner_id: int) -> bool:  # noqa: ANN001 - a user model ins
 
 
 def _brief(job_id: int, name: str, owner_id: int, owner: str, job_class: str, state: str, num_gpus: int,
-           started_at: datetime | None, now: datetime) -> dict:
+           started_at: datetime | None) -> dict:
     """What anyone may see of a job on the cluster page (no command, no log), with its ``owner_id``
-    and its page's ``url``, which ``_seen_by`` turns into what one viewer gets."""
+    and its page's ``url``, which ``_seen_by`` turns into what one viewer gets. A running job has its
+    ``started_at``, not its running time: the page counts that, so a job stays the same from push to push
+    and a page sent only changes (``cluster_delta``) is not sent every job again."""
     brief = {"id": job_id, "name": name, "owner": owner, "owner_id": owner_id, "job_class": job_class,
              "state": state, "num_gpus": num_gpus, "url": reverse("job-detail", args=[job_id])}
     if started_at is not None and state != JobState.PENDING:
-        brief["running_s"] = round(max(0.0, (now - started_at).total_seconds()), 1)
+        brief["started_at"] = iso(started_at)
     return brief
 
 
@@ -137,8 +139,7 @@ def shared_cluster_state(now: datetime | None = None) -> dict:
             continue
         status = gpu_status(node["state"], job_state, job_class, healthy)
         if job_id is not None and str(job_id) not in jobs:
-            jobs[str(job_id)] = _brief(job_id, name, owner_id, owner, job_class, job_state, num_gpus, started_at,
-                                       now)
+            jobs[str(job_id)] = _brief(job_id, name, owner_id, owner, job_class, job_state, num_gpus, started_at)
         node["gpus"].append({"index": index, "model": model, "memory_mb": memory_mb, "status": status,
                              "healthy": healthy, "unhealthy_reason": unhealthy_reason, "job_id": job_id})
         node["total"] += 1
@@ -154,17 +155,17 @@ def shared_cluster_state(now: datetime | None = None) -> dict:
         "nodes": list(nodes.values()),
         "jobs": jobs,
         "totals": totals,
-        "queue": shared_queue(now),
+        "queue": shared_queue(),
         "utilization": utilization_series(now),
     }
 
 
-def queue_by_class(user, now: datetime) -> dict:  # noqa: ANN001
+def queue_by_class(user) -> dict:  # noqa: ANN001
     """The queue of ``shared_queue`` as ``user`` sees it."""
-    return _queue_seen_by(shared_queue(now), user)
+    return _queue_seen_by(shared_queue(), user)
 
 
-def shared_queue(now: datetime) -> dict:
+def shared_queue() -> dict:
     """PENDING jobs per class in the order the scheduler considers them (``scheduler.core.queue_order``):
     the queue's head as the last forecast stored it (fair share, when on, reorders the queue), then
     jobs submitted since, by priority, submission time and id; by those alone while no head is stored.
@@ -184,10 +185,9 @@ def shared_queue(now: datetime) -> dict:
             "jobs": [
                 {
                     **_brief(job.pk, job.name, job.owner_id, job.owner.username, job.job_class, job.state,
-                             job.num_gpus, job.started_at, now),
+                             job.num_gpus, job.started_at),
                     "position": position,
                     "submitted_at": iso(job.submitted_at),
-                    "waiting_s": max(0.0, (now - job.submitted_at).total_seconds()),
                     "reason": job.pending_reason,
                     "message": job.pending_message,
                     "forecast_start": _forecast_start(forecasts.get(job.pk)),

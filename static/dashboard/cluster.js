@@ -7,9 +7,13 @@
                         unhealthy: "out of service" };
   let skewMs = 0; // client clock minus server clock, so waiting times tick without drifting
 
+  function secondsSince(iso) {
+    return (Date.now() - skewMs - Date.parse(iso)) / 1000;
+  }
+
   function jobText(job) {
     let text = "job " + job.id + " " + job.name + " (" + job.owner + ", " + job.job_class + ", " + job.state;
-    if (job.running_s !== undefined) text += " for " + duration(job.running_s);
+    if (job.started_at) text += " for " + duration(secondsSince(job.started_at));
     return text + ")";
   }
 
@@ -47,7 +51,14 @@
           title: "its agent speaks an older message protocol: upgrade it" },
           "old agent (protocol " + node.protocol_version + ")")] : []));
       section.headerKey = headerKey;
-      updateCells(section.querySelector(".gpus"), node);
+      // A node and the jobs on it that are the very objects of the last push (changes leave them so)
+      // show what they showed: at 1,000 nodes a push walks only the few nodes that changed.
+      const holders = node.gpus.map((gpu) => gpu.job);
+      if (section.shown !== node || holders.some((job, i) => job !== section.holders[i])) {
+        updateCells(section.querySelector(".gpus"), node);
+        section.shown = node;
+        section.holders = holders;
+      }
       if (previous ? previous.nextElementSibling !== section : grid.firstElementChild !== section) {
         if (previous) previous.after(section); else grid.prepend(section);
       }
@@ -114,7 +125,7 @@
   }
 
   function waitingCell(job) {
-    return el("td", { class: "waiting", dataset: { submitted: job.submitted_at } }, duration(job.waiting_s));
+    return el("td", { class: "waiting", dataset: { submitted: job.submitted_at } }, duration(secondsSince(job.submitted_at)));
   }
 
   function renderQueue(cls, queue) {
@@ -141,10 +152,7 @@
   }
 
   function tickWaiting() {
-    const now = Date.now() - skewMs;
-    for (const cell of document.querySelectorAll("td.waiting")) {
-      cell.textContent = duration((now - Date.parse(cell.dataset.submitted)) / 1000);
-    }
+    for (const cell of document.querySelectorAll("td.waiting")) cell.textContent = duration(secondsSince(cell.dataset.submitted));
   }
 
   /* The chart is redrawn at most every UTIL_REDRAW_MS, with the latest figures: at 1,000 nodes a push
@@ -194,10 +202,30 @@
     document.getElementById("updated").textContent = Live.time(state.generated_at);
   }
 
-  render(Live.readJson("initial-state"));
+  /* The page asks for changes: after the whole state, each message carries only what changed since the
+   * last (portal/dashboard/cluster_delta.py, whose apply_changes this mirrors). A reconnection starts
+   * again from a whole state. */
+  function applyChanges(sent, changes) {
+    const state = Object.assign({}, sent);
+    for (const key of changes.unset || []) delete state[key];
+    Object.assign(state, changes.set);
+    const byName = new Map(sent.nodes.map((node) => [node.name, node]));
+    for (const node of changes.nodes) byName.set(node.name, node);
+    state.nodes = (changes.node_order || sent.nodes.map((node) => node.name)).map((name) => byName.get(name));
+    state.jobs = Object.assign({}, sent.jobs, changes.jobs);
+    for (const key of changes.jobs_gone) delete state.jobs[key];
+    return state;
+  }
+
+  let current = Live.readJson("initial-state");
+  render(current);
   setInterval(tickWaiting, 5000);
-  const socket = Live.connect("/ws/cluster/", (message) => { if (message.type === "cluster") render(message.state); },
-                              document.getElementById("live-status"));
+  const socket = Live.connect("/ws/cluster/?changes=1", (message) => {
+    if (message.type === "cluster") current = message.state;
+    else if (message.type === "cluster-changes") current = applyChanges(current, message.changes);
+    else return;
+    render(current);
+  }, document.getElementById("live-status"));
   // The utilization window slides even when nothing changes: ask for a fresh state every minute.
   setInterval(() => socket.send({ type: "refresh" }), 60000);
 })();

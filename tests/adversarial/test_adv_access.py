@@ -113,6 +113,8 @@ def test_metrics_open_only_to_the_metrics_token(secured, client) -> None:
 
 WS_ROUTES = {
     "/ws/cluster/": {"anonymous": 4401, "owner": "cluster", "other": "cluster", "staff": "cluster", "agent": 4401},
+    "/ws/cluster/?changes=1": {"anonymous": 4401, "owner": "cluster", "other": "cluster", "staff": "cluster",
+                               "agent": 4401},
     "/ws/latency/": {"anonymous": 4401, "owner": "latency", "other": "latency", "staff": "latency", "agent": 4401},
     "/ws/jobs/{job}/": {"anonymous": 4401, "owner": "job", "other": 4404, "staff": "job", "agent": 4401},
 }

@@ -55,6 +55,9 @@ def test_submit_watch_on_the_grid_see_the_log_and_cancel(live, browser_page, use
     assert "mine" in cell.get_attribute("class")
     cell.hover()
     assert f"job {job_id} browser-te (alice, TE" in cluster.text_content("#gpu-detail")
+    # Its running time is counted by the page from its start (a push sends only what changed).
+    cluster.wait_for_function("/, RUNNING for \\d+(\\.\\d)? s\\)$/.test(document.getElementById('gpu-detail').textContent)",
+                              timeout=UI_WAIT_MS)
     screens.shot(cluster, "cluster-running")
     assert_not_reloaded(cluster)
 

@@ -93,6 +93,46 @@ def test_cluster_socket_pushes_a_new_state_after_a_hint(ws_connect, roles, make_
     run(scenario)
 
 
+def test_a_page_asking_for_changes_gets_the_state_once_then_what_changed(ws_connect, roles, make_job, make_node):
+    """``?changes=1``: the whole state first, then ``cluster-changes`` that, applied to what the page holds,
+    give the state a page connecting afresh gets; a node nothing happened on is not sent again."""
+    from cluster.models import Gpu
+    from portal.dashboard.cluster_delta import apply_changes
+    from scheduler.models import JobState
+
+    make_node("n1", 2)
+    make_node("n2", 2)
+    running = make_job(roles.other, state=JobState.RUNNING, job_class="BE")
+    Gpu.objects.filter(node__name="n2").update(allocated_to=running)
+
+    async def scenario() -> None:
+        page, _ = await ws_connect("/ws/cluster/?changes=1", roles.owner)
+        first = await page.receive_json_from(TIMEOUT)
+        assert first["type"] == "cluster"
+        held = first["state"]
+        mine = await sync_to_async(make_job)(roles.owner, job_class="TE", name="fresh")  # within the hints' throttle:
+        await sync_to_async(realtime.publish_cluster_changed)()  # the cycle's hint
+        second = await page.receive_json_from(TIMEOUT)
+        assert second["type"] == "cluster-changes" and "state" not in second
+        assert second["changes"]["nodes"] == [] and second["changes"]["jobs"] == {}  # no GPU changed hands
+        held = apply_changes(held, second["changes"])
+        assert [j["id"] for j in held["queue"]["TE"]["jobs"]] == [mine.pk]
+        await sync_to_async(Gpu.objects.filter(node__name="n1", index=0).update)(allocated_to=mine)
+        await sync_to_async(realtime.publish_cluster_changed)()
+        third = await page.receive_json_from(TIMEOUT)
+        assert [n["name"] for n in third["changes"]["nodes"]] == ["n1"]
+        assert list(third["changes"]["jobs"]) == [str(mine.pk)]
+        held = apply_changes(held, third["changes"])
+        afresh, _ = await ws_connect("/ws/cluster/", roles.owner)
+        whole = (await afresh.receive_json_from(TIMEOUT))["state"]
+        for other in (page, afresh):
+            await other.disconnect()
+        assert {k: v for k, v in held.items() if k not in ("generated_at", "utilization")} == {
+            k: v for k, v in whole.items() if k not in ("generated_at", "utilization")}
+
+    run(scenario)
+
+
 def test_burst_of_hints_gives_one_refresh(ws_connect, roles):
     async def scenario() -> None:
         communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
