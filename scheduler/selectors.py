@@ -89,16 +89,23 @@ def events_of(job_ids: Collection[int]) -> dict[int, list[dict]]:
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """GPU capacity of the registered nodes (all states: a node that is down may return)."""
+    """GPU capacity of the registered nodes (all states: a node that is down may return); with
+    ``node_shapes`` (``request_capacity.NodeShape``), each kind of node and how many, when asked for."""
 
     nodes: int
     largest_node_gpus: int
     total_gpus: int
+    node_shapes: tuple[tuple[int, float, float, int], ...] = ()
 
 
-def cluster_capacity() -> Capacity:
-    agg = Node.objects.aggregate(n=Count("id"), largest=Max("gpus"), total=Sum("gpus"))
-    return Capacity(agg["n"] or 0, agg["largest"] or 0, agg["total"] or 0)
+def cluster_capacity(shapes: bool = False) -> Capacity:
+    """The registered nodes' capacity in one query; ``shapes``: with ``node_shapes`` (grouped by GPUs, CPUs and
+    memory: few rows where nodes are alike), for a request that asks for CPUs or memory."""
+    if not shapes:
+        agg = Node.objects.aggregate(n=Count("id"), largest=Max("gpus"), total=Sum("gpus"))
+        return Capacity(agg["n"] or 0, agg["largest"] or 0, agg["total"] or 0)
+    rows = tuple(Node.objects.order_by().values_list("gpus", "cpus", "mem_gb").annotate(n=Count("id")))
+    return Capacity(sum(r[3] for r in rows), max((r[0] for r in rows), default=0), sum(r[0] * r[3] for r in rows), rows)
 
 
 # --- Quota usage ----------------------------------------------------------

@@ -17,25 +17,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import adaptive_jobs, announce, dependencies, elastic, identity, images, projects, quotas, transitions
-from scheduler.models import (
-    ACTIVE_STATES,
-    DEFAULT_GRACE_PERIOD_S,
-    MAX_COMMAND_LENGTH,
-    MAX_CPUS_PER_JOB,
-    MAX_GPUS_PER_JOB,
-    MAX_GRACE_PERIOD_S,
-    MAX_MEM_GB_PER_JOB,
-    MAX_NAME_LENGTH,
-    MAX_TIME_LIMIT_S,
-    PRIORITY_RANGE,
-    TERMINAL_STATES,
-    Job,
-    JobClassChoice,
-    JobEvent,
-    JobState,
-    Quota,
-)
+from scheduler import (adaptive_jobs, announce, dependencies, elastic, identity, images, projects, quotas,
+                       request_capacity, transitions)
+from scheduler.models import (ACTIVE_STATES, DEFAULT_GRACE_PERIOD_S, MAX_COMMAND_LENGTH, MAX_CPUS_PER_JOB, MAX_GPUS_PER_JOB,
+                              MAX_GRACE_PERIOD_S, MAX_MEM_GB_PER_JOB, MAX_NAME_LENGTH, MAX_TIME_LIMIT_S, PRIORITY_RANGE,
+                              TERMINAL_STATES, Job, JobClassChoice, JobEvent, JobState, Quota)
 from scheduler.selectors import Capacity, cluster_capacity, quota_usage
 from scheduler.triggers import request_scheduling
 
@@ -108,7 +94,8 @@ def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]
 
     GPU counts: 1 to 64 always; when nodes are registered, a TE job must fit on
     the largest node (TE jobs run on one node) and a BE job on all registered
-    GPUs together (BE jobs may span nodes, all or nothing).
+    GPUs together (BE jobs may span nodes, all or nothing); so must its CPUs and
+    memory with its GPUs, when ``capacity`` has the nodes' shapes (``request_capacity``).
     """
     errors: dict[str, list[str]] = {}
 
@@ -140,6 +127,9 @@ def validate_request(req: JobRequest, capacity: Capacity) -> dict[str, list[str]
             add(name, "Must be at least 0.")
         elif value > top:
             add(name, f"At most {top}.")
+    for name, messages in request_capacity.shape_errors(req.num_gpus, req.num_cpus, req.mem_gb, req.job_class == "TE",
+                                                        capacity.node_shapes).items():
+        errors.setdefault(name, []).extend(messages)
     if not 0 <= req.grace_period <= MAX_GRACE_PERIOD_S:
         add("grace_period", f"Must be between 0 and {MAX_GRACE_PERIOD_S} seconds.")
     if req.time_limit is not None and not 1 <= req.time_limit <= MAX_TIME_LIMIT_S:
@@ -179,7 +169,7 @@ def submit_job(owner, req: JobRequest) -> Job:  # noqa: ANN001 - a user model in
     The returned job carries its (empty) attempts and its submission event as
     if prefetched, so an answer can be rendered from it without reading back.
     """
-    errors = validate_request(req, cluster_capacity())
+    errors = validate_request(req, cluster_capacity(shapes=bool(req.num_cpus or req.mem_gb)))
     usable, image_problems = images.resolve({req.image})
     if req.image in image_problems:
         errors.setdefault("image", []).append(image_problems[req.image])
@@ -243,7 +233,7 @@ def submit_jobs(owner, reqs: list[JobRequest], indices: list[int] | None = None,
     run_as, identity_errors = _run_as(owner)
     if identity_errors:
         raise JobRequestInvalid(identity_errors)
-    capacity = cluster_capacity()
+    capacity = cluster_capacity(shapes=any(req.num_cpus or req.mem_gb for req in reqs))
     reqs = list(reqs)  # dependencies are stored in their canonical form
     errors = {i: found for i, req in enumerate(reqs) if (found := validate_request(req, capacity))}
     usable, image_problems = images.resolve({req.image for req in reqs})

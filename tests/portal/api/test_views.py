@@ -163,5 +163,18 @@ class TestAgainstRegisteredNodes:
         assert Job.objects.count() == 1
 
 
+    def test_cpus_or_memory_no_node_can_give_with_the_gpus_are_refused_naming_the_field(self, roles, api_as) -> None:
+        """The nodes have 32 CPUs and 256 GB each: a TE job gets one node, a BE job may spread over both."""
+        client = api_as(roles.owner)
+        refused = client.post(URL, {**VALID, "job_class": "TE", "num_gpus": 1, "num_cpus": 33}, format="json")
+        assert refused.status_code == 400 and list(refused.json()["errors"]) == ["num_cpus"]
+        assert "can give that to 0 GPUs on one node" in refused.json()["errors"]["num_cpus"][0]
+        memory = client.post(URL, {**VALID, "num_gpus": 12, "mem_gb": 1024}, format="json")
+        assert memory.status_code == 400 and list(memory.json()["errors"]) == ["mem_gb"]
+        assert Job.objects.count() == 0
+        spread = client.post(URL, {**VALID, "num_gpus": 8, "num_cpus": 48, "mem_gb": 400}, format="json")
+        assert spread.status_code == 201  # 6 CPUs and 50 GB per GPU: 5 GPUs on each node
+
+
 def test_without_nodes_only_the_hard_bound_applies(roles, api_as) -> None:
     assert api_as(roles.owner).post(URL, {**VALID, "num_gpus": 64}, format="json").status_code == 201
