@@ -37,7 +37,8 @@ def shape_errors(num_gpus: int, num_cpus: float, mem_gb: float, one_node: bool,
     alone but not both together, both are named."""
     if not shapes or num_gpus < 1 or not (num_cpus > 0 or mem_gb > 0):
         return {}
-    where = "on one node (a TE job runs on one)" if one_node else "in all"
+    if one_node and not any(gpus >= num_gpus for gpus, _, _, _ in shapes):
+        return {}  # too many GPUs for any node: the GPU count's own error says so
 
     def fits(cpg: float, mpg: float) -> bool:
         largest, total = units(shapes, cpg, mpg)
@@ -47,17 +48,22 @@ def shape_errors(num_gpus: int, num_cpus: float, mem_gb: float, one_node: bool,
     if fits(cpg, mpg):
         return {}
     errors: dict[str, list[str]] = {}
-    for name, amount, alone, unit in (("num_cpus", num_cpus, (cpg, 0.0), "CPUs"),
-                                      ("mem_gb", mem_gb, (0.0, mpg), "GB of memory")):
+    for name, amount, alone, unit, column in (("num_cpus", num_cpus, (cpg, 0.0), "CPUs", 1),
+                                              ("mem_gb", mem_gb, (0.0, mpg), "GB of memory", 2)):
         if amount > 0 and not fits(*alone):
-            held = units(shapes, *alone)[0 if one_node else 1]
-            errors[name] = [f"{amount:g} {unit} for {_gpus(num_gpus)} is {amount / num_gpus:g} per GPU; the "
-                            f"registered nodes can give that to {_gpus(held)} {where}, not {num_gpus}."]
+            if one_node:
+                most = max(shape[column] for shape in shapes if shape[0] >= num_gpus)
+                message = (f"No node has {_gpus(num_gpus)} and {amount:g} {unit} (a TE job runs on one node): "
+                           f"the most on a node with {_gpus(num_gpus)} is {most:g}.")
+            else:
+                message = (f"{amount:g} {unit} for {_gpus(num_gpus)} is {amount / num_gpus:g} per GPU, spread with "
+                           f"the GPUs: the nodes can give that to {_gpus(units(shapes, *alone)[1])} in all.")
+            errors[name] = [message]
     if not errors:
-        both = f"{num_cpus:g} CPUs and {mem_gb:g} GB of memory for {_gpus(num_gpus)}"
-        errors = {name: [f"{both}: no node can give both with its GPUs {where}."] for name in ("num_cpus", "mem_gb")}
+        both = f"{num_cpus:g} CPUs and {mem_gb:g} GB of memory with {_gpus(num_gpus)}"
+        where = "on one node (a TE job runs on one)" if one_node else "in all"
+        errors = {name: [f"No nodes have {both} {where}: each alone, but not both."] for name in ("num_cpus", "mem_gb")}
     return errors
-
 
 def _gpus(n: int) -> str:
     return f"{n} GPU{'' if n == 1 else 's'}"

@@ -168,7 +168,7 @@ class TestAgainstRegisteredNodes:
         client = api_as(roles.owner)
         refused = client.post(URL, {**VALID, "job_class": "TE", "num_gpus": 1, "num_cpus": 33}, format="json")
         assert refused.status_code == 400 and list(refused.json()["errors"]) == ["num_cpus"]
-        assert "can give that to 0 GPUs on one node" in refused.json()["errors"]["num_cpus"][0]
+        assert "the most on a node with 1 GPU is 32" in refused.json()["errors"]["num_cpus"][0]
         memory = client.post(URL, {**VALID, "num_gpus": 12, "mem_gb": 1024}, format="json")
         assert memory.status_code == 400 and list(memory.json()["errors"]) == ["mem_gb"]
         assert Job.objects.count() == 0
