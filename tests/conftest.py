@@ -36,6 +36,17 @@ _DB_FIXTURES = {"db", "transactional_db", "live_server", "admin_user", "admin_cl
 _service_problems: dict[str, str | None] = {}
 
 
+@pytest.fixture(autouse=True)
+def _metrics_count_afresh() -> None:
+    """/metrics counts the settled part of its history once per process (``portal.dashboard.start_latency``);
+    each test's database starts empty, so each test's count starts afresh."""
+    import sys
+
+    module = sys.modules.get("portal.dashboard.start_latency")
+    if module is not None:
+        module.SETTLED.forget()
+
+
 def unavailable(message: str) -> NoReturn:
     """Skip, or under CI=true fail, because a service the test needs is missing."""
     if IN_CI:
