@@ -16,7 +16,8 @@ from django.utils.html import format_html, format_html_join
 from audit import services as audit
 from audit.admin import AuditedAdmin
 from scheduler import holds, selectors, services
-from scheduler.models import Attempt, Job, JobEvent, Quota
+from scheduler.core.decisions import Reason
+from scheduler.models import Attempt, Job, JobEvent, PendingReason, Quota
 from scheduler.quotas import Scope, Usage
 
 
@@ -67,15 +68,38 @@ class JobEventInline(StaffMayView, admin.TabularInline):
     readonly_fields = fields
 
 
+#: Why a job starts, stops or changes, not why it waits.
+_ACTIONS = {Reason.SCHEDULED, Reason.PREEMPTED_FOR_TE, Reason.PREEMPTED_FOR_PRIORITY, Reason.SHRUNK_FOR_JOB,
+            Reason.GROWN, Reason.PLAN_CHANGED}
+#: Every reason a job may wait for.
+PENDING_REASONS = sorted(({*PendingReason.values} | {r.value for r in Reason if r not in _ACTIONS}) - {""})
+
+
+class PendingReasonFilter(admin.SimpleListFilter):
+    """The reasons a job may wait for, as the code knows them, instead of those found in every job row."""
+
+    title = "pending reason"
+    parameter_name = "pending_reason__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(reason, reason) for reason in PENDING_REASONS]
+
+    def queryset(self, request: HttpRequest, queryset):  # noqa: ANN001, ANN201 - a Job queryset
+        return queryset.filter(pending_reason=self.value()) if self.value() else queryset
+
+
 @admin.register(Job)
 class JobAdmin(StaffMayView, admin.ModelAdmin):
     # Compact columns: at 1400 px the admin's navigation and filter sidebars leave the list about 740 px,
     # where the default "Dec. 2, 2026, 1:10 a.m." (kept on one line) pushed the last column out of view.
     list_display = ["id", "name", "owner", "job_class", "gpus", "state", "pending_reason", "submitted"]
-    list_filter = ["state", "job_class", "pending_reason", "hold"]
+    # At 300,000 jobs the date hierarchy's DISTINCT over every submission date, the pending reasons' DISTINCT
+    # and the second COUNT of every row took 0.18 s of each 0.28 s load of the list; none of these filters
+    # reads the table to offer its choices.
+    list_filter = ["state", "job_class", PendingReasonFilter, "hold", ("submitted_at", admin.DateFieldListFilter)]
+    show_full_result_count = False
     search_fields = ["name", "owner__username", "command"]
     list_select_related = ["owner"]
-    date_hierarchy = "submitted_at"
     inlines = [AttemptInline, JobEventInline]
     actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
 
