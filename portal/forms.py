@@ -24,6 +24,7 @@ from interactive.models import SessionKind
 from portal.cli.units import format_duration, parse_duration
 from scheduler.selectors import enabled_image_names
 from scheduler.services import JobRequest
+from scheduler.usage import parse_instant
 
 #: Which form field shows a quota refusal for each limit (others show above the form).
 QUOTA_LIMIT_FIELD = {
@@ -167,6 +168,20 @@ class JobFilterForm(forms.Form):
     owner = forms.CharField(required=False, max_length=150, help_text="Staff: a username.")
     arrays = forms.ChoiceField(choices=[("", "arrays expanded"), ("collapsed", "arrays collapsed")], required=False,
                                label="Arrays")
+    # Jobs waiting or running at some moment of these days, as sacct -S / -E select (``filter_jobs``).
+    active_from = forms.DateField(required=False, label="Active from", widget=forms.DateInput(attrs={"type": "date"}))
+    active_to = forms.DateField(required=False, label="Active until (that day included)",
+                                widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict:
+        """The days as instants: ``active_from`` at its midnight (UTC), ``active_to`` at the next."""
+        data = super().clean()
+        for name, end_of_day in (("active_from", False), ("active_to", True)):
+            if data.get(name):
+                data[name] = parse_instant(data[name].isoformat(), end_of_day)
+        if data.get("active_from") and data.get("active_to") and data["active_to"] <= data["active_from"]:
+            self.add_error("active_to", "Must not be before the first day.")
+        return data
 
 
 class PriorityForm(forms.Form):

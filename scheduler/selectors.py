@@ -37,10 +37,13 @@ def visible_jobs(user) -> QuerySet[Job]:  # noqa: ANN001 - a user model instance
 def filter_jobs(
     jobs: QuerySet[Job], *, state: str | Collection[str] | None = None, job_class: str | None = None,
     owner: str | None = None, arrays: str | None = None, array_id: int | None = None,
+    active_from: datetime | None = None, active_to: datetime | None = None,
 ) -> QuerySet[Job]:
     """Narrow a job queryset; callers validate the values first (see ``JOB_FILTERS``). ``state``: one
     state, or several (jobs in any of them). ``arrays="collapsed"``: an array is one row, its first
-    task's, annotated with ``array_tasks`` (how many tasks it has). ``array_id``: the tasks of that array."""
+    task's, annotated with ``array_tasks`` (how many tasks it has). ``array_id``: the tasks of that array.
+    ``active_from`` / ``active_to``: the jobs that existed and had not ended at some moment between them
+    (submitted before ``active_to``, not ended before ``active_from``), as Slurm's ``sacct -S -E`` selects."""
     if arrays == "collapsed":
         tasks = Job.objects.filter(array_id=OuterRef("pk")).order_by().values("array_id").annotate(n=Count("pk"))
         jobs = jobs.filter(Q(array_id__isnull=True) | Q(array_id=F("pk"))).annotate(
@@ -55,6 +58,10 @@ def filter_jobs(
         jobs = jobs.filter(owner__username=owner)
     if array_id is not None:
         jobs = jobs.filter(array_id=array_id)
+    if active_to is not None:
+        jobs = jobs.filter(submitted_at__lt=active_to)
+    if active_from is not None:
+        jobs = jobs.filter(Q(ended_at__isnull=True) | Q(ended_at__gte=active_from))
     return jobs
 
 

@@ -64,7 +64,7 @@ class UsageQuery:
     by: str = "project"
 
 
-def _instant(text: str, end_of_day: bool) -> datetime | None:
+def parse_instant(text: str, end_of_day: bool) -> datetime | None:
     """An ISO date (``2026-12-01``: its midnight, or the next midnight for ``end_of_day``) or an ISO
     date-time (naive: UTC); None when ``text`` is neither."""
     try:
@@ -87,7 +87,7 @@ def parse_query(params: Mapping[str, str], now: datetime | None = None) -> Usage
     parsed: dict[str, datetime | None] = {}
     for name, end_of_day in (("from", False), ("to", True)):
         text = (params.get(name) or "").strip()
-        parsed[name] = _instant(text, end_of_day) if text else None
+        parsed[name] = parse_instant(text, end_of_day) if text else None
         if text and parsed[name] is None:
             errors[name] = [f"{text[:40]!r} is not a date (YYYY-MM-DD) or an ISO date-time."]
     by = (params.get("by") or "project").strip()

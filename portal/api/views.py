@@ -44,6 +44,10 @@ _LIST_PARAMS = [
     OpenApiParameter("job_class", str, enum=[*JobClassChoice.values, ""], description="Only TE or only BE jobs (empty: both)."),
     OpenApiParameter("owner", str, description="Staff only: only this user's jobs."),
     OpenApiParameter("array", int, description="Only the tasks of this job array (its id: the first task's job id)."),
+    OpenApiParameter("from", str, description="Only jobs not ended before this instant, as sacct -S: YYYY-MM-DD "
+                     "(midnight UTC) or an ISO date-time."),
+    OpenApiParameter("to", str, description="Only jobs submitted before this instant, as sacct -E: YYYY-MM-DD "
+                     "(that day included) or an ISO date-time."),
 ]
 
 
@@ -53,6 +57,20 @@ BAD_SUBMISSION = OpenApiResponse(
                                resource_type_field_name=None),
     description="Field errors ({errors: {field: [messages]}}), or a body that is not JSON ({detail}).",
 )
+
+
+def _active_window(params) -> tuple[dict, dict[str, list[str]]]:  # noqa: ANN001 - the query parameters
+    """``from`` and ``to`` as ``filter_jobs``'s ``active_from`` / ``active_to``, and the errors, by field."""
+    window, errors = {}, {}
+    for name, key, end_of_day in (("from", "active_from", False), ("to", "active_to", True)):
+        text = (params.get(name) or "").strip()
+        if text:
+            window[key] = usage.parse_instant(text, end_of_day)
+            if window[key] is None:
+                errors[name] = [f"{text[:40]!r} is not a date (YYYY-MM-DD) or an ISO date-time."]
+    if not errors and "active_from" in window and "active_to" in window and window["active_to"] <= window["active_from"]:
+        errors["to"] = ["Must be after from."]
+    return window, errors
 
 
 def _quota_body(v) -> dict:  # noqa: ANN001 - a scheduler.quotas.Violation
@@ -113,9 +131,11 @@ class JobViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 errors["array"] = [f'"{array[:40]}" is not a job array id (a job id, such as 12).']
             else:
                 filters["array_id"] = int(array)
+        window, window_errors = _active_window(request.query_params)
+        errors.update(window_errors)
         if errors:
             return validation_error(errors)
-        jobs = selectors.filter_jobs(self.get_queryset(), **filters)
+        jobs = selectors.filter_jobs(self.get_queryset(), **filters, **window)
         page = self.paginate_queryset(jobs)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 

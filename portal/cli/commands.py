@@ -159,7 +159,8 @@ def _submit_array(client: ApiClient, args: argparse.Namespace, out: TextIO) -> i
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     start = getattr(args, "start", False)
     filters = {"state": args.state or ("PENDING" if start else None), "job_class": args.job_class,
-               "array": str(args.array) if getattr(args, "array", None) else None}
+               "array": str(args.array) if getattr(args, "array", None) else None,
+               "from": getattr(args, "active_from", None), "to": getattr(args, "active_to", None)}
     if args.all_pages:
         jobs: list[dict[str, Any]] = []
         count = 0

@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--class", dest="job_class", type=str.upper, choices=["TE", "BE"],
                          help="only TE or only BE jobs")
     listing.add_argument("--array", type=_positive_int, metavar="ID", help="only the tasks of job array ID")
+    listing.add_argument("--from", dest="active_from", metavar="DATE",
+                         help="only jobs not ended before DATE, like sacct -S: YYYY-MM-DD (midnight UTC) or an "
+                              "ISO date-time")
+    listing.add_argument("--to", dest="active_to", metavar="DATE",
+                         help="only jobs submitted before DATE, like sacct -E: YYYY-MM-DD (that day included) or "
+                              "an ISO date-time")
     listing.add_argument("--page", type=_positive_int, default=1, help="page number (default 1)")
     listing.add_argument("--all-pages", action="store_true", help="fetch every page")
     listing.add_argument("--start", action="store_true",

@@ -126,6 +126,29 @@ def test_my_jobs_page_filters_and_paginates(roles, browser_as, make_job) -> None
     assert page_links == ["job_class=BE&amp;page=2"]
 
 
+def test_my_jobs_page_shows_the_jobs_active_between_two_days(roles, browser_as, make_job) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    for name, submitted, ended in (("last-month", 40, 30), ("this-week", 6, 2), ("running", 1, None)):
+        job = make_job(roles.owner, JobState.COMPLETED if ended else JobState.RUNNING, name=name)
+        Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(days=submitted),
+                                             ended_at=None if ended is None else now - timedelta(days=ended))
+    client = browser_as(roles.owner)
+    day = lambda n: (now - timedelta(days=n)).date().isoformat()  # noqa: E731
+
+    def listed(query: str) -> set[str]:
+        return {j.name for j in client.get(f"/jobs/?{query}").context["page"]}
+
+    assert listed(f"active_from={day(7)}") == {"this-week", "running"}
+    assert listed(f"active_from={day(35)}&active_to={day(5)}") == {"last-month", "this-week"}
+    page = client.get(f"/jobs/?active_from={day(1)}&active_to={day(3)}")
+    assert "Must not be before the first day." in page.content.decode()
+    assert 'type="date" name="active_from"' in client.get("/jobs/").content.decode()
+
+
 def test_staff_see_every_job_with_owner_and_can_filter_by_owner(roles, browser_as, make_job) -> None:
     make_job(roles.owner, name="alices")
     make_job(roles.other, name="bobs")

@@ -90,6 +90,45 @@ def test_bad_token_is_refused(live_server, roles, run_cli) -> None:
     assert err.startswith("gpusched: error: HTTP 401 ")
 
 
+def _dated(make_job, owner, name: str, submitted_days_ago: float, ended_days_ago: float | None):  # noqa: ANN001, ANN202
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    job = make_job(owner, name=name, state="COMPLETED" if ended_days_ago is not None else "RUNNING")
+    Job.objects.filter(pk=job.pk).update(
+        submitted_at=now - timedelta(days=submitted_days_ago),
+        ended_at=None if ended_days_ago is None else now - timedelta(days=ended_days_ago))
+    return job
+
+
+def test_list_from_and_to_select_the_jobs_active_in_between_like_sacct(roles, as_user, make_job) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _dated(make_job, roles.owner, "ended-long-ago", 30, 20)
+    _dated(make_job, roles.owner, "ended-yesterday", 5, 1)
+    _dated(make_job, roles.owner, "still-running", 3, None)
+    _dated(make_job, roles.owner, "submitted-today", 0.01, None)
+    cli = as_user(roles.owner)
+    day = lambda n: (timezone.now() - timedelta(days=n)).date().isoformat()  # noqa: E731
+
+    def names(*argv: str) -> set[str]:
+        code, out, err = cli("list", "--json", *argv)
+        assert code == 0, err
+        return {j["name"] for j in json.loads(out)["results"]}
+
+    assert names("--from", day(2)) == {"ended-yesterday", "still-running", "submitted-today"}
+    assert names("--to", day(4)) == {"ended-long-ago", "ended-yesterday"}  # submitted by the end of that day
+    assert names("--from", day(10), "--to", day(2)) == {"ended-yesterday", "still-running"}
+    code, _, err = cli("list", "--from", "last tuesday")
+    assert code != 0 and "from: 'last tuesday' is not a date" in err
+    code, _, err = cli("list", "--from", day(1), "--to", day(3))
+    assert code != 0 and "to: Must be after from." in err
+
+
 def test_list_filters_and_all_pages(roles, as_user, make_job) -> None:
     for i in range(27):
         make_job(roles.owner, name=f"be-{i}", job_class="BE")
