@@ -127,6 +127,7 @@ def forget_previous(agent: AgentParts, previous: str) -> None:
                 agent.config.name, agent.cluster.known, previous, len(running), len(supervisor.newest),
                 len(agent.recent_exits.current(time.time())), len(queued))
     agent.cluster.muted.update(running)
+    supervisor.pending.waiting.clear()  # launches of the previous cluster waiting for an image: never started
     for job, attempt in running:
         supervisor.kill({"job_id": job, "attempt": attempt, "grace_period": 0.0, "reason": protocol.EXIT_STALE})
     give_up = time.monotonic() + STOP_WAIT_S

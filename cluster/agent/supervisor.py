@@ -14,7 +14,10 @@ Idempotency by (job_id, attempt):
 * a launch of a newer attempt while an older one still runs here kills the
   older one (the server has moved on, so it is stale);
 * a preempt or kill of an attempt that is not running does nothing; repeating
-  one does not signal twice and can only bring the SIGKILL deadline closer.
+  one does not signal twice and can only bring the SIGKILL deadline closer;
+* a launch whose image is not yet unpacked here waits for it (``image_prep``:
+  unpacked by a thread of its own, the one exception to "no threads") and is
+  started by a later ``tick()``; a preempt or kill of it drops it, reported ended.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 from cluster import protocol
 from cluster.agent import attempt_cgroups, procs, stopping
 from cluster.agent.attempt import TrackedAttempt, Key, marker_identity, read_exit_file
+from cluster.agent.image_prep import PendingLaunches
 from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import LogLimits, flush_final_log, log_report, stream_new_lines
 from cluster.agent.orphans import orphan_attempt
@@ -81,13 +85,15 @@ class Supervisor:
         self.log_limits = log_limits
         self.attempts: dict[Key, TrackedAttempt] = {}
         self.newest: dict[str, int] = {}
+        confined = self.launcher.confinement
+        self.pending = PendingLaunches(confined.images if confined.runtime is not None else None)
         self.dirty = False
 
     # ----- state -------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
         return {"attempts": [a.to_state() for a in self.attempts.values()], "newest": dict(self.newest),
-                "sessions": self.sessions.to_state()}
+                "sessions": self.sessions.to_state(), "awaiting_image": self.pending.to_state()}
 
     def restore(self, state: Mapping[str, Any]) -> list[Key]:
         """Re-adopt the attempts a previous agent process left running.
@@ -97,6 +103,8 @@ class Supervisor:
         shim's exit file. Returns the adopted keys.
         """
         self.newest.update({str(k): int(v) for k, v in state.get("newest", {}).items()})
+        for kwargs in state.get("awaiting_image", []):  # unpacked again (a half-done unpack is never used)
+            self._start_or_wait(protocol.LaunchCommand.from_kwargs(kwargs), kwargs)
         self.sessions.restore(state.get("sessions", []))
         for data in state.get("attempts", []):
             att = TrackedAttempt.from_state(data)
@@ -129,13 +137,14 @@ class Supervisor:
         return any(a.kill_at is not None for a in self.attempts.values())
 
     def running(self) -> list[list[Any]]:
-        """[[job_id, attempt], ...] of every attempt with a live process (heartbeat payload)."""
-        return [[a.job_id, a.attempt] for a in self.attempts.values()]
+        """[[job_id, attempt], ...] of every attempt with a live process or waiting for its image (heartbeat
+        payload: the server must not take a launch that waits for its image for a lost one)."""
+        return [[a.job_id, a.attempt] for a in self.attempts.values()] + [list(k) for k in self.pending.keys()]
 
     # ----- commands ----------------------------------------------------------
 
     def launch(self, kwargs: Mapping[str, Any]) -> str:
-        """Handle AGENT_LAUNCH; returns "started", "duplicate", "refused" or "failed".
+        """Handle AGENT_LAUNCH; returns "started", "waiting" (for its image), "duplicate", "refused" or "failed".
 
         Raises protocol.ProtocolError (naming the field) for malformed kwargs.
         """
@@ -153,6 +162,15 @@ class Supervisor:
             self._launch_failed(cmd, f"gpu_indices {bad} do not exist: node {self.node} has {self.gpu_count} GPUs")
             return "failed"
         self._warn_shared_gpus(cmd)
+        return self._start_or_wait(cmd, kwargs)
+
+    def _start_or_wait(self, cmd: protocol.LaunchCommand, kwargs: Mapping[str, Any]) -> str:
+        """Start ``cmd`` now, or "waiting" when its image must be unpacked first (``image_prep``)."""
+        if self.pending.must_wait(cmd):
+            self.pending.add(cmd, kwargs)
+            self.dirty = True
+            return "waiting"
+        job = str(cmd.job_id)
         try:
             att = self.launcher.spawn(self.sessions.prepare(cmd), kwargs.get(CLUSTER_ID_FIELD))
         except LaunchError as exc:
@@ -164,10 +182,8 @@ class Supervisor:
         self.attempts[att.key] = att
         self.dirty = True
         log.info("started %s attempt %d as process group %d on GPUs %s", job, cmd.attempt, att.pgid, list(cmd.gpu_indices))
-        self.emit(
-            protocol.REPORT_STARTED,
-            {"job_id": cmd.job_id, "attempt": cmd.attempt, "pid": att.pgid, "started_at": att.started_at},
-        )
+        self.emit(protocol.REPORT_STARTED,
+                  {"job_id": cmd.job_id, "attempt": cmd.attempt, "pid": att.pgid, "started_at": att.started_at})
         return "started"
 
     def decline(self, kwargs: Mapping[str, Any], reason: str, why: str) -> str:
@@ -193,7 +209,7 @@ class Supervisor:
         att = self._find(kwargs)
         grace = protocol.check_seconds(kwargs.get("grace_period", 0.0), "grace_period")
         if att is None:
-            return False
+            return self._drop_waiting(kwargs, protocol.EXIT_PREEMPT)
         self._stop(att, protocol.EXIT_PREEMPT, grace)
         return True
 
@@ -205,7 +221,7 @@ class Supervisor:
         if not isinstance(reason, str) or not _KILL_REASON_RE.fullmatch(reason):
             raise protocol.ProtocolError("reason", f"must be a short lowercase word like 'cancel', got {reason!r}")
         if att is None:
-            return False
+            return self._drop_waiting(kwargs, reason)
         self._stop(att, reason, grace)
         return True
 
@@ -223,17 +239,29 @@ class Supervisor:
         for att in stale:
             log.warning("reconcile: %s attempt %d is not expected here; stopping it", att.job_id, att.attempt)
             self._stop(att, protocol.EXIT_STALE, grace)
-        return [a.key for a in stale]
+        waiting = [key for key in self.pending.keys() if key not in keep]
+        for job, attempt in waiting:
+            self._drop_waiting({"job_id": job, "attempt": attempt}, protocol.EXIT_STALE)
+        return [a.key for a in stale] + waiting
 
     def stop_all(self, reason: str) -> None:
-        """Stop every attempt with its own grace period (agent shutdown)."""
+        """Stop every attempt with its own grace period, and drop the launches waiting for an image (agent shutdown)."""
         for att in list(self.attempts.values()):
             self._stop(att, reason, att.grace_period)
+        for job, attempt in self.pending.keys():
+            self._drop_waiting({"job_id": job, "attempt": attempt}, reason)
 
     # ----- periodic work -----------------------------------------------------
 
     def tick(self) -> None:
-        """Enforce time limits and SIGKILL deadlines; report attempts that ended."""
+        """Start the launches whose image is now unpacked; enforce time limits and SIGKILL deadlines; report
+        attempts that ended."""
+        for cmd, kwargs, error in self.pending.ready():
+            self.dirty = True
+            if error is not None:
+                self._launch_failed(cmd, f"image {cmd.image!r}: {error}", protocol.EXIT_IMAGE_UNAVAILABLE)
+            else:
+                self._start_or_wait(cmd, kwargs)
         now = self.clock()
         for att in list(self.attempts.values()):
             if att.handle is not None and att.handle.alive():
@@ -265,6 +293,17 @@ class Supervisor:
             log.info("%s attempt %d is not running here; nothing to do", job, attempt)
         return att
 
+    def _drop_waiting(self, kwargs: Mapping[str, Any], reason: str) -> bool:
+        """Take out the launch of ``kwargs``'s attempt waiting for its image and report it ended with ``reason``
+        without having run; False when none waits."""
+        cmd = self.pending.pop((str(kwargs["job_id"]), int(kwargs["attempt"])))
+        if cmd is None:
+            return False
+        self.dirty = True
+        log.info("%s attempt %d: stopped (%s) while waiting for its image; it never ran", cmd.job_id, cmd.attempt, reason)
+        self._report_unstarted(cmd, f"stopped ({reason}) while its image {cmd.image!r} was unpacked: it never ran", reason)
+        return True
+
     def _seen(self, cmd: protocol.LaunchCommand) -> str | None:
         """"duplicate" if the attempt runs here, "refused" if it is not newer than one seen here, else None.
 
@@ -272,6 +311,9 @@ class Supervisor:
         whose start it has not heard of (cluster/overdue.py), so that report was lost or is late, and
         without it the job would show as starting for its whole run. The server ignores a repeat."""
         job = str(cmd.job_id)
+        if (job, cmd.attempt) in self.pending.waiting:
+            log.info("launch of %s attempt %d: still waiting for its image", job, cmd.attempt)
+            return "waiting"
         att = self.attempts.get((job, cmd.attempt))
         if att is not None:
             log.info("launch of %s attempt %d: already running; its start is reported again", job, cmd.attempt)
@@ -346,23 +388,12 @@ class Supervisor:
         self.dirty = True
         log.info("%s attempt %d ended: exit_code=%s signal=%s reason=%s", att.job_id, att.attempt, exit_code, sig, reason)
         marker = marker_identity(Path(att.checkpoint_dir))
-        self.emit(
-            protocol.REPORT_EXITED,
-            {
-                "job_id": att.job_id,
-                "attempt": att.attempt,
-                "exit_code": exit_code,
-                "signal": sig,
-                "ended_at": ended_at(record, now),
-                "notice_at": att.notice_at,
-                "checkpointed": checkpointed(att, exit_code, marker),
-                "checkpoint_marker": wrote_marker(att, marker),
-                "reason": reason,
-                "message": message,
-                "peak_mem_bytes": peak_mem,
-                "cpu_seconds": cpu_seconds,
-            },
-        )
+        self.emit(protocol.REPORT_EXITED, {
+            "job_id": att.job_id, "attempt": att.attempt, "exit_code": exit_code, "signal": sig,
+            "ended_at": ended_at(record, now), "notice_at": att.notice_at,
+            "checkpointed": checkpointed(att, exit_code, marker), "checkpoint_marker": wrote_marker(att, marker),
+            "reason": reason, "message": message, "peak_mem_bytes": peak_mem, "cpu_seconds": cpu_seconds,
+        })
 
     def _emit_log(self, att: TrackedAttempt, lines: list[str]) -> None:
         self.emit(*log_report(att, lines))

@@ -96,8 +96,15 @@ class ConfinedNode:
                               base_env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, confinement=conf)
 
     def launch(self, job: str, command: str, user: str = USER_A, attempt: int = 1, **fields: Any) -> str:
+        """The launch's outcome: "started" or "failed", once a launch that waits for its image is started
+        or refused by a later step."""
         cmd = protocol.LaunchCommand(job_id=job, attempt=attempt, command=command, run_as=user, **fields)
-        return self.sup.launch(cmd.to_kwargs())
+        result = self.sup.launch(cmd.to_kwargs())
+        if result != "waiting":
+            return result
+        wait_until(lambda: (self.step(), (job, attempt) not in self.sup.pending.waiting)[1], what=f"{job}'s image")
+        started = [kw for kw in self.of(protocol.REPORT_STARTED, job) if kw["attempt"] == attempt]
+        return "started" if started else "failed"
 
     def step(self) -> None:
         self.sup.tick()

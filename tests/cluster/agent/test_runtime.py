@@ -9,7 +9,8 @@ import pytest
 
 from cluster import protocol
 from cluster.agent.runtime import IMAGE_CHECKPOINT_DIR, IMAGE_WORK_DIR, Bubblewrap
-from tests.cluster.agent.confined import ConfinedNode, build_test_image, ensure_users, unavailable
+from tests.cluster.agent.agent_testlib import wait_until
+from tests.cluster.agent.confined import USER_A, ConfinedNode, build_test_image, ensure_users, unavailable
 
 
 def test_the_bwrap_command_binds_the_job_dirs_and_only_its_own_gpu_nodes(tmp_path):
@@ -54,6 +55,49 @@ def test_a_job_runs_in_its_image_as_its_user_in_its_own_pid_namespace(node):
     assert int(pids.split()[1]) <= 5  # bwrap's init, the shell and ls: none of the host's processes
     assert (cwd, ckpt, ro, python) == (IMAGE_WORK_DIR, IMAGE_CHECKPOINT_DIR, "ro", "python ok")
     assert (node.sup.checkpoint_root / "in-image" / "state").read_text() == "saved\n"
+
+
+def _image_launch(job: str, command: str, tarball: Path, digest: str) -> dict:
+    return protocol.LaunchCommand(job_id=job, attempt=1, command=command, run_as=USER_A, image="debian-mini",
+                                  image_uri=str(tarball), image_digest=digest).to_kwargs()
+
+
+def test_a_launch_waits_for_its_image_while_the_node_goes_on(node):
+    """The first launch of an image on a node does not hold the node's loop while the image unpacks: other
+    jobs start, heartbeats list the waiting attempt (the server must not take it for lost), a repeat of the
+    launch starts nothing twice, and the job starts at a later step."""
+    tarball, digest = build_test_image()
+    kwargs = _image_launch("big-image", "echo in-image", tarball, digest)
+    assert node.sup.launch(kwargs) == "waiting"
+    assert ["big-image", 1] in node.sup.running()
+    assert node.launch("plain", "echo plain") == "started"
+    assert node.sup.launch(kwargs) == "waiting"  # no step yet: still waiting, and not started twice later
+    ex = node.exited("big-image")
+    assert (ex["exit_code"], node.lines("big-image")) == (0, ["in-image"])
+    assert len(node.of(protocol.REPORT_STARTED, "big-image")) == 1 and node.exited("plain")["exit_code"] == 0
+
+
+def test_a_launch_stopped_while_its_image_unpacks_never_runs(node):
+    tarball, digest = build_test_image()
+    assert node.sup.launch(_image_launch("doomed", "echo RAN", tarball, digest)) == "waiting"
+    assert node.sup.kill({"job_id": "doomed", "attempt": 1, "grace_period": 0.0, "reason": "cancel"})
+    ex = node.exited("doomed")
+    assert (ex["reason"], ex["exit_code"], "it never ran" in ex["message"]) == (protocol.EXIT_CANCEL, None, True)
+    wait_until(lambda: (node.step(), node.sup.launcher.confinement.images.path_for(digest).is_dir())[1],
+               what="the image to be unpacked")
+    node.step()
+    assert node.of(protocol.REPORT_STARTED, "doomed") == [] and "RAN" not in node.lines("doomed")
+    assert ["doomed", 1] not in node.sup.running()
+
+
+def test_a_launch_waiting_for_its_image_is_kept_across_an_agent_restart(node):
+    tarball, digest = build_test_image()
+    assert node.sup.launch(_image_launch("kept", "echo after-restart", tarball, digest)) == "waiting"
+    state = node.sup.to_state()
+    node.sup.pending.waiting.clear()  # the agent process is gone; the next one restores its saved state
+    node.sup.restore(state)
+    assert ["kept", 1] in node.sup.running()
+    assert node.exited("kept")["exit_code"] == 0 and node.lines("kept") == ["after-restart"]
 
 
 def test_a_corrupt_image_ends_as_image_unavailable(node, tmp_path):
