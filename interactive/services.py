@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from interactive.models import SessionEndpoint, SessionKind
 from interactive.servers import server_command
-from scheduler import announce
+from scheduler import announce, coordination, idleness
 from scheduler.models import Attempt, Job, JobClassChoice, JobState
 from scheduler.services import JobRequest, JobRequestInvalid, submit_job
 
@@ -69,7 +69,16 @@ def record_endpoint(node: str, job_id: int, attempt: int, host: str, port: int, 
 
 
 def touch(job_id: int, now: datetime) -> bool:
-    """Note activity through the portal on the session of ``job_id`` (one write per ACTIVITY_RESOLUTION_S)."""
+    """Note activity through the portal on the session of ``job_id`` (one write per ACTIVITY_RESOLUTION_S).
+
+    Activity also ends the session's idle spell and any idle warning (``scheduler.idleness.forget``), as a
+    busy GPU does: idle reclaim must not end a notebook its owner is working in while its GPUs rest (reading,
+    writing code, CPU work); the spell starts again from the next idle GPU report."""
     stale = now - timedelta(seconds=ACTIVITY_RESOLUTION_S)
-    return bool(SessionEndpoint.objects.filter(Q(last_activity_at__isnull=True) | Q(last_activity_at__lt=stale),
-                                               job_id=job_id).update(last_activity_at=now))
+    touched = bool(SessionEndpoint.objects.filter(Q(last_activity_at__isnull=True) | Q(last_activity_at__lt=stale),
+                                                  job_id=job_id).update(last_activity_at=now))
+    if touched:
+        attempt = SessionEndpoint.objects.filter(job_id=job_id).values_list("attempt", flat=True).first()
+        if attempt is not None:
+            idleness.forget(coordination.redis_client(), job_id, attempt)
+    return touched

@@ -87,6 +87,18 @@ def _float(text: bytes | str) -> float | None:
         return None
 
 
+def forget(client: redis.Redis, job_id: int, attempt: int) -> None:
+    """End the attempt's idle spell and its warning, as a busy report does: someone uses the job (an
+    interactive session's owner working through the portal while its GPUs rest). Never raises: a Redis
+    failure leaves the marks, and the next busy report or activity clears them."""
+    key = field(job_id, attempt)
+    try:
+        client.hdel(IDLE_KEY, key)
+        client.hdel(WARNED_KEY, key)
+    except redis.RedisError as exc:
+        log.warning("idle marks of %s not cleared (%s)", key, exc)
+
+
 def mark_warned(client: redis.Redis, job_id: int, attempt: int, at: float) -> None:
     client.hset(WARNED_KEY, field(job_id, attempt), f"{at:.3f}")
 

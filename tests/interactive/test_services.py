@@ -62,3 +62,42 @@ def test_touch_writes_at_most_once_per_resolution(no_triggers) -> None:  # noqa:
     assert services.touch(job.pk, now) is True
     assert services.touch(job.pk, now + timedelta(seconds=1)) is False
     assert services.touch(job.pk, now + timedelta(seconds=services.ACTIVITY_RESOLUTION_S + 1)) is True
+
+
+@pytest.mark.redis
+def test_working_in_a_session_ends_its_idle_spell_so_idle_reclaim_leaves_it(
+        redis_url, settings, sent, django_capture_on_commit_callbacks) -> None:  # noqa: ANN001
+    """A notebook whose GPUs rest while its owner works in it through the portal is not ended: activity ends
+    the idle spell and the warning, as a busy GPU does. The same marks without the activity end it."""
+    import time
+
+    import redis as redis_lib
+
+    from cluster.models import GpuPolicy
+    from scheduler import idleness, loop
+    from tests.support.live_helpers import submit
+
+    settings.REDIS_URL = redis_url
+    marks = redis_lib.Redis.from_url(redis_url)
+    marks.delete(idleness.IDLE_KEY, idleness.WARNED_KEY)
+    GpuPolicy.objects.create(pk=1, idle_after_s=60, idle_grace_s=30)
+    make_node("n1", 2)
+    alice = make_user("alice")
+    sessions = [placed_job(alice, {"n1": [i]}, job_class="TE", session_kind="jupyter") for i in (0, 1)]
+    for job in sessions:
+        SessionEndpoint.objects.create(job=job, attempt=1, node="n1", host="h", port=1, secret="s" * 43,
+                                       ready_at=timezone.now())
+        key = idleness.field(job.pk, 1)
+        marks.hset(idleness.IDLE_KEY, key, f"n1 {time.time() - 100}")
+        marks.hset(idleness.WARNED_KEY, key, f"{time.time() - 31}")  # warned, its grace over
+    submit(alice, "waiting", num_gpus=1)  # someone waits for a GPU
+    used, left = sessions
+    assert services.touch(used.pk, timezone.now())  # its owner works in it
+    with django_capture_on_commit_callbacks(execute=True):
+        loop.run_cycle()
+    used.refresh_from_db()
+    left.refresh_from_db()
+    assert used.state == JobState.RUNNING and marks.hget(idleness.IDLE_KEY, idleness.field(used.pk, 1)) is None
+    assert marks.hget(idleness.WARNED_KEY, idleness.field(used.pk, 1)) is None
+    assert left.state == JobState.CANCELLING  # idle, warned and untouched: reclaimed
+    marks.delete(idleness.IDLE_KEY, idleness.WARNED_KEY)
