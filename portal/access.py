@@ -5,10 +5,11 @@ user's sessions means deleting the rows whose data names that user. A revoked
 token never authenticates again (``portal.api.authentication``); a deleted
 session is refused by the pages, the API and the WebSocket routes alike. Live
 pages already open are told to close their sockets when the revocation
-commits (``realtime.publish_access_revoked``), and each consumer checks
-``still_signed_in`` before every push, so a session that ends any other way
-(password changed, expired, account deactivated in the admin) stops receiving
-data at the next push.
+commits (``realtime.publish_access_revoked``), and each consumer reads its
+user afresh before every push (``current_user``), so a session that ends any
+other way (password changed, expired, account deactivated in the admin) stops
+receiving data at the next push, and a change of rights (staff no longer) shows
+in it.
 """
 
 from __future__ import annotations
@@ -55,21 +56,23 @@ def revoke_access(user, *, deactivate: bool = False) -> Revoked:  # noqa: ANN001
     return Revoked(sessions, tokens)
 
 
-def still_signed_in(scope: dict[str, Any]) -> bool:
-    """Whether a WebSocket connection may still be sent data: the session it connected with still
-    exists, unexpired, logged in as the same user with the same password, and the account is active
-    (what Django checks on every page request, read afresh from the database).
+def current_user(scope: dict[str, Any]):  # noqa: ANN201 - a user model instance or None
+    """The WebSocket connection's user as the database has them now, or None when it may no longer be sent
+    data: the session it connected with must still exist, unexpired, logged in as the same user with the
+    same password, and the account must be active (what Django checks on every page request). The fresh
+    row also carries the user's rights now (staff or not), which the socket's next push must follow.
 
     A scope without a session (a consumer mounted without the session middleware) is judged by its
     user's account alone.
     """
     user = scope.get("user")
     if user is None or not user.is_authenticated:
-        return False
+        return None
     session = scope.get("session")
     session_key = getattr(session, "session_key", None) if session is not None else None
     if session_key is None:
-        return get_user_model()._default_manager.filter(pk=user.pk, is_active=True).exists()
+        return get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
     store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     current = get_user(SimpleNamespace(session=store))
-    return current.is_authenticated and current.pk == user.pk
+    return current if current.is_authenticated and current.pk == user.pk else None
+

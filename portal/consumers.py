@@ -7,9 +7,10 @@ state once, and afterwards sends fresh state whenever a hint arrives.
 Permissions are not only checked at connect: every socket also joins its
 viewer's group (``realtime.user_group``) and closes with 4401 when the
 viewer's access is revoked (``access.revoke_access``), and before every push
-it checks that its session is still valid (``access.still_signed_in``:
-session not ended or expired, password unchanged, account active), closing
-with 4401 otherwise; the job page re-checks that the job is visible (4404). Hints
+it reads its user afresh (``access.current_user``: session not ended or
+expired, password unchanged, account active), closing with 4401 otherwise, and
+sends what that user may see now; the job page re-checks that the job is
+visible (4404), so a staff member demoted loses others' job pages at once. Hints
 are coalesced: however many arrive within ``DEBOUNCE_S`` (and during a
 refresh), one refresh follows. On (re)connection the page gets the full state
 again, so a dropped connection loses nothing.
@@ -154,9 +155,17 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def push(self, refresh: Callable[[], Awaitable[None]] | None = None) -> None:
-        """``refresh`` (default: the whole state) if the viewer is still signed in; else close with 4401."""
-        if not await database_sync_to_async(access.still_signed_in)(self.scope):
+        """``refresh`` (default: the whole state) as the viewer's rights are now: closed with 4401 when they are
+        no longer signed in, 4404 when they may no longer see the page (a staff member demoted, on another
+        user's job page); their user read afresh, so a change of rights shows at once (a demoted staff
+        member's cluster page loses the links to others' jobs)."""
+        user = await database_sync_to_async(access.current_user)(self.scope)
+        if user is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.scope["user"] = user
+        if not await self.authorize(user):
+            await self.close(code=CLOSE_NOT_FOUND)
             return
         await (refresh or self.refresh)()
 

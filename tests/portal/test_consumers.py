@@ -133,6 +133,30 @@ def test_a_page_asking_for_changes_gets_the_state_once_then_what_changed(ws_conn
     run(scenario)
 
 
+def test_a_staff_member_demoted_loses_what_only_staff_see_at_the_next_push(ws_connect, roles, make_job):
+    """Rights are read afresh before each push: the cluster page stops linking others' jobs and another
+    user's job page closes as not found, without reconnecting."""
+    from django.contrib.auth import get_user_model
+
+    theirs = make_job(roles.other, name="bobs-queued")
+
+    async def scenario() -> None:
+        cluster, _ = await ws_connect("/ws/cluster/", roles.staff)
+        first = await cluster.receive_json_from(TIMEOUT)
+        assert first["state"]["queue"]["BE"]["jobs"][0]["url"] == f"/jobs/{theirs.pk}/"
+        page, _ = await ws_connect(f"/ws/jobs/{theirs.pk}/", roles.staff)
+        assert (await page.receive_json_from(TIMEOUT))["type"] == "job"
+        await sync_to_async(get_user_model().objects.filter(pk=roles.staff.pk).update)(is_staff=False)
+        await sync_to_async(realtime.publish_cluster_changed)()
+        await sync_to_async(realtime.publish_job_changed)(theirs)
+        second = await cluster.receive_json_from(TIMEOUT)
+        assert second["state"]["queue"]["BE"]["jobs"][0]["url"] is None
+        await expect_close(page, 4404)
+        await cluster.disconnect()
+
+    run(scenario)
+
+
 def test_burst_of_hints_gives_one_refresh(ws_connect, roles):
     async def scenario() -> None:
         communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
