@@ -48,6 +48,8 @@ class SimulationRun(models.Model):
     progress_done = models.PositiveBigIntegerField(default=0, help_text="Jobs simulated so far, all policies.")
     progress_total = models.PositiveBigIntegerField(default=0, help_text="Jobs x policies.")
     current_policy = models.CharField(max_length=200, blank=True, default="")
+    alive_at = models.DateTimeField(null=True, blank=True, help_text="The running worker's last sign of life "
+                                    "(each progress write); a run silent far longer failed (simulation.fail_stale).")
 
     error = models.TextField(blank=True, default="")
     results = models.JSONField(null=True, blank=True, help_text="One object per policy, as the simulator's --json.")

@@ -13,10 +13,12 @@ import io
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.dashboard.models import ACTIVE_RUN_STATES, RunState, SimulationRun, WorkloadKind
@@ -26,6 +28,10 @@ logger = logging.getLogger(__name__)
 RUN_TASK = "dashboard.run_simulation"
 #: Seconds between two progress writes of one run.
 PROGRESS_WRITE_INTERVAL_S = 0.5
+#: A RUNNING run whose worker has written no progress for this long has lost its worker (killed, out of
+#: memory, its machine gone): a run writes progress at least every few seconds, the whole Philly trace
+#: under the slowest policy included.
+STALE_AFTER_S = 300.0
 
 
 class TooManyRuns(Exception):
@@ -62,6 +68,7 @@ def create_run(owner, request: SimulationRequest) -> SimulationRun:  # noqa: ANN
     with transaction.atomic():
         # Lock the owner's row so that two concurrent submissions cannot both pass the limit.
         get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        fail_stale(timezone.now())  # a run whose worker died must not hold the owner's place forever
         active = SimulationRun.objects.filter(owner=owner, state__in=ACTIVE_RUN_STATES).count()
         if active >= settings.SIMULATION_MAX_ACTIVE_RUNS:
             raise TooManyRuns(
@@ -77,6 +84,21 @@ def create_run(owner, request: SimulationRequest) -> SimulationRun:  # noqa: ANN
         )
         transaction.on_commit(lambda: enqueue(run.pk))
     return run
+
+
+def fail_stale(now) -> int:  # noqa: ANN001 - a datetime
+    """Mark FAILED every RUNNING run silent for ``STALE_AFTER_S`` (its worker is gone; nothing else would ever
+    end it: a task is taken off the queue when it starts); returns how many. Called where runs are counted
+    or shown, so no periodic task is needed."""
+    limit = now - timedelta(seconds=STALE_AFTER_S)
+    silent = Q(alive_at__lt=limit) | Q(alive_at__isnull=True, started_at__lt=limit)
+    failed = SimulationRun.objects.filter(silent, state=RunState.RUNNING).update(
+        state=RunState.FAILED, finished_at=now,
+        error=f"The worker running this simulation stopped (no progress for {STALE_AFTER_S / 60:.0f} min); "
+              "start it again.")
+    if failed:
+        logger.warning("%d simulation run(s) failed: their worker stopped", failed)
+    return failed
 
 
 def enqueue(run_id: int) -> bool:
@@ -125,7 +147,7 @@ class _Progress:
                 return
             self.last_write = now
             SimulationRun.objects.filter(pk=self.run_id, state=RunState.RUNNING).update(
-                progress_done=index * self.jobs + done, current_policy=label
+                progress_done=index * self.jobs + done, current_policy=label, alive_at=timezone.now()
             )
 
         self.write(index * self.jobs, label)
@@ -134,7 +156,7 @@ class _Progress:
     def write(self, done: int, label: str) -> None:
         self.last_write = time.monotonic()
         SimulationRun.objects.filter(pk=self.run_id, state=RunState.RUNNING).update(
-            progress_done=done, current_policy=label
+            progress_done=done, current_policy=label, alive_at=timezone.now()
         )
 
 
@@ -148,8 +170,9 @@ def execute_run(run_id: int) -> RunState | None:
     from scheduler.sim.engine import SimConfig
     from scheduler.sim.runner import parse_policy_spec, run_all
 
+    started = timezone.now()
     if not SimulationRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
-        state=RunState.RUNNING, started_at=timezone.now()
+        state=RunState.RUNNING, started_at=started, alive_at=started
     ):
         return None
     run = SimulationRun.objects.get(pk=run_id)
@@ -167,14 +190,16 @@ def execute_run(run_id: int) -> RunState | None:
         results, figure, table = summarize(runs)
     except Exception as exc:  # a policy bug or a bad stored request: the run fails with the reason
         logger.exception("simulation %s failed", run_id)
-        SimulationRun.objects.filter(pk=run_id).update(
+        SimulationRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
             state=RunState.FAILED, finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"[:5000]
         )
         return RunState.FAILED
-    SimulationRun.objects.filter(pk=run_id).update(
+    # Conditional: a run declared stale while this worker was away keeps that verdict.
+    if not SimulationRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
         state=RunState.SUCCEEDED, finished_at=timezone.now(), results=results, figure=figure, table=table,
         progress_done=len(workload.jobs) * len(specs),
-    )
+    ):
+        return None
     return RunState.SUCCEEDED
 
 

@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -94,6 +95,7 @@ def simulation_page(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Simulation {run.pk} queued.", extra_tags="run-queued")
                 return redirect("simulation-detail", run_id=run.pk)
         status = 400
+    simulation.fail_stale(timezone.now())
     runs = list(_visible_runs(request.user)[:RUNS_LISTED])
     return render(request, "dashboard/simulation.html", {
         "form": form, "runs": runs, "show_owner": request.user.is_staff,
@@ -113,6 +115,7 @@ def simulation_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @never_cache
 def simulation_status(request: HttpRequest, run_id: int) -> JsonResponse:
     """Progress while the run is active; results, figure and table once it has succeeded."""
+    simulation.fail_stale(timezone.now())  # the page polls this: a run whose worker died shows as failed
     return JsonResponse(status_payload(_run_or_404(request, run_id)))
 
 

@@ -197,6 +197,45 @@ def test_a_run_that_raises_fails_with_the_reason(roles):
     assert run.state == RunState.FAILED and "no-such-policy" in run.error and run.results is None
 
 
+def test_a_run_whose_worker_died_fails_and_frees_its_owners_place(browser_as, roles, settings, sent_tasks):
+    """A RUNNING run silent for STALE_AFTER_S lost its worker: its page says so, and it no longer counts
+    against the owner's limit of active runs. A run that still writes progress is left alone."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.SIMULATION_MAX_ACTIVE_RUNS = 2
+    client = browser_as(roles.owner)
+    now = timezone.now()
+    dead, alive = (SimulationRun.objects.create(owner=roles.owner, workload_kind="synthetic", params={},
+                                                state=RunState.RUNNING, started_at=now - timedelta(hours=1))
+                   for _ in range(2))
+    SimulationRun.objects.filter(pk=dead.pk).update(alive_at=now - timedelta(seconds=simulation.STALE_AFTER_S + 5))
+    SimulationRun.objects.filter(pk=alive.pk).update(alive_at=now - timedelta(seconds=5))
+    status = client.get(f"/simulations/{dead.pk}/status/").json()
+    assert status["state"] == RunState.FAILED and "worker running this simulation stopped" in status["error"]
+    assert client.get(f"/simulations/{alive.pk}/status/").json()["state"] == RunState.RUNNING
+    assert client.post("/simulations/", synthetic_form()).status_code == 302  # the dead run's place is free
+
+
+def test_a_late_worker_does_not_overwrite_the_failure_of_its_run(roles):
+    """A worker that comes back after its run was declared stale leaves the verdict: the run stays FAILED."""
+    run = SimulationRun.objects.create(owner=roles.owner, workload_kind="synthetic",
+                                       params={"policies": ["fifo"], "cluster": "1x8",
+                                               "synthetic": {"jobs": 5, "seed": 0, "load": 1.0, "te_share": 0.5}})
+    from scheduler.sim.runner import run_all
+
+    def stale_meanwhile(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = run_all(*args, **kwargs)
+        SimulationRun.objects.filter(pk=run.pk).update(state=RunState.FAILED, error="stale")
+        return out
+
+    with mock.patch("scheduler.sim.runner.run_all", stale_meanwhile):  # execute_run imports it when it runs
+        assert simulation.execute_run(run.pk) is None
+    run.refresh_from_db()
+    assert (run.state, run.error, run.results) == (RunState.FAILED, "stale", None)
+
+
 def test_the_celery_task_is_registered_under_its_name():
     from portal.celery import app
 
