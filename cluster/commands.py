@@ -89,13 +89,16 @@ def launches_for(
     allocation was stored (a JSON object's key order is not kept by
     PostgreSQL), so a launch re-sent by the tick names the same ranks. Rank 0's
     advertised address (``addresses``; the node's name when absent) and the
-    attempt's ``protocol.master_port`` are the rendezvous point of every rank.
+    attempt's ``protocol.master_port``, keyed by its first GPU on rank 0's node so
+    that no other job running there has the same, are the rendezvous point of
+    every rank. A re-sent launch has the same allocation, so the same port.
     """
+    allocation = {node: list(gpus) for node, gpus in allocation.items()}
     nodes = tuple(sorted(allocation))
     if not nodes:
         return []
     master_addr = addresses.get(nodes[0]) or nodes[0]
-    port = protocol.master_port(job.pk, attempt)
+    port = protocol.master_port(job.pk, attempt, min(allocation[nodes[0]], default=0))
     return [
         (node, launch_for(job, attempt, allocation[node], command=command, nodes=nodes, node_rank=rank,
                           master_addr=master_addr, master_port=port, **plan))

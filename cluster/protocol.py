@@ -110,19 +110,29 @@ _IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-def master_port(job_id: str | int, attempt: int) -> int:
+#: With the rank-0 node's first GPU known, the range is cut into one block per GPU index (up to this many).
+MASTER_PORT_GPU_BLOCKS = 16
+
+
+def master_port(job_id: str | int, attempt: int, first_gpu: int | None = None) -> int:
     """The rendezvous port of ``attempt`` of ``job_id``: the same on every node of the attempt.
 
-    ``29500 + (job_id * 7 + attempt) % 1000`` for integer ids, so that a
-    relaunch (next attempt) does not wait for the previous attempt's port to
-    leave TIME_WAIT and two jobs with neighbouring ids sharing a node rarely
-    collide; a string id (agents driven without the server) is hashed with
-    CRC-32 first. A collision with another job on the same rank-0 node is
-    possible (1 in 1000 per pair): a launcher that cannot bind fails the
-    attempt like any other error.
+    With ``first_gpu``, the lowest GPU index the attempt holds on its rank-0 node (what the server
+    gives): ``29500 + first_gpu * 62 + (job_id * 7 + attempt) % 62``. Jobs running at once on one node
+    hold different GPUs, so their first GPUs differ and so do their ports (nodes of up to
+    ``MASTER_PORT_GPU_BLOCKS`` GPUs; beyond, indices share blocks). Drawn from the whole range by job
+    alone, two of the eight jobs a node may run collided about one time in 36, and the second one's
+    launcher could not bind and failed. Within its block the port still moves with the job and the
+    attempt, so a relaunch does not wait for the previous attempt's port to leave TIME_WAIT.
+
+    Without ``first_gpu`` (agents driven without the server): ``29500 + (job_id * 7 + attempt) % 1000``.
+    A string id is hashed with CRC-32 first.
     """
     key = job_id if isinstance(job_id, int) else zlib.crc32(str(job_id).encode())
-    return MASTER_PORT_BASE + (key * 7 + attempt) % MASTER_PORT_SPAN
+    if first_gpu is None:
+        return MASTER_PORT_BASE + (key * 7 + attempt) % MASTER_PORT_SPAN
+    block = MASTER_PORT_SPAN // MASTER_PORT_GPU_BLOCKS
+    return MASTER_PORT_BASE + (first_gpu % MASTER_PORT_GPU_BLOCKS) * block + (key * 7 + attempt) % block
 
 
 class ProtocolError(ValueError):

@@ -58,7 +58,7 @@ def test_a_start_across_nodes_sends_each_node_its_rank_the_sorted_node_list_and_
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
         assert apply.apply_decisions([start], cycle).started == [job.pk]
 
-    port = protocol.master_port(job.pk, 1)
+    port = protocol.master_port(job.pk, 1, first_gpu=0)  # rank 0's node, alpha, gives GPU 0
     by_node = {node: kw for node, kw in sent.launches}
     assert set(by_node) == {"alpha", "mid", "zeta"}
     for rank, node in enumerate(["alpha", "mid", "zeta"]):
@@ -89,8 +89,8 @@ def test_a_re_sent_launch_names_the_same_ranks_and_master_as_the_first(sent, set
     overdue.resend_overdue_commands(now)
     assert sorted((node, kw["nodes"], kw["node_rank"], kw["master_addr"], kw["master_port"], kw["resume"])
                   for node, kw in sent.launches) == [
-        ("a", ["a", "b"], 0, "10.0.0.1", protocol.master_port(job.pk, 3), True),
-        ("b", ["a", "b"], 1, "10.0.0.1", protocol.master_port(job.pk, 3), True),
+        ("a", ["a", "b"], 0, "10.0.0.1", protocol.master_port(job.pk, 3, first_gpu=0), True),
+        ("b", ["a", "b"], 1, "10.0.0.1", protocol.master_port(job.pk, 3, first_gpu=0), True),
     ]
 
 

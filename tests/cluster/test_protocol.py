@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster import protocol
 
@@ -175,6 +177,25 @@ def test_master_port_is_per_job_and_attempt_within_the_documented_range() -> Non
     ports = {protocol.master_port(job, attempt) for job in range(300) for attempt in range(1, 4)}
     assert min(ports) >= protocol.MASTER_PORT_BASE and max(ports) < protocol.MASTER_PORT_BASE + protocol.MASTER_PORT_SPAN
     assert protocol.master_port("job-a", 1) == protocol.master_port("job-a", 1)  # stable for string ids too
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 10**9), min_size=16, max_size=16, unique=True), st.integers(1, 50),
+       st.permutations(list(range(16))), st.lists(st.integers(1, 4), min_size=1, max_size=16))
+def test_jobs_running_at_once_on_a_node_never_share_a_master_port(job_ids, attempt, gpus, sizes) -> None:
+    """The server keys the port by the job's first GPU on its rank-0 node: jobs holding disjoint GPUs of a
+    node (up to MASTER_PORT_GPU_BLOCKS of them) get distinct ports, all inside the documented range."""
+    held, start = [], 0
+    for size in sizes:  # the node's GPUs dealt out to jobs in disjoint sets
+        if start >= len(gpus):
+            break
+        held.append(gpus[start:start + size])
+        start += size
+    ports = [protocol.master_port(job, attempt, min(g)) for job, g in zip(job_ids, held)]
+    assert len(set(ports)) == len(ports)
+    low, high = protocol.MASTER_PORT_BASE, protocol.MASTER_PORT_BASE + protocol.MASTER_PORT_SPAN
+    assert all(low <= p < high for p in ports)
+    assert protocol.master_port(job_ids[0], attempt, 3) != protocol.master_port(job_ids[0], attempt + 1, 3)
 
 
 def test_launch_command_carries_the_plan_and_round_trips() -> None:

@@ -53,7 +53,7 @@ def test_a_job_spanning_two_nodes_gets_ranks_node_list_and_one_master(live) -> N
     assert sum(len(v) for v in attempt.gpu_allocation.values()) == 3
 
     lines = rank_lines(job, 2)
-    port = master_port(job.pk, 1)
+    port = master_port(job.pk, 1, min(attempt.gpu_allocation[a.name]))  # keyed by rank 0's first GPU
     nodes = f"{a.name},{b.name}"  # rank order: names sorted
     for rank, node in enumerate((a.name, b.name)):
         visible = ",".join(str(i) for i in attempt.gpu_allocation[node])
