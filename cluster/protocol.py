@@ -87,15 +87,11 @@ ENV_MASTER_ADDR = "GPUSCHED_MASTER_ADDR"  # the advertised address of rank 0's n
 ENV_MASTER_PORT = "GPUSCHED_MASTER_PORT"  # a rendezvous port, see master_port()
 # The names torchrun and torch.distributed read, set from the above unless the
 # launch's env already sets them.
-LAUNCHER_ALIASES = {
-    "MASTER_ADDR": ENV_MASTER_ADDR,
-    "MASTER_PORT": ENV_MASTER_PORT,
-    "NNODES": ENV_NUM_NODES,
-    "NODE_RANK": ENV_NODE_RANK,
-}
-# The rendezvous port range: MASTER_PORT_BASE .. MASTER_PORT_BASE + MASTER_PORT_SPAN - 1.
-MASTER_PORT_BASE = 29500
-MASTER_PORT_SPAN = 1000
+LAUNCHER_ALIASES = {"MASTER_ADDR": ENV_MASTER_ADDR, "MASTER_PORT": ENV_MASTER_PORT, "NNODES": ENV_NUM_NODES,
+                    "NODE_RANK": ENV_NODE_RANK}
+# The rendezvous port range: MASTER_PORT_BASE .. MASTER_PORT_BASE + MASTER_PORT_SPAN - 1, one block per GPU
+# index of the rank-0 node when the server gives the first GPU (up to MASTER_PORT_GPU_BLOCKS).
+MASTER_PORT_BASE, MASTER_PORT_SPAN, MASTER_PORT_GPU_BLOCKS = 29500, 1000, 16
 # A job may create this file in CHECKPOINT_DIR to say "my checkpoint is complete".
 CHECKPOINT_MARKER = ".checkpoint-complete"
 # The agent's shared secret, read by the agent and never passed on to jobs.
@@ -110,24 +106,15 @@ _IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-#: With the rank-0 node's first GPU known, the range is cut into one block per GPU index (up to this many).
-MASTER_PORT_GPU_BLOCKS = 16
-
-
 def master_port(job_id: str | int, attempt: int, first_gpu: int | None = None) -> int:
     """The rendezvous port of ``attempt`` of ``job_id``: the same on every node of the attempt.
 
-    With ``first_gpu``, the lowest GPU index the attempt holds on its rank-0 node (what the server
-    gives): ``29500 + first_gpu * 62 + (job_id * 7 + attempt) % 62``. Jobs running at once on one node
-    hold different GPUs, so their first GPUs differ and so do their ports (nodes of up to
-    ``MASTER_PORT_GPU_BLOCKS`` GPUs; beyond, indices share blocks). Drawn from the whole range by job
-    alone, two of the eight jobs a node may run collided about one time in 36, and the second one's
-    launcher could not bind and failed. Within its block the port still moves with the job and the
-    attempt, so a relaunch does not wait for the previous attempt's port to leave TIME_WAIT.
-
-    Without ``first_gpu`` (agents driven without the server): ``29500 + (job_id * 7 + attempt) % 1000``.
-    A string id is hashed with CRC-32 first.
-    """
+    With ``first_gpu``, the lowest GPU index the attempt holds on its rank-0 node (the server gives it):
+    ``29500 + first_gpu * 62 + (job_id * 7 + attempt) % 62``. Jobs running at once on a node hold
+    different GPUs, so their ports differ (by job alone, two of eight jobs on a node collided one time
+    in 36). The port moves with the attempt, so a relaunch does not wait for TIME_WAIT. Without
+    ``first_gpu`` (an agent driven by hand): ``29500 + (job_id * 7 + attempt) % 1000``; a string id is
+    hashed with CRC-32 first."""
     key = job_id if isinstance(job_id, int) else zlib.crc32(str(job_id).encode())
     if first_gpu is None:
         return MASTER_PORT_BASE + (key * 7 + attempt) % MASTER_PORT_SPAN
