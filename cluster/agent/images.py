@@ -6,8 +6,8 @@ sha256 (``image_digest``). The first launch that names it on a node checks the
 tarball's sha256, unpacks it with ``tar`` into ``<cache>/<hex>.tmp-<pid>``,
 adds the mount points the runtime binds the job's directories to, and renames
 the result to ``<cache>/<hex>`` (so a half-unpacked image is never used; an
-agent killed mid-unpack leaves only a ``.tmp-`` directory, removed on the next
-try). Later launches use the cached tree. The cache is root's (0700 above the
+agent killed mid-unpack leaves only a ``.tmp-<pid>`` directory, removed by the
+next unpack of that image once no process has that pid). Later launches use the cached tree. The cache is root's (0700 above the
 trees); the unpacked trees keep their own modes, so jobs can read them through
 the runtime's bind mount.
 """
@@ -68,6 +68,7 @@ class ImageCache:
             raise ImageUnavailable(f"cannot read {uri}: {exc.strerror or exc}") from None
         if actual != digest:
             raise ImageUnavailable(f"{uri} has digest {actual}, not the registered {digest}")
+        self._remove_abandoned(target.name)
         tmp = self.root / f"{target.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -80,6 +81,20 @@ class ImageCache:
         os.replace(tmp, target)
         log.info("image %s unpacked into %s", digest, target)
         return target
+
+    def _remove_abandoned(self, name: str) -> None:
+        """Remove the temporary trees of ``name`` left by agents killed mid-unpack (their pid no longer runs):
+        each is as large as the image, and nothing else would ever remove them."""
+        for tmp in self.root.glob(f"{name}.tmp-*"):
+            pid = tmp.name.rpartition("-")[2]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(tmp, ignore_errors=True)
+            except PermissionError:
+                pass  # a running process of another user: maybe unpacking still
 
     @staticmethod
     def _unpack(tarball: Path, into: Path) -> None:

@@ -64,3 +64,22 @@ def test_a_tarball_that_is_not_a_root_filesystem_or_not_a_tarball_is_refused_and
     with pytest.raises(ImageUnavailable, match="cannot unpack"):
         cache.ensure(str(garbage), sha256_of(garbage))
     assert list(cache.root.iterdir()) == []
+
+
+def test_a_tree_left_by_an_agent_killed_mid_unpack_is_removed_by_the_next_unpack(tmp_path):
+    """A temporary tree whose pid no longer runs is removed; one of a running process is kept."""
+    import subprocess
+
+    tarball = tmp_path / "img.tar"
+    digest = _tar(tarball, {"bin/sh": b"#!"})
+    cache = ImageCache(tmp_path / "cache")
+    cache.root.mkdir()
+    child = subprocess.Popen(["true"])  # its pid, once it has ended, is that of an agent gone
+    child.wait()
+    hexname = digest.removeprefix("sha256:")
+    abandoned = cache.root / f"{hexname}.tmp-{child.pid}"
+    alive = cache.root / f"{hexname}.tmp-1"  # pid 1 runs
+    for tree in (abandoned, alive):
+        (tree / "usr").mkdir(parents=True)
+    cache.ensure(str(tarball), digest)
+    assert not abandoned.exists() and alive.exists() and cache.path_for(digest).is_dir()
