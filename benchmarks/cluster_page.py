@@ -17,8 +17,9 @@ the GPUs held by running BE jobs of 1-8 GPUs, the queue of 20 users), then repor
 * for a page that asks for changes (``/ws/cluster/?changes=1``; trees without it: null):
   ``changes_quiet_kib``, what a push sends when nothing changed but the clock (the page's minute
   refresh), ``changes_ten_ended_kib``, what it sends after ten running jobs ended and freed their GPUs,
-  ``changes_s``, the time to compute those changes, and ``per_page_changes_s``, what each open page
-  then adds to the shared read (``for_viewer``, the changes and their JSON; medians of ``--repeat``).
+  ``changes_s``, the time to compare the two shared states (once per process per change, whatever the
+  number of pages), and ``per_page_changes_s``, what each open page then adds (``changes_for_viewer``
+  and the JSON; medians of ``--repeat``; trees that compared each page's own state: that comparison).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/NAME REDIS_URL=redis://127.0.0.1:6379/N \\
         .venv/bin/python benchmarks/cluster_page.py --nodes 100 1000 --json cluster_page.json
@@ -102,19 +103,25 @@ def _changes(user, repeat: int) -> dict:  # noqa: ANN001 - a user model instance
     from portal.dashboard import selectors
     from scheduler.models import Job, JobState
 
-    sent = selectors.cluster_state(user)
-    quiet = cluster_delta.changes(sent, selectors.cluster_state(user))
+    sent = selectors.shared_cluster_state()
+    quiet = cluster_delta.changes(sent, selectors.shared_cluster_state())
     ended = list(Job.objects.filter(state=JobState.RUNNING).order_by("id").values_list("id", flat=True)[:10])
     Gpu.objects.filter(allocated_to_id__in=ended).update(allocated_to=None)
     Job.objects.filter(id__in=ended).update(state=JobState.COMPLETED, ended_at=timezone.now())
-    new = selectors.cluster_state(user)
-    shared = selectors.shared_cluster_state()
+    new = selectors.shared_cluster_state()
+    delta = cluster_delta.changes(sent, new)
+    if hasattr(selectors, "changes_for_viewer"):
+        per_page = lambda: json.dumps(selectors.changes_for_viewer(delta, user))  # noqa: E731
+        seen = selectors.changes_for_viewer(delta, user)
+    else:  # each page compared its own state
+        viewer_sent = selectors.for_viewer(sent, user)
+        per_page = lambda: json.dumps(cluster_delta.changes(viewer_sent, selectors.for_viewer(new, user)))  # noqa: E731
+        seen = cluster_delta.changes(viewer_sent, selectors.for_viewer(new, user))
     return {
         "changes_quiet_kib": _kib(quiet),
-        "changes_ten_ended_kib": _kib(cluster_delta.changes(sent, new)),
+        "changes_ten_ended_kib": _kib(seen),
         "changes_s": _timed(lambda: cluster_delta.changes(sent, new), repeat),
-        "per_page_changes_s": _timed(
-            lambda: json.dumps(cluster_delta.changes(sent, selectors.for_viewer(shared, user))), repeat),
+        "per_page_changes_s": _timed(per_page, repeat),
     }
 
 

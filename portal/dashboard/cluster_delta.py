@@ -61,3 +61,20 @@ def apply_changes(sent: dict, delta: dict) -> dict:
     state["jobs"] = jobs
     return state
 
+
+
+class LastChanges:
+    """The changes between the last two states asked for, kept: the pages of a process that refresh after
+    the same change compare the same pair of shared states (``portal.shared_read``), so one comparison
+    serves them all. States are told apart by identity (a shared read is never changed once made)."""
+
+    def __init__(self) -> None:
+        self._pair: tuple[dict, dict] | None = None
+        self._changes: dict = {}
+
+    def between(self, sent: dict, new: dict) -> dict:
+        pair = self._pair
+        if pair is None or pair[0] is not sent or pair[1] is not new:
+            self._changes = changes(sent, new)
+            self._pair = (sent, new)
+        return self._changes

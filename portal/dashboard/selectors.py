@@ -112,6 +112,17 @@ def for_viewer(shared: dict, user) -> dict:  # noqa: ANN001 - a user model insta
     }
 
 
+def changes_for_viewer(changes: dict, user) -> dict:  # noqa: ANN001 - a user model instance
+    """``cluster_delta.changes`` between two shared states, as ``user`` sees them: the changed jobs and a changed
+    queue through ``_seen_by``. Applied to ``for_viewer`` of the first state it gives ``for_viewer`` of the
+    second (it may list a job that changed only in what this viewer does not see), so many viewers share one
+    comparison of the shared states and each pays only for what changed."""
+    out = {**changes, "jobs": {key: _seen_by(job, user) for key, job in changes["jobs"].items()}}
+    if "queue" in changes["set"]:
+        out["set"] = {**changes["set"], "queue": _queue_seen_by(changes["set"]["queue"], user)}
+    return out
+
+
 def _queue_seen_by(queue: dict, user) -> dict:  # noqa: ANN001 - a user model instance
     """``shared_queue``'s classes with each listed job as ``user`` sees it (``_seen_by``)."""
     return {c: {**q, "jobs": [_seen_by(j, user) for j in q["jobs"]]} for c, q in queue.items()}

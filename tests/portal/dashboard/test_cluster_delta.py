@@ -78,3 +78,33 @@ def test_a_node_added_or_removed_sends_the_order_of_the_names():
     removed = changes(added, sent)
     assert removed["nodes"] == [] and removed["node_order"] == ["node0000", "node0001", "node0002"]
     assert apply_changes(added, removed) == sent
+
+
+_brief = st.fixed_dictionaries({"id": st.integers(1, 9), "name": st.sampled_from(["a", "b"]), "owner_id": st.integers(1, 3),
+                                "url": st.just("/jobs/1/"), "state": st.sampled_from(["RUNNING", "PREEMPTING"])})
+_shared = st.fixed_dictionaries({
+    "nodes": _nodes,
+    "jobs": st.dictionaries(st.sampled_from([str(i) for i in range(1, 7)]), _brief, max_size=6),
+    "generated_at": st.sampled_from(["2026-12-07T10:00:00Z", "2026-12-07T10:00:01Z"]),
+    "queue": st.fixed_dictionaries({"BE": st.fixed_dictionaries({
+        "count": st.integers(0, 3),
+        "jobs": st.lists(_brief.map(lambda b: {**b, "forecast_start": "2026-12-07T11:00:00Z"}), max_size=3)})}),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(_shared, _shared, st.integers(1, 3), st.booleans())
+def test_one_comparison_of_the_shared_states_serves_every_viewer(sent, new, viewer, staff):
+    """What a page is sent after a change, from the changes of the shared states, applied to what the
+    viewer was sent, gives what the viewer would be sent afresh; nothing of others' jobs is revealed."""
+    from types import SimpleNamespace
+
+    from portal.dashboard.selectors import changes_for_viewer, for_viewer
+
+    user = SimpleNamespace(pk=viewer, is_staff=staff)
+    delta = changes_for_viewer(changes(sent, new), user)
+    assert apply_changes(for_viewer(sent, user), delta) == for_viewer(new, user)
+    if not staff:
+        shown = list(delta["jobs"].values()) + delta["set"].get("queue", {}).get("BE", {}).get("jobs", [])
+        assert all(job["url"] is None for job in shown if job["id"] and not job["mine"])
+        assert all("owner_id" not in job for job in shown)
