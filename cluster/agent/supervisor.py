@@ -166,9 +166,11 @@ class Supervisor:
 
     def _start_or_wait(self, cmd: protocol.LaunchCommand, kwargs: Mapping[str, Any]) -> str:
         """Start ``cmd`` now, or "waiting" when its image must be unpacked first (``image_prep``)."""
-        if self.pending.must_wait(cmd):
+        if self.pending.must_wait(cmd):  # its log says why it is not running yet (a large image: minutes)
             self.pending.add(cmd, kwargs)
             self.dirty = True
+            self.emit(protocol.REPORT_LOG, {"job_id": cmd.job_id, "attempt": cmd.attempt,
+                                            "lines": [f"[agent] unpacking image {cmd.image!r} on {self.node} first"]})
             return "waiting"
         job = str(cmd.job_id)
         try:
@@ -294,13 +296,11 @@ class Supervisor:
         return att
 
     def _drop_waiting(self, kwargs: Mapping[str, Any], reason: str) -> bool:
-        """Take out the launch of ``kwargs``'s attempt waiting for its image and report it ended with ``reason``
-        without having run; False when none waits."""
+        """Take out ``kwargs``'s attempt waiting for its image, reported ended (``reason``); False if none waits."""
         cmd = self.pending.pop((str(kwargs["job_id"]), int(kwargs["attempt"])))
         if cmd is None:
             return False
-        self.dirty = True
-        log.info("%s attempt %d: stopped (%s) while waiting for its image; it never ran", cmd.job_id, cmd.attempt, reason)
+        self.dirty = True  # the attempt's log says why (_report_unstarted)
         self._report_unstarted(cmd, f"stopped ({reason}) while its image {cmd.image!r} was unpacked: it never ran", reason)
         return True
 
