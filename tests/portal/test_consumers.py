@@ -272,6 +272,27 @@ def test_latency_socket_takes_its_window_from_the_query_and_from_messages(ws_con
     run(scenario)
 
 
+def test_latency_pages_of_one_window_share_one_read_per_change(ws_connect, roles, make_job):
+    """The latency figures are the same for every viewer: the pages of a window that refresh after the same
+    change make one read between them, and each still shows the change."""
+    from portal import consumers
+
+    async def scenario() -> None:
+        pages = [(await ws_connect("/ws/latency/?window=3600", user))[0]
+                 for user in (roles.owner, roles.other, roles.staff)]
+        for page in pages:
+            assert (await page.receive_json_from(TIMEOUT))["state"]["waiting"]["BE"]["count"] == 0
+        before = consumers.LATENCY_READS[3600].reads
+        await sync_to_async(make_job)(roles.other, name="waits")  # a submission's hint reaches every page
+        latest = [(await page.receive_json_from(TIMEOUT))["state"] for page in pages]
+        assert consumers.LATENCY_READS[3600].reads - before < len(pages)
+        assert all(state["waiting"]["BE"]["count"] == 1 for state in latest)
+        for page in pages:
+            await page.disconnect()
+
+    run(scenario)
+
+
 def test_full_asgi_application_authenticates_with_the_session_cookie(roles, memory_layer, client):
     """Through portal.asgi: origin check and session authentication, as the browser connects."""
     from channels.testing import WebsocketCommunicator
