@@ -64,17 +64,20 @@ def apply_changes(sent: dict, delta: dict) -> dict:
 
 
 class LastChanges:
-    """The changes between the last two states asked for, kept: the pages of a process that refresh after
-    the same change compare the same pair of shared states (``portal.shared_read``), so one comparison
-    serves them all. States are told apart by identity (a shared read is never changed once made)."""
+    """The changes between recent pairs of states, kept: the pages of a process that refresh after the same
+    change compare the same pair of shared reads (``portal.shared_read``), so one comparison serves them
+    all; a few pairs are kept, since a page that connected between two changes was sent another read than
+    the rest. States are told apart by identity (a shared read is never changed once made)."""
+
+    KEPT = 4
 
     def __init__(self) -> None:
-        self._pair: tuple[dict, dict] | None = None
-        self._changes: dict = {}
+        self._kept: list[tuple[dict, dict, dict]] = []  # (sent, new, changes), newest last
 
     def between(self, sent: dict, new: dict) -> dict:
-        pair = self._pair
-        if pair is None or pair[0] is not sent or pair[1] is not new:
-            self._changes = changes(sent, new)
-            self._pair = (sent, new)
-        return self._changes
+        for old_sent, old_new, found in self._kept:
+            if old_sent is sent and old_new is new:
+                return found
+        found = changes(sent, new)
+        self._kept = [*self._kept[-(self.KEPT - 1):], (sent, new, found)]
+        return found

@@ -108,3 +108,15 @@ def test_one_comparison_of_the_shared_states_serves_every_viewer(sent, new, view
         shown = list(delta["jobs"].values()) + delta["set"].get("queue", {}).get("BE", {}).get("jobs", [])
         assert all(job["url"] is None for job in shown if job["id"] and not job["mine"])
         assert all("owner_id" not in job for job in shown)
+
+
+def test_the_changes_of_a_pair_of_states_are_compared_once_for_every_page_that_asks():
+    from portal.dashboard.cluster_delta import LastChanges
+
+    first, second, third = _cluster(3), _cluster(3), _cluster(4)
+    kept = LastChanges()
+    a = kept.between(first, second)
+    b = kept.between(second, third)  # a page that connected in between was sent the second state
+    assert kept.between(first, second) is a and kept.between(second, third) is b  # neither compared again
+    assert kept.between(_cluster(3), second) is not a  # an equal state that is another read: compared
+    assert apply_changes(second, b) == third
