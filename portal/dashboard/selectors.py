@@ -87,7 +87,7 @@ def gpu_status(node_state: str, job_state: str | None, job_class: str | None, he
 
 #: One GPU row of the grid with what the page shows of the job holding it (one query, no model instances:
 #: at 1,000 nodes the grid is 8,000 rows).
-_GPU_COLUMNS = ("node_id", "index", "model_name", "memory_mb", "healthy", "unhealthy_reason", "allocated_to_id",
+_GPU_COLUMNS = ("node_id", "index", "model_name", "healthy", "unhealthy_reason", "allocated_to_id",
                 "allocated_to__name", "allocated_to__owner_id", "allocated_to__owner__username",
                 "allocated_to__job_class", "allocated_to__state", "allocated_to__num_gpus", "allocated_to__started_at")
 
@@ -97,7 +97,9 @@ def cluster_state(user, now: datetime | None = None) -> dict:  # noqa: ANN001
     as ``user`` sees them (``for_viewer(shared_cluster_state(now), user)``).
 
     Each GPU names the job holding it by ``job_id``; ``jobs`` maps each such id (as a string, a JSON
-    object's key) to what the page shows of it, once however many GPUs it holds.
+    object's key) to what the page shows of it, once however many GPUs it holds. A GPU has ``healthy``
+    (false) and ``unhealthy_reason`` only when it is out of service, and its ``model`` only when its
+    node's GPUs differ; otherwise the node has the ``model``.
     """
     return for_viewer(shared_cluster_state(now), user)
 
@@ -143,7 +145,7 @@ def shared_cluster_state(now: datetime | None = None) -> dict:
     totals = {"gpus": 0, "allocated": 0, "free": 0, "TE": 0, "BE": 0, "preempting": 0, "lost": 0, "down": 0,
               "unhealthy": 0}
     jobs: dict[str, dict] = {}
-    for (node_id, index, model, memory_mb, healthy, unhealthy_reason, job_id, name, owner_id, owner, job_class,
+    for (node_id, index, model, healthy, unhealthy_reason, job_id, name, owner_id, owner, job_class,
          job_state, num_gpus, started_at) in Gpu.objects.order_by("node__name", "index").values_list(*_GPU_COLUMNS):
         node = nodes.get(node_id)
         if node is None:
@@ -151,8 +153,10 @@ def shared_cluster_state(now: datetime | None = None) -> dict:
         status = gpu_status(node["state"], job_state, job_class, healthy)
         if job_id is not None and str(job_id) not in jobs:
             jobs[str(job_id)] = _brief(job_id, name, owner_id, owner, job_class, job_state, num_gpus, started_at)
-        node["gpus"].append({"index": index, "model": model, "memory_mb": memory_mb, "status": status,
-                             "healthy": healthy, "unhealthy_reason": unhealthy_reason, "job_id": job_id})
+        gpu = {"index": index, "model": model, "status": status, "job_id": job_id}
+        if not healthy:  # only then: at 1,000 nodes each key of every GPU is 8,000 times in the page's state
+            gpu.update(healthy=False, unhealthy_reason=unhealthy_reason)
+        node["gpus"].append(gpu)
         node["total"] += 1
         totals["gpus"] += 1
         totals[status] = totals.get(status, 0) + 1
@@ -161,6 +165,12 @@ def shared_cluster_state(now: datetime | None = None) -> dict:
         elif status == "free" and node["state"] == NodeState.UP:
             node["free"] += 1
     totals["free"] = sum(n["free"] for n in nodes.values())
+    for node in nodes.values():  # the model once per node when its GPUs share it (the usual node)
+        models = {gpu["model"] for gpu in node["gpus"]}
+        if len(models) == 1:
+            node["model"] = models.pop()
+            for gpu in node["gpus"]:
+                del gpu["model"]
     return {
         "generated_at": iso(now),
         "nodes": list(nodes.values()),

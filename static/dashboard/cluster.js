@@ -18,7 +18,8 @@
   }
 
   function gpuTitle(node, gpu) {
-    const head = node.name + " GPU " + gpu.index + (gpu.model ? " · " + gpu.model : "")
+    const model = gpu.model || node.model; // the node's when its GPUs share one
+    const head = node.name + " GPU " + gpu.index + (model ? " · " + model : "")
       + (gpu.healthy === false ? " · UNHEALTHY: " + gpu.unhealthy_reason : "");
     return gpu.job ? head + ": " + jobText(gpu.job) : head + ": " + STATUS_TEXT[gpu.status];
   }
@@ -99,7 +100,7 @@
       // A push carries every GPU again; a cell is rewritten only when what it shows changed (at 1,000
       // nodes rewriting all 8,000 cells took most of the page's time per push). Its title, which
       // counts the job's running time, is written then and again when it is pointed at.
-      const key = [className, node.name, gpu.index, gpu.model, gpu.unhealthy_reason, gpu.job ? gpu.job.id : "",
+      const key = [className, node.name, gpu.index, gpu.model || node.model, gpu.unhealthy_reason, gpu.job ? gpu.job.id : "",
                    gpu.job ? gpu.job.state + gpu.job.name + gpu.job.owner : "", tag === "A" ? gpu.job.url : ""].join("\n");
       if (cell.gpuKey === key) return;
       cell.gpuKey = key;

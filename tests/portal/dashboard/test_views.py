@@ -124,6 +124,16 @@ def test_live_state_reads_take_a_fixed_number_of_queries(roles, make_job, make_n
         metrics_state.metrics_state()
 
 
+def test_a_node_of_mixed_gpus_names_each_gpus_model(roles, make_node):  # noqa: ANN001
+    from cluster.models import Gpu
+    from portal.dashboard import selectors
+
+    make_node("mixed", 2)
+    Gpu.objects.filter(node__name="mixed", index=1).update(model_name="H100")
+    node = selectors.cluster_state(roles.owner)["nodes"][0]
+    assert "model" not in node and [g["model"] for g in node["gpus"]] == ["Virtual GPU", "H100"]
+
+
 def test_the_grid_shows_an_unhealthy_gpu_out_of_service_and_metrics_count_it_unavailable(roles, make_node):  # noqa: ANN001
     from django.utils import timezone
 
@@ -133,7 +143,8 @@ def test_the_grid_shows_an_unhealthy_gpu_out_of_service_and_metrics_count_it_una
     make_node("n1", 2)
     gpu_health.mark_unhealthy("n1", 1, "Xid 79", timezone.now())
     node = selectors.cluster_state(roles.owner)["nodes"][0]
-    assert [(g["status"], g["healthy"], g["unhealthy_reason"]) for g in node["gpus"]] == [
+    assert [(g["status"], g.get("healthy", True), g.get("unhealthy_reason", "")) for g in node["gpus"]] == [
         ("free", True, ""), ("unhealthy", False, "Xid 79")]
+    assert node["model"] == "Virtual GPU" and "model" not in node["gpus"][0]  # once per node of one model
     assert node["free"] == 1
     assert metrics_state.metrics_state().gpus == {"allocated": 0, "free": 1, "unavailable": 1}
