@@ -57,10 +57,10 @@ DEBOUNCE_S = 0.1
 #: The latency page recomputes percentiles at most this often.
 LATENCY_MIN_INTERVAL_S = 1.0
 #: A live page's message longer than this many characters goes as several parts (``message_parts``):
-#: daphne refuses to send a WebSocket message over 1 MiB, and a 1,000-node cluster's state is 1.7 MB.
+#: daphne refuses to send a WebSocket message over 1 MiB, and a 1,000-node cluster's whole state is 1.1 MB.
 LIVE_MESSAGE_MAX_CHARS = env_int("LIVE_MESSAGE_MAX_CHARS", 256 * 1024, minimum=64)
 #: A cluster page is sent at most this many bytes per second: after a push of the whole state, the next
-#: waits its size over this (a 1,000-node state of 1.7 MB: 0.85 s), so a busy large cluster does not
+#: waits its size over this (a 1,000-node whole state of 1.1 MB: 0.55 s), so a busy large cluster does not
 #: send each open page megabytes ten times a second. Small clusters keep ``DEBOUNCE_S``.
 CLUSTER_PUSH_BYTES_PER_S = 2_000_000
 
@@ -196,7 +196,7 @@ class ClusterConsumer(_LiveConsumer):
         # A read that began before this page joined may lack a change whose hint it never got.
         self.changed_at = time.monotonic()
         # A page that asks for changes gets the whole state once, then only what changed since its last
-        # message (``cluster_delta``); at 1,000 nodes that is kilobytes instead of 1.7 MB per push.
+        # message (``cluster_delta``); at 1,000 nodes that is kilobytes instead of 1.1 MB per push.
         self.wants_changes = b"changes=1" in self.scope.get("query_string", b"").split(b"&")
         self.sent: dict | None = None  # the shared state this page was last sent, as ``for_viewer`` of it
         self.sent_rights: tuple = ()
