@@ -160,7 +160,8 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
     start = getattr(args, "start", False)
     filters = {"state": args.state or ("PENDING" if start else None), "job_class": args.job_class,
                "array": str(args.array) if getattr(args, "array", None) else None,
-               "from": getattr(args, "active_from", None), "to": getattr(args, "active_to", None)}
+               "from": getattr(args, "active_from", None), "to": getattr(args, "active_to", None),
+               "owner": getattr(args, "user", None)}
     if args.all_pages:
         jobs: list[dict[str, Any]] = []
         count = 0

@@ -177,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--class", dest="job_class", type=str.upper, choices=["TE", "BE"],
                          help="only TE or only BE jobs")
     listing.add_argument("--array", type=_positive_int, metavar="ID", help="only the tasks of job array ID")
+    listing.add_argument("--user", metavar="NAME", help="staff: only NAME's jobs, like squeue -u (anyone else sees "
+                                                        "only their own jobs whatever they name)")
     listing.add_argument("--from", dest="active_from", metavar="DATE",
                          help="only jobs not ended before DATE, like sacct -S: YYYY-MM-DD (midnight UTC) or an "
                               "ISO date-time")

@@ -129,6 +129,20 @@ def test_list_from_and_to_select_the_jobs_active_in_between_like_sacct(roles, as
     assert code != 0 and "to: Must be after from." in err
 
 
+def test_list_user_gives_staff_one_users_jobs_and_nobody_else_more_than_their_own(roles, as_user, make_job) -> None:
+    make_job(roles.owner, name="alices")
+    make_job(roles.other, name="bobs")
+
+    def names(user, *argv: str) -> set[str]:  # noqa: ANN001
+        code, out, err = as_user(user)("list", "--json", *argv)
+        assert code == 0, err
+        return {j["name"] for j in json.loads(out)["results"]}
+
+    assert names(roles.staff, "--user", "bob") == {"bobs"}
+    assert names(roles.staff) == {"alices", "bobs"}
+    assert names(roles.owner, "--user", "bob") == {"alices"}
+
+
 def test_list_filters_and_all_pages(roles, as_user, make_job) -> None:
     for i in range(27):
         make_job(roles.owner, name=f"be-{i}", job_class="BE")
