@@ -36,7 +36,8 @@ import ipaddress
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
-from portal.dashboard.metrics_state import LATENCY_BUCKETS, metrics_state
+from portal.dashboard.metrics_state import metrics_state
+from portal.dashboard.start_latency import LATENCY_BUCKETS
 from scheduler.cycle_metrics import PREFIX, le_label, read_cycle_histogram
 
 # --- Collecting (the scrape) -------------------------------------------------

@@ -9,10 +9,7 @@ from django.utils import timezone
 
 from cluster.models import Gpu, Node, NodeState
 from portal.dashboard import start_latency
-from portal.dashboard.start_latency import LATENCY_BUCKETS
 from scheduler.models import LIVE_STATES, Attempt, AttemptState, Job, JobState
-
-__all__ = ["LATENCY_BUCKETS", "MetricsState", "metrics_state"]
 
 
 @dataclass
