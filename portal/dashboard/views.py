@@ -115,8 +115,11 @@ def simulation_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @never_cache
 def simulation_status(request: HttpRequest, run_id: int) -> JsonResponse:
     """Progress while the run is active; results, figure and table once it has succeeded."""
-    simulation.fail_stale(timezone.now())  # the page polls this: a run whose worker died shows as failed
-    return JsonResponse(status_payload(_run_or_404(request, run_id)))
+    run = _run_or_404(request, run_id)
+    # Polled every second: only a running run can have lost its worker, and then it shows as failed.
+    if run.state == RunState.RUNNING and simulation.fail_stale(timezone.now()):
+        run = _run_or_404(request, run_id)
+    return JsonResponse(status_payload(run))
 
 
 def status_payload(run: SimulationRun) -> dict:
