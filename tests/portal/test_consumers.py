@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
 from portal import realtime
+from portal.dashboard import selectors as dashboard_selectors
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -401,7 +402,10 @@ def test_a_large_cluster_state_is_pushed_at_most_at_the_byte_rate(ws_connect, ro
 
     assert consumers.push_interval(20_000) == consumers.DEBOUNCE_S
     assert consumers.push_interval(1_700_000) == 1_700_000 / consumers.CLUSTER_PUSH_BYTES_PER_S
-    monkeypatch.setattr(consumers, "CLUSTER_PUSH_BYTES_PER_S", 500)  # this state, about 1.5 kB: 3 s apart
+    # The rate that puts about 3 s after a push of this state, however large an empty cluster's state is.
+    state = dashboard_selectors.for_viewer(dashboard_selectors.shared_cluster_state(), roles.owner)
+    size = len(json.dumps({"type": "cluster", "state": state}))
+    monkeypatch.setattr(consumers, "CLUSTER_PUSH_BYTES_PER_S", size / 3)
 
     async def scenario() -> None:
         communicator, _ = await ws_connect("/ws/cluster/", roles.owner)
