@@ -24,9 +24,9 @@ from cluster import commands, protocol
 from cluster.models import Gpu, Node, NodeState
 from cluster.reports import attempt_exited
 from cluster.selectors import expected_attempts
-from cluster.settlement import held_query, settle, stop_other_nodes
+from cluster.settlement import held_elsewhere, settle, stop_other_nodes
 from scheduler import announce, triggers
-from scheduler.models import ACTIVE_STATES, OPEN_ATTEMPT_STATES, Attempt, AttemptState, Job
+from scheduler.models import ACTIVE_STATES, OPEN_ATTEMPT_STATES, Attempt, AttemptState, Job, JobState
 
 log = logging.getLogger(__name__)
 
@@ -192,9 +192,18 @@ def _lose_attempt(job_id: int, node: str, now: datetime) -> None:
         # GPUs held without a current attempt here: nothing runs for them any more.
         Gpu.objects.filter(node__name=node, allocated_to=job).update(allocated_to=None)
         return
-    stop_other_nodes(job, att, except_node=node, grace=0.0)
-    held_query(job, att).update(allocated_to=None)
+    # Only the lost node's GPUs are freed now: the ranks on the other nodes are still running and keep
+    # theirs until their agents report them stopped, as after a failed rank (``reports``).
+    Gpu.objects.filter(node__name=node, index__in=att.gpu_allocation[node], allocated_to=job).update(allocated_to=None)
     if att.state in OPEN_ATTEMPT_STATES:
         att.state = AttemptState.NODE_LOST
-    att.ended_at = att.ended_at or now
+    att.ended_at = max(att.ended_at, now) if att.ended_at else now
+    if held_elsewhere(job, att):
+        att.save()
+        if job.state in (JobState.STARTING, JobState.RUNNING):
+            # SIGTERM, the job's grace, then SIGKILL: the surviving ranks may checkpoint what they hold.
+            # A job already being preempted or cancelled is stopping with its grace (``overdue`` re-sends).
+            stop_other_nodes(job, att, except_node=node, grace=float(job.grace_period))
+        announce.job_changed(job.pk)
+        return
     settle(job, att, now)

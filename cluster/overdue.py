@@ -10,7 +10,7 @@ from django.db.models import F
 from cluster import commands, protocol
 from cluster.liveness import lost_after
 from cluster.models import Node, NodeState
-from cluster.settlement import held_query
+from cluster.settlement import DOOMED, held_query
 from scheduler import confinement, elastic
 from scheduler.models import Attempt, AttemptState, JobState
 
@@ -22,6 +22,9 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
 
     * a stop (preempt, cancel) whose grace period ended more than the
       node-lost delay ago is re-sent with no grace (SIGKILL);
+    * so is the stop of the ranks still running after another rank of their
+      attempt failed or was lost (``settlement.DOOMED``), counted from the
+      attempt's end;
     * a launch not reported started within the node-lost delay is re-sent.
 
     Only nodes that are UP get them (a lost node is reconciled when it returns).
@@ -29,6 +32,13 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
     """
     slack = lost_after()
     up = set(Node.objects.filter(state=NodeState.UP).values_list("name", flat=True))
+    resent = _resend_stops(now, slack, up) + _resend_doomed_stops(now, slack, up) + _resend_launches(now, slack, up)
+    if resent:
+        log.warning("re-sent overdue commands: %s", resent)
+    return resent
+
+
+def _resend_stops(now: datetime, slack: timedelta, up: set[str]) -> list[tuple[str, int, int]]:
     resent: list[tuple[str, int, int]] = []
     stopping = Attempt.objects.filter(
         job__state__in=[JobState.PREEMPTING, JobState.CANCELLING],
@@ -46,6 +56,31 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
             else:
                 commands.kill(name, att.job_id, att.number, 0.0, protocol.EXIT_CANCEL)
                 resent.append((protocol.AGENT_KILL, att.job_id, att.number))
+    return resent
+
+
+def _resend_doomed_stops(now: datetime, slack: timedelta, up: set[str]) -> list[tuple[str, int, int]]:
+    """The stop sent to the other ranks when one failed or its node was lost (``stop_other_nodes``),
+    again without grace once that grace and the node-lost delay have passed: the attempt is settled
+    only when every rank has reported, so a lost command would keep the job running forever."""
+    resent: list[tuple[str, int, int]] = []
+    doomed = Attempt.objects.filter(
+        job__state__in=[JobState.STARTING, JobState.RUNNING],
+        number=F("job__attempt_count"),
+        state__in=DOOMED,
+        ended_at__isnull=False,
+    ).select_related("job")
+    for att in doomed:
+        if att.ended_at + timedelta(seconds=att.job.grace_period) + slack > now:
+            continue
+        for name in sorted(set(held_query(att.job, att).values_list("node__name", flat=True)) & up):
+            commands.kill(name, att.job_id, att.number, 0.0, protocol.EXIT_STALE)
+            resent.append((protocol.AGENT_KILL, att.job_id, att.number))
+    return resent
+
+
+def _resend_launches(now: datetime, slack: timedelta, up: set[str]) -> list[tuple[str, int, int]]:
+    resent: list[tuple[str, int, int]] = []
     starting = Attempt.objects.filter(
         job__state=JobState.STARTING, state=AttemptState.STARTING, number=F("job__attempt_count"),
         started_at__lt=now - slack,
@@ -60,6 +95,4 @@ def resend_overdue_commands(now: datetime) -> list[tuple[str, int, int]]:
             if name in up:
                 commands.launch(name, cmd)
                 resent.append((protocol.AGENT_LAUNCH, att.job_id, att.number))
-    if resent:
-        log.warning("re-sent overdue commands: %s", resent)
     return resent

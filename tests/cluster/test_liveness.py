@@ -108,19 +108,52 @@ def test_a_silent_node_is_lost_and_its_jobs_requeued(owner, sent, no_triggers, s
         assert liveness.detect_lost_nodes(now) == ["silent"]
     assert Node.objects.get(name="silent").state == NodeState.NODE_LOST
     assert Node.objects.get(name="alive").state == NodeState.UP
-    for job in (lost_job, spanning):
-        job.refresh_from_db()
-        attempt = Attempt.objects.get(job=job)
-        assert job.state == JobState.PENDING and job.pending_reason == "NodeLost"
-        assert attempt.state == AttemptState.NODE_LOST and attempt.lost_gpu_seconds > 0
+    lost_job.refresh_from_db()
+    attempt = Attempt.objects.get(job=lost_job)
+    assert lost_job.state == JobState.PENDING and lost_job.pending_reason == "NodeLost"
+    assert attempt.state == AttemptState.NODE_LOST and attempt.lost_gpu_seconds > 0
+    # The rank on the surviving node gets SIGTERM and the job's grace, and keeps its GPU until it has stopped.
     assert sent.of(protocol.AGENT_KILL) == [
-        ("other", {"job_id": spanning.pk, "attempt": 1, "grace_period": 0.0, "reason": protocol.EXIT_STALE})
+        ("other", {"job_id": spanning.pk, "attempt": 1, "grace_period": 10.0, "reason": protocol.EXIT_STALE})
     ]
+    spanning.refresh_from_db()
+    assert spanning.state == JobState.RUNNING and Attempt.objects.get(job=spanning).state == AttemptState.NODE_LOST
+    assert list(Gpu.objects.filter(allocated_to=spanning).values_list("node__name", "index")) == [("other", 0)]
+    exit_report(spanning, "other", reason=protocol.EXIT_STALE, exit_code=None, signal=15, checkpointed=True,
+                notice_at=now + timedelta(seconds=1))
+    spanning.refresh_from_db()
+    assert spanning.state == JobState.PENDING and spanning.pending_reason == "NodeLost"
+    survivor_attempt = Attempt.objects.get(job=spanning)
+    assert survivor_attempt.state == AttemptState.NODE_LOST and survivor_attempt.checkpointed is True
     safe.refresh_from_db()
     assert safe.state == JobState.RUNNING
     assert allocation_problems() == []
     assert not Gpu.objects.filter(node__name__in=["silent", "other"], allocated_to__isnull=False).exists()
     assert liveness.detect_lost_nodes(now) == []  # already lost
+
+
+def test_a_node_lost_under_a_stopping_multi_node_job_leaves_its_other_ranks_their_stop(
+        owner, sent, no_triggers, settings, django_capture_on_commit_callbacks) -> None:
+    """A job being preempted already sent its ranks SIGTERM with its grace: losing one node neither
+    cuts the others' grace short nor frees their GPUs before they report."""
+    settings.AGENT_HEARTBEAT_SECONDS, settings.NODE_LOST_HEARTBEATS = 1.0, 2
+    now = timezone.now()
+    make_node("n1", 1)
+    make_node("n2", 1)
+    Node.objects.filter(name="n1").update(last_heartbeat=now - timedelta(seconds=5))
+    Node.objects.filter(name="n2").update(last_heartbeat=now)
+    job = placed_job(owner, {"n1": [0], "n2": [0]}, state=JobState.PREEMPTING)
+    Attempt.objects.filter(job=job).update(notice_at=now - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert liveness.detect_lost_nodes(now) == ["n1"]
+    assert sent.of(protocol.AGENT_KILL) == []
+    job.refresh_from_db()
+    assert job.state == JobState.PREEMPTING
+    assert list(Gpu.objects.filter(allocated_to=job).values_list("node__name", flat=True)) == ["n2"]
+    exit_report(job, "n2", reason=protocol.EXIT_PREEMPT, exit_code=None, signal=15, checkpointed=True,
+                notice_at=now - timedelta(seconds=1))
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and Attempt.objects.get(job=job).state == AttemptState.NODE_LOST
 
 
 def test_a_cancelling_job_on_a_lost_node_is_cancelled(owner, sent, no_triggers, settings) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.agent.config import default_advertise_address
-from cluster.models import Gpu, Node
+from cluster.models import Gpu, Node, NodeState
 from cluster.protocol import master_port
 from scheduler.models import Attempt, AttemptState, Job, JobState
 from tests.e2e.conftest import group_alive, job_groups, wait_until
@@ -84,3 +84,28 @@ def test_one_rank_failing_stops_the_other_and_fails_the_job(live) -> None:
     assert not group_alive(rank0)
     assert not Gpu.objects.filter(allocated_to__isnull=False).exists()
     assert set(rank_lines(job, 2)) == {"rank=0", "rank=1"}
+
+
+def test_a_node_lost_under_a_spanning_job_gives_the_surviving_rank_its_grace(live) -> None:
+    """Node b's agent and its rank are SIGKILLed: once b is declared lost, rank 0 on a is sent SIGTERM
+    with the job's grace (it says so and exits within it), keeps its GPUs until it has, and the job is
+    requeued with the attempt counted as checkpointed."""
+    a = live.start_agent("a", 2)
+    b = live.start_agent("b", 2)
+    live.wait_nodes_up(a, b)
+    command = ('if [ "$GPUSCHED_NODE_RANK" = 0 ]; then trap \'echo "rank=0 saving on SIGTERM"; exit 0\' TERM; fi; '
+               'echo "rank=$GPUSCHED_NODE_RANK up"; while true; do sleep 0.2; done')
+    job = wait_state(submit(make_user("carol"), "spanning", command=command, num_gpus=3, job_class="BE",
+                            grace_period=30), JobState.RUNNING)
+    assert set(rank_lines(job, 2)) == {"rank=0", "rank=1"}
+    assert job_groups([a.name]) and job_groups([b.name])
+
+    live.kill_agent(b)
+    assert live.kill_jobs_of(b)
+    job = wait_state(job, JobState.PENDING)
+    assert Node.objects.get(name=b.name).state == NodeState.NODE_LOST
+    attempt = Attempt.objects.get(job=job, number=1)
+    assert attempt.state == AttemptState.NODE_LOST
+    assert attempt.notice_at is not None and attempt.checkpointed is True
+    assert f"[{a.name}] rank=0 saving on SIGTERM" in log_lines(attempt)
+    assert not job_groups([a.name]) and not Gpu.objects.filter(allocated_to__isnull=False).exists()
