@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from interactive.sealed import SealedCharField
+
 
 class SessionKind(models.TextChoices):
     JUPYTER = "jupyter", "JupyterLab notebook"
@@ -14,7 +16,8 @@ class SessionEndpoint(models.Model):
     """The session server of a job's current attempt, as its node reported it (REPORT_SESSION).
 
     ``secret`` is what the portal sends as ``Authorization: token <secret>``; no
-    page, API answer or log line carries it. ``attempt`` is the attempt the
+    page, API answer or log line carries it, and the database holds it sealed
+    (``interactive.sealed``: AES-GCM under a key derived from ``SECRET_KEY``). ``attempt`` is the attempt the
     address belongs to: a later attempt's server gets a new port and secret.
     ``last_activity_at`` is the last request the portal forwarded (written at
     most once per ``ACTIVITY_RESOLUTION_S``).
@@ -25,7 +28,7 @@ class SessionEndpoint(models.Model):
     node = models.CharField(max_length=63)
     host = models.CharField(max_length=253)
     port = models.PositiveIntegerField()
-    secret = models.CharField(max_length=128)
+    secret = SealedCharField(max_length=256)  # a sealed secret of up to 128 characters is 211
     ready_at = models.DateTimeField()
     last_activity_at = models.DateTimeField(null=True, blank=True)
 

@@ -54,6 +54,8 @@ def target(user, job_id: int) -> Target | None:  # noqa: ANN001 - a user model i
     mine = row.job.owner_id == user.pk
     if not mine and not (user.is_staff and staff_access()):
         return None
+    if not row.secret:  # sealed under a key no longer configured (``interactive.sealed``, logged there)
+        return None
     return Target(job_id=row.job_id, host=row.host, port=row.port, secret=row.secret,
                   owner=row.job.owner.get_username(), by_staff=not mine)
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import unavailable
-from tests.support.livestack import PY, REPO, WORKER_ENV, _database_url, _stop_group, wait_until
+from tests.support.livestack import PY, REPO, WORKER_ENV, _database_url, _stop_group, stack_secret_key, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -101,7 +101,7 @@ def running_web(redis_url: str, tmp_path_factory, **extra_env: str) -> Iterator[
            if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(WORKER_ENV)
     env.update({"DATABASE_URL": _database_url(), "REDIS_URL": redis_url,
-                "SECRET_KEY": "browser-test-only-secret-key", "DEBUG": "0", "DATABASE_POOL": "true", **extra_env})
+                "SECRET_KEY": stack_secret_key(), "DEBUG": "0", "DATABASE_POOL": "true", **extra_env})
     port = _free_port()
     server = WebServer(f"http://127.0.0.1:{port}", port, env, tmp_path_factory.mktemp("web") / "daphne.log")
     server.start()

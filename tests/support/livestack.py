@@ -67,6 +67,14 @@ WORKER_ENV = {
 }
 
 
+def stack_secret_key() -> str:
+    """The ``SECRET_KEY`` of every process of a test stack: this process's, as a deployment gives the
+    portal and its workers one key (session secrets sealed by one are opened by the other)."""
+    from django.conf import settings
+
+    return settings.SECRET_KEY
+
+
 def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT, interval: float = 0.1) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -161,8 +169,7 @@ class WorkerSlot:
                if k not in ("CELERY_BROKER_URL", "TEST_REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
         env.update(WORKER_ENV)
         env.update(self.extra_env)
-        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url,
-                    "SECRET_KEY": "e2e-only-secret-key-not-for-deployment"})
+        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, "SECRET_KEY": stack_secret_key()})
         _clear_queue(self.redis_url)
         with open(log_path, "wb") as out:
             process = subprocess.Popen(
