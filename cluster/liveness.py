@@ -197,6 +197,8 @@ def _lose_attempt(job_id: int, node: str, now: datetime) -> None:
     Gpu.objects.filter(node__name=node, index__in=att.gpu_allocation[node], allocated_to=job).update(allocated_to=None)
     if att.state in OPEN_ATTEMPT_STATES:
         att.state = AttemptState.NODE_LOST
+    if not att.message:  # the job's timeline names the node that was lost, not only the nodes it ran on
+        att.message = f"{node}: no heartbeat for {lost_after().total_seconds():g} s"
     att.ended_at = max(att.ended_at, now) if att.ended_at else now
     if held_elsewhere(job, att):
         att.save()

@@ -111,6 +111,7 @@ def test_a_silent_node_is_lost_and_its_jobs_requeued(owner, sent, no_triggers, s
     lost_job.refresh_from_db()
     attempt = Attempt.objects.get(job=lost_job)
     assert lost_job.state == JobState.PENDING and lost_job.pending_reason == "NodeLost"
+    assert lost_job.pending_message == "attempt 1 lost on silent (silent: no heartbeat for 3 s)"
     assert attempt.state == AttemptState.NODE_LOST and attempt.lost_gpu_seconds > 0
     # The rank on the surviving node gets SIGTERM and the job's grace, and keeps its GPU until it has stopped.
     assert sent.of(protocol.AGENT_KILL) == [
@@ -123,6 +124,8 @@ def test_a_silent_node_is_lost_and_its_jobs_requeued(owner, sent, no_triggers, s
                 notice_at=now + timedelta(seconds=1))
     spanning.refresh_from_db()
     assert spanning.state == JobState.PENDING and spanning.pending_reason == "NodeLost"
+    assert spanning.pending_message == ("attempt 1 lost on other, silent (silent: no heartbeat for 3 s); "
+                                        "checkpoint written")
     survivor_attempt = Attempt.objects.get(job=spanning)
     assert survivor_attempt.state == AttemptState.NODE_LOST and survivor_attempt.checkpointed is True
     safe.refresh_from_db()
