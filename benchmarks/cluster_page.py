@@ -11,6 +11,9 @@ the GPUs held by running BE jobs of 1-8 GPUs, the queue of 20 users), then repor
 * ``state_kib``: the state as JSON (what one push sends to one page), and its parts ``nodes_kib``
   (the grid), ``jobs_kib`` (the jobs holding GPUs, when the state lists them apart) and ``queue_kib``;
 * ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``);
+* ``shared_read_s``, ``from_other_process_s`` and ``store_s``: what each further portal process pays
+  for the shared state after a change, its own read of the database against the state another process
+  stored in Redis (``portal.cluster_cache``), and what the reading process adds to store it;
 * ``per_page_s``: what each open page adds to one shared read after a change (``selectors.for_viewer``
   on the shared state and the JSON of the message; trees without a shared read: null), so that K open
   pages cost ``state_s + K x per_page_s`` where each once read for itself;
@@ -78,6 +81,7 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
         per_page = _timed(lambda: json.dumps(selectors.for_viewer(shared, user)), repeat)
     return {
         **counts,
+        **_across_processes(repeat),
         **_changes(user, repeat),
         "per_page_s": per_page,
         "state_s": _timed(lambda: selectors.cluster_state(user), repeat),
@@ -87,6 +91,47 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
         "page_s": _timed(lambda: client.get("/cluster/"), repeat),
         "page_kib": round(len(answer.content) / 1024, 1),
     }
+
+
+def _across_processes(repeat: int) -> dict:
+    """What each further portal process pays for the shared state after a change: its own read of the
+    database before (``shared_read_s``), the state another process stored in Redis now
+    (``from_other_process_s``: Redis and the JSON decode), and what the process that reads adds to
+    store it (``store_s``: the JSON encode and Redis). Trees without ``portal.cluster_cache``: nulls."""
+    from portal.dashboard import selectors
+
+    shared_read = _timed(selectors.shared_cluster_state, repeat)
+    try:
+        from portal import cluster_cache
+    except ImportError:
+        return {"shared_read_s": shared_read, "from_other_process_s": None, "store_s": None}
+    import asyncio
+
+    from django.conf import settings
+
+    settings.CLUSTER_STATE_SHARED = True
+    state = selectors.shared_cluster_state()
+
+    async def read() -> dict:
+        return state
+
+    async def unread() -> dict:
+        raise AssertionError("the state should have come from Redis")
+
+    async def timings() -> tuple[float, float]:
+        client = cluster_cache._client()
+        stores, takes = [], []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            await cluster_cache._read_and_store(client, read)
+            stores.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            await cluster_cache.shared_state(unread)
+            takes.append(time.perf_counter() - began)
+        return statistics.median(stores), statistics.median(takes)
+
+    store, take = asyncio.run(timings())
+    return {"shared_read_s": shared_read, "from_other_process_s": round(take, 4), "store_s": round(store, 4)}
 
 
 def _changes(user, repeat: int) -> dict:  # noqa: ANN001 - a user model instance

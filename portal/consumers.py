@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from portal import access, realtime
+from portal import access, cluster_cache, realtime
 from portal.env import env_int
 from portal.dashboard import cluster_delta, job_page, latency, selectors
 from portal.shared_read import SharedRead
@@ -184,7 +184,9 @@ class _LiveConsumer(AsyncJsonWebsocketConsumer):
 
 
 #: The cluster state read once for all the cluster pages of this process that refresh together.
-CLUSTER_READ: SharedRead[dict] = SharedRead(lambda: database_sync_to_async(selectors.shared_cluster_state)())
+#: Its read is shared with the portal's other processes in turn (``cluster_cache``).
+CLUSTER_READ: SharedRead[dict] = SharedRead(
+    lambda: cluster_cache.shared_state(database_sync_to_async(selectors.shared_cluster_state)))
 #: What changed between two such reads, compared once for all the pages that were sent the first.
 CLUSTER_CHANGES = cluster_delta.LastChanges()
 

@@ -260,6 +260,8 @@ def _send(items: list[tuple[str, dict]]) -> int:
         layer = None
     if layer is None:
         return 0
+    if any(group == CLUSTER_GROUP for group, _ in items):
+        _count_cluster_change()
     try:
         _run_async(_group_send_all, layer, items)
     except Exception as exc:  # Redis down, timeout, loop trouble: the write has committed anyway
@@ -269,6 +271,23 @@ def _send(items: list[tuple[str, dict]]) -> int:
                        type(exc).__name__, exc, PUBLISH_COOLDOWN_S)
         return 0
     return len(items)
+
+
+def _count_cluster_change() -> None:
+    """Count the change before its hint goes out, so a page woken by the hint never takes a cluster
+    state that other processes read before it (``portal.cluster_cache``)."""
+    from portal import cluster_cache
+
+    global _uncounted_logged_at
+    try:
+        cluster_cache.announce_change()
+    except Exception as exc:  # Redis down: the pages cannot take shared states either, and read for themselves
+        if time.monotonic() - _uncounted_logged_at > 60:
+            _uncounted_logged_at = time.monotonic()
+            logger.warning("cluster change not counted (%s: %s)", type(exc).__name__, exc)
+
+
+_uncounted_logged_at = float("-inf")
 
 
 def _loop_running() -> bool:

@@ -32,3 +32,6 @@ CACHES = {
 # Fair-share standings are computed for each request, so that tests never share them through Redis
 # (tests/scheduler/test_fair_standing.py turns the cache on where it is under test).
 FAIR_STANDING_CACHE_SECONDS = 0
+# Each portal process reads the cluster for its pages: no test is served a cluster state stored in Redis
+# by another (tests/portal/test_cluster_cache.py turns the sharing on where it is under test).
+CLUSTER_STATE_SHARED = False
