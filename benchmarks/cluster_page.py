@@ -10,7 +10,8 @@ the GPUs held by running BE jobs of 1-8 GPUs, the queue of 20 users), then repor
   ``--repeat``; staff get a link for every job);
 * ``state_kib``: the state as JSON (what one push sends to one page), and its parts ``nodes_kib``
   (the grid), ``jobs_kib`` (the jobs holding GPUs, when the state lists them apart) and ``queue_kib``;
-* ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``);
+* ``page_s``: the whole ``GET /cluster/`` through Django's test client (median of ``--repeat``), and
+  ``page_shared_s`` the same while a current shared state is stored in Redis (``portal.cluster_cache``);
 * ``shared_read_s``, ``from_other_process_s`` and ``store_s``: what each further portal process pays
   for the shared state after a change, its own read of the database against the state another process
   stored in Redis (``portal.cluster_cache``), and what the reading process adds to store it;
@@ -65,6 +66,7 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
 
     from portal.dashboard import selectors
 
+    settings.CLUSTER_STATE_SHARED = False  # each figure below reads the database unless it says otherwise
     counts = _fill(nodes, pending, seed)
     user = User.objects.get(username="u0")
     staff = User.objects.create_user("bench-staff", is_staff=True)
@@ -89,8 +91,39 @@ def measure(nodes: int, pending: int, repeat: int, seed: int) -> dict:
         "state_kib": _kib(state), "nodes_kib": _kib(state["nodes"]), "jobs_kib": _kib(state.get("jobs", {})),
         "queue_kib": _kib(state["queue"]),
         "page_s": _timed(lambda: client.get("/cluster/"), repeat),
+        "page_shared_s": _page_shared(client, repeat),
         "page_kib": round(len(answer.content) / 1024, 1),
     }
+
+
+def _page_shared(client, repeat: int) -> float | None:  # noqa: ANN001 - Django's test client
+    """``GET /cluster/`` while a current shared state is stored in Redis (``cluster_cache.stored_state``);
+    trees without it: null."""
+    try:
+        from portal import cluster_cache
+    except ImportError:
+        return None
+    if not hasattr(cluster_cache, "stored_state"):
+        return None
+    import asyncio
+
+    from django.conf import settings
+
+    from portal.dashboard import selectors
+
+    settings.CLUSTER_STATE_SHARED = True
+    try:
+        state = selectors.shared_cluster_state()
+
+        async def store() -> None:
+            async def read() -> dict:
+                return state
+            await cluster_cache._read_and_store(cluster_cache._client(), read)
+
+        asyncio.run(store())
+        return _timed(lambda: client.get("/cluster/"), repeat)
+    finally:
+        settings.CLUSTER_STATE_SHARED = False
 
 
 def _across_processes(repeat: int) -> dict:
@@ -131,6 +164,7 @@ def _across_processes(repeat: int) -> dict:
         return statistics.median(stores), statistics.median(takes)
 
     store, take = asyncio.run(timings())
+    settings.CLUSTER_STATE_SHARED = False
     return {"shared_read_s": shared_read, "from_other_process_s": round(take, 4), "store_s": round(store, 4)}
 
 

@@ -105,6 +105,23 @@ async def shared_state(read: Callable[[], Awaitable[dict]]) -> dict:
     return await read()
 
 
+def stored_state() -> dict | None:
+    """For a view (synchronous): the state another process stored when it shows every change announced
+    so far and is young enough, else None (the caller reads for itself; a view stores nothing)."""
+    if not enabled():
+        return None
+    client = _counter_for(settings.REDIS_URL)
+    try:
+        need = int(client.get(SEQ_KEY) or 0)
+        seq, at = client.hmget(STATE_KEY, ["seq", "at"])
+        if seq is None or int(seq) < need or time.time() - float(at) > MAX_AGE_S:
+            return None
+        text = client.hget(STATE_KEY, "state")
+    except redis.RedisError:
+        return None
+    return None if text is None else json.loads(text)
+
+
 _clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
 
 

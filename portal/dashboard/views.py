@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from portal import metrics
+from portal import cluster_cache, metrics
 from portal.dashboard import latency, report, selectors, simulation
 from portal.dashboard.forms import SimulationForm
 from portal.dashboard.models import ACTIVE_RUN_STATES, RunState, SimulationRun
@@ -31,8 +31,10 @@ RUNS_LISTED = 50
 @login_required
 @require_GET
 def cluster_page(request: HttpRequest) -> HttpResponse:
+    shared = cluster_cache.stored_state()  # what the live pages were last sent, when it is still current
     return render(request, "dashboard/cluster.html", {
-        "initial_state": selectors.cluster_state(request.user),
+        "initial_state": selectors.cluster_state(request.user) if shared is None
+        else selectors.for_viewer(shared, request.user),
         "queue_titles": [("TE", "Trial-and-error (TE)"), ("BE", "Best-effort (BE)")],
     })
 

@@ -6,6 +6,15 @@
   const STATUS_TEXT = { free: "free", TE: "TE job", BE: "BE job", preempting: "preempting", lost: "node lost", down: "node down",
                         unhealthy: "out of service" };
   let skewMs = 0; // client clock minus server clock, so waiting times tick without drifting
+  const skewSamples = [];
+
+  /* A state may have been read a few seconds before this page got it (one read serves every page of the
+   * portal for up to 10 s): the freshest of the last few states tells the clocks' difference best. */
+  function noteSkew(generatedAt) {
+    skewSamples.push(Date.now() - Date.parse(generatedAt));
+    if (skewSamples.length > 10) skewSamples.shift();
+    skewMs = Math.min(...skewSamples);
+  }
 
   function secondsSince(iso) {
     return (Date.now() - skewMs - Date.parse(iso)) / 1000;
@@ -193,7 +202,7 @@
   }
 
   function render(state) {
-    skewMs = Date.now() - Date.parse(state.generated_at);
+    noteSkew(state.generated_at);
     renderTotals(state.totals, state.queue);
     renderGrid(withJobs(state.nodes, state.jobs || {}));
     if (pointed && pointed.isConnected) showDetail(describe(pointed));

@@ -152,3 +152,32 @@ def test_a_cluster_page_is_sent_what_another_process_read_and_after_a_change_wha
         await communicator.disconnect()
 
     async_to_sync(scenario)()
+
+
+@pytest.mark.django_db
+def test_the_cluster_page_is_drawn_from_the_current_stored_state_as_its_viewer_may_see_it(
+        shared, roles, client) -> None:  # noqa: ANN001
+    """``GET /cluster/`` takes the state the live pages were last sent while it is current, cut for its
+    viewer (a link to one's own job only); once a change is counted it reads the database again."""
+    from django.test import Client
+    from asgiref.sync import async_to_sync
+
+    from tests.support.live_helpers import make_node
+    from tests.support.placed_jobs import placed_job
+
+    make_node("real-node", 2)
+    job = placed_job(roles.other, {"real-node": [0]})
+    stored = selectors.shared_cluster_state()
+    stored["nodes"] = [{**stored["nodes"][0], "name": "read-by-another-process"}]
+    async_to_sync(cluster_cache.shared_state)(Reader(stored))
+
+    def page(user) -> str:  # noqa: ANN001
+        browser = Client()
+        browser.force_login(user)
+        return browser.get("/cluster/").content.decode()
+
+    mine, theirs = page(roles.other), page(roles.owner)
+    assert "read-by-another-process" in mine and "read-by-another-process" in theirs
+    assert f"/jobs/{job.pk}/" in mine and f"/jobs/{job.pk}/" not in theirs
+    cluster_cache.announce_change()
+    assert "read-by-another-process" not in page(roles.owner) and "real-node" in page(roles.owner)
