@@ -156,11 +156,11 @@ def test_a_cluster_page_is_sent_what_another_process_read_and_after_a_change_wha
 
 @pytest.mark.django_db
 def test_the_cluster_page_is_drawn_from_the_current_stored_state_as_its_viewer_may_see_it(
-        shared, roles, client) -> None:  # noqa: ANN001
+        shared, roles) -> None:  # noqa: ANN001
     """``GET /cluster/`` takes the state the live pages were last sent while it is current, cut for its
     viewer (a link to one's own job only); once a change is counted it reads the database again."""
-    from django.test import Client
     from asgiref.sync import async_to_sync
+    from django.test import Client
 
     from tests.support.live_helpers import make_node
     from tests.support.placed_jobs import placed_job
