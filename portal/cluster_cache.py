@@ -114,12 +114,18 @@ def stored_state() -> dict | None:
     try:
         need = int(client.get(SEQ_KEY) or 0)
         seq, at = client.hmget(STATE_KEY, ["seq", "at"])
-        if seq is None or int(seq) < need or time.time() - float(at) > MAX_AGE_S:
+        if not _current(seq, at, need):
             return None
         text = client.hget(STATE_KEY, "state")
     except redis.RedisError:
         return None
     return None if text is None else json.loads(text)
+
+
+def _current(seq: bytes | None, at: bytes | None, need: int) -> bool:
+    """Whether a stored state (its number and read time) shows every change counted up to ``need`` and is
+    young enough to serve."""
+    return seq is not None and int(seq) >= need and time.time() - float(at) <= MAX_AGE_S
 
 
 _clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
@@ -141,7 +147,7 @@ async def _stored(client: redis.asyncio.Redis, need: int) -> dict | None:
     # The state itself (a megabyte at 1,000 nodes) is fetched only once its number and age qualify: a
     # process waiting for another's read asks every 20 ms. A state that replaced it meanwhile is newer.
     seq, at = await client.hmget(STATE_KEY, ["seq", "at"])
-    if seq is None or int(seq) < need or time.time() - float(at) > MAX_AGE_S:
+    if not _current(seq, at, need):
         return None
     text = await client.hget(STATE_KEY, "state")
     return None if text is None else await asyncio.to_thread(json.loads, text)

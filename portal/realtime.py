@@ -56,6 +56,8 @@ from typing import Any
 
 from django.db import transaction
 
+from portal import cluster_cache
+
 logger = logging.getLogger(__name__)
 
 CLUSTER_GROUP = "cluster"
@@ -276,8 +278,6 @@ def _send(items: list[tuple[str, dict]]) -> int:
 def _count_cluster_change() -> None:
     """Count the change before its hint goes out, so a page woken by the hint never takes a cluster
     state that other processes read before it (``portal.cluster_cache``)."""
-    from portal import cluster_cache
-
     global _uncounted_logged_at
     try:
         cluster_cache.announce_change()
