@@ -15,13 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
+
+from cluster import session_seal
 from scheduler.identity import single_user_mode
 from scheduler.models import Job
 
 GIB = 2**30
 _COLUMNS = ("id", "run_as", "num_cpus", "mem_gb", "image__name", "image__uri", "image__digest", "session_kind")
-# The launch env variable that makes an attempt an interactive session (cluster/session_contract.py).
+# The launch env variables that make an attempt an interactive session, and give the agent the key to
+# seal its secret to (cluster/session_contract.py, cluster/session_seal.py).
 _SESSION_ENV = "GPUSCHED_SESSION"
+_SESSION_REPORT_KEY_ENV = "GPUSCHED_SESSION_REPORT_KEY"
 
 
 def launch_fields(job_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -37,9 +42,13 @@ def fields_of(row: dict[str, Any]) -> dict[str, Any]:
 
     In single-user mode ``run_as`` is empty whatever the job stored: the agent
     then runs the job as itself, which it does only when it runs in that mode too.
-    An interactive session's kind travels in the launch's ``env`` (docs/sessions.md).
+    An interactive session's kind travels in the launch's ``env`` (docs/sessions.md), with the
+    server's public key that the node seals the session's secret to.
     """
-    extra = {"env": {_SESSION_ENV: row["session_kind"]}} if row.get("session_kind") else {}
+    extra = {}
+    if row.get("session_kind"):
+        extra["env"] = {_SESSION_ENV: row["session_kind"],
+                        _SESSION_REPORT_KEY_ENV: session_seal.public_key_text(settings.SECRET_KEY)}
     return {**extra,
         "run_as": "" if single_user_mode() else row["run_as"],
         "cpus": float(row["num_cpus"] or 0.0),

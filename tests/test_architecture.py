@@ -21,10 +21,11 @@ PACKAGES = tuple(sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.p
 LINE_LIMIT = 400
 
 #: What the scheduling loop may use of cluster/: the node layer below it (definitions of nodes and GPUs, the
-#: agent protocol, the broker and the commands sent through it). The rest of cluster/ (agent reports,
-#: liveness, the tick) sits above the loop and imports it.
+#: agent protocol and the session secret's sealing that a launch carries the key of, the broker and the
+#: commands sent through it). The rest of cluster/ (agent reports, liveness, the tick) sits above the loop
+#: and imports it.
 CLUSTER_BELOW_THE_LOOP = frozenset({"cluster", "cluster.models", "cluster.protocol", "cluster.broker",
-                                    "cluster.commands"})
+                                    "cluster.commands", "cluster.session_seal"})
 
 #: Frameworks the pure core, the simulator and the node agent never import.
 WEB_FRAMEWORKS = frozenset({"django", "celery", "channels", "rest_framework"})
@@ -182,14 +183,16 @@ def test_the_node_agent_needs_no_server(house: House) -> None:
     """The agent runs on GPU nodes without Django or the server's code: only the protocol is shared
     (it reads and sends Celery messages as a client, so Celery itself is allowed), with the progress
     report's contract (cluster.progress_schema, pure: what a job may report, checked on both sides), the
-    interactive sessions' contract (cluster.session_contract, stdlib only) and the telemetry stream's
+    interactive sessions' contract (cluster.session_contract, stdlib only) and the sealing of their
+    secrets (cluster.session_seal, with the cryptography package) and the telemetry stream's
     (cluster.telemetry_stream, stdlib only: its key and entry format)."""
     wrong = sorted((m, x) for m in house.paths if _in(m, "cluster.agent")
                    for x in house.outside[m] if x in (WEB_FRAMEWORKS - {"celery"}) | {"portal", "scheduler"})
     wrong += sorted((m, t) for m in house.paths if _in(m, "cluster.agent")
                     for t in house.imports[m]
                     if not _in(t, "cluster.agent", "cluster.protocol", "cluster.progress_schema",
-                               "cluster.protocol_versions", "cluster.session_contract", "cluster.telemetry_stream")
+                               "cluster.protocol_versions", "cluster.session_contract", "cluster.session_seal",
+                               "cluster.telemetry_stream")
                     and t != "cluster")
     assert wrong == []
 

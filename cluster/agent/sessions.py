@@ -4,7 +4,11 @@ A launch whose ``env`` names a session kind (``cluster.session_contract``)
 gets a free TCP port on the node's advertised address and a fresh secret
 (``secrets.token_urlsafe``) in its environment. Once the session's server
 accepts connections on that port, REPORT_SESSION tells the server where it is
-and which secret it requires; the secret appears in no log line. Probes are
+and which secret it requires; the secret appears in no log line. The report
+carries the secret sealed to the server's public key that came with the launch
+(``cluster.session_seal``; the key is taken out of the job's environment), so
+the broker never holds it; only a launch without a key (an older server) has
+it sent in clear. Probes are
 short non-blocking connects made from the agent's loop, at most one per
 session every ``PROBE_EVERY`` seconds, so a slow server cannot hold the loop.
 
@@ -21,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from cluster import protocol, session_contract as contract
+from cluster import protocol, session_contract as contract, session_seal
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ class PendingSession:
     port: int
     secret: str
     next_probe: float = 0.0
+    report_key: str = ""  # the server's public key from the launch ("": an older server, the secret goes in clear)
 
 
 def free_port(host: str) -> int:
@@ -62,19 +67,28 @@ def accepts(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
 class Sessions:
     """Session ports of this node's attempts: ``prepare`` at launch, ``poll`` from the loop."""
 
-    def __init__(self, host: str, probe: Callable[[str, int], bool] = accepts) -> None:
+    def __init__(self, host: str, probe: Callable[[str, int], bool] = accepts, node: str = "") -> None:
         self.host = host
         self.probe = probe
+        self.node = node  # the sealed secret opens only for this node's report
         self.pending: dict[Key, PendingSession] = {}
 
     def prepare(self, cmd: protocol.LaunchCommand) -> protocol.LaunchCommand:
         """``cmd`` with the session's variables in its env if it is a session, else ``cmd`` itself."""
         if not contract.session_kind(cmd.env):
             return cmd
+        env = dict(cmd.env)
+        key = env.pop(contract.ENV_SESSION_REPORT_KEY, "")
         port, secret = free_port(self.host), secrets.token_urlsafe(32)
-        self.pending[(str(cmd.job_id), cmd.attempt)] = PendingSession(cmd.job_id, cmd.attempt, self.host, port, secret)
+        if key and session_seal.check_public_key(key) is None:
+            # Fail closed: a server that sends a key takes only sealed secrets, and clear text is what the key avoids.
+            log.error("the launch of %s attempt %d carries a malformed key to seal its session's secret to; the "
+                      "session will not be reported", cmd.job_id, cmd.attempt)
+        else:
+            self.pending[(str(cmd.job_id), cmd.attempt)] = PendingSession(cmd.job_id, cmd.attempt, self.host, port,
+                                                                          secret, report_key=key)
         log.info("session of %s attempt %d will listen on %s:%d", cmd.job_id, cmd.attempt, self.host, port)
-        return replace(cmd, env={**cmd.env, contract.ENV_SESSION_HOST: self.host, contract.ENV_SESSION_PORT: str(port),
+        return replace(cmd, env={**env, contract.ENV_SESSION_HOST: self.host, contract.ENV_SESSION_PORT: str(port),
                                  contract.ENV_SESSION_SECRET: secret,
                                  contract.ENV_SESSION_BASE_URL: contract.base_url(cmd.job_id)})
 
@@ -103,6 +117,15 @@ class Sessions:
                     del self.pending[key]
                     changed = True
                     log.info("session of %s attempt %d answers on %s:%d", s.job_id, s.attempt, s.host, s.port)
-                    emit(contract.REPORT_SESSION, {"job_id": s.job_id, "attempt": s.attempt, "host": s.host,
-                                                   "port": s.port, "secret": s.secret})
+                    emit(contract.REPORT_SESSION, self._report(s))
         return changed
+
+    def _report(self, s: PendingSession) -> dict[str, Any]:
+        """REPORT_SESSION's kwargs for ``s``: the secret sealed to the launch's key when it had one."""
+        report: dict[str, Any] = {"job_id": s.job_id, "attempt": s.attempt, "host": s.host, "port": s.port}
+        if s.report_key:
+            ctx = session_seal.context(self.node, s.job_id, s.attempt)
+            report["sealed_secret"] = session_seal.seal_to(s.report_key, s.secret, ctx)
+        else:
+            report["secret"] = s.secret
+        return report

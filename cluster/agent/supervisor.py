@@ -79,7 +79,7 @@ class Supervisor:
         self.launcher = Launcher(node=node, workdir=workdir, checkpoint_root=checkpoint_root, address=address,
                                  base_env=base_env, clock=clock, confinement=confinement, gpu_count=gpu_count)
         self.cgroups = self.launcher.confinement.cgroups
-        self.sessions = Sessions(self.launcher.address)  # interactive sessions' ports and secrets
+        self.sessions = Sessions(self.launcher.address, node=node)  # interactive sessions' ports and secrets
         # The variables every job starts from (the agent adds its lease here); shared with the launcher.
         self.base_env = self.launcher.base_env
         self.log_limits = log_limits

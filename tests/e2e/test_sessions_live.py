@@ -3,7 +3,12 @@ starts on the node with the GPUs it was given, and the node reports where it lis
 
 from __future__ import annotations
 
+import base64
+import re
+import threading
 import urllib.request
+
+import redis
 
 from interactive import services as sessions
 from interactive.models import SessionEndpoint
@@ -12,8 +17,37 @@ from tests.e2e.conftest import train_command, wait_until
 from tests.support.live_helpers import make_user, submit
 
 
+class BrokerTraffic:
+    """Every command Redis executes while it runs (MONITOR), with each Celery message's base64 body
+    decoded beside it: what anyone reading the broker, its append-only file or its backups could see."""
+
+    _BODY = re.compile(r'\\?"body\\?": \\?"([A-Za-z0-9+/=]+)')
+
+    def __init__(self, url: str) -> None:
+        self.seen: list[str] = []
+        self._monitor = redis.Redis.from_url(url).monitor()
+        self._connection = self._monitor.__enter__()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for entry in self._connection.listen():
+                command = entry.get("command", "")
+                self.seen.append(command)
+                self.seen.extend(base64.b64decode(body).decode("utf-8", "replace") for body in self._BODY.findall(command))
+        except (redis.ConnectionError, ValueError):
+            return
+
+    def stop(self) -> list[str]:
+        self._connection.connection.disconnect()
+        self._thread.join(timeout=5)
+        return self.seen
+
+
 def test_a_notebook_on_a_full_cluster_preempts_be_work_and_its_server_answers_only_with_the_secret(
         live, jupyter_on_path) -> None:  # noqa: ANN001
+    traffic = BrokerTraffic(live.worker.redis_url)
     node = live.start_agent("full", 2)
     live.wait_nodes_up(node)
     alice = make_user("alice")
@@ -37,3 +71,9 @@ def test_a_notebook_on_a_full_cluster_preempts_be_work_and_its_server_answers_on
     except urllib.error.HTTPError as exc:
         refused = exc.code == 403
     assert refused, "the session's server answered without its secret"
+
+    seen = traffic.stop()
+    reports = [text for text in seen if "cluster.session" in text]
+    assert reports, "the session's report was not seen on the broker"
+    assert any("sealed_secret" in text for text in reports)
+    assert not [text for text in seen if endpoint.secret in text], "the session's secret crossed the broker in clear"

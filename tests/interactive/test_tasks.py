@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import session_contract
+from cluster import session_contract, session_seal
 from interactive import tasks
 from interactive.models import SessionEndpoint
 from scheduler.models import JobState
@@ -46,6 +46,30 @@ def test_a_report_stores_where_the_session_listens(job) -> None:  # noqa: ANN001
 def test_a_report_from_the_wrong_node_attempt_or_with_bad_fields_stores_nothing(job, kw) -> None:  # noqa: ANN001
     report(job, **kw)
     assert not SessionEndpoint.objects.exists()
+
+
+def sealed(settings, node: str = "n1", job_id: int = 0, attempt: int = 1, key: str = "") -> str:  # noqa: ANN001
+    return session_seal.seal_to(session_seal.public_key_text(key or settings.SECRET_KEY), SECRET,
+                                session_seal.context(node, job_id, attempt))
+
+
+def test_a_secret_sealed_to_this_server_for_this_session_is_stored(job, settings) -> None:  # noqa: ANN001
+    report(job, secret=None, sealed_secret=sealed(settings, job_id=job.pk))
+    assert SessionEndpoint.objects.get(job=job).secret == SECRET
+
+
+def test_a_secret_sealed_under_a_key_kept_as_a_fallback_is_stored(job, settings) -> None:  # noqa: ANN001
+    settings.SECRET_KEY_FALLBACKS = ["the key before"]
+    report(job, secret=None, sealed_secret=sealed(settings, job_id=job.pk, key="the key before"))
+    assert SessionEndpoint.objects.get(job=job).secret == SECRET
+
+
+@pytest.mark.parametrize("wrong", [{"node": "n2"}, {"attempt": 2}, {"job_id": -1}, {"key": "another server"}])
+def test_a_sealed_secret_for_another_session_or_server_stores_nothing(job, settings, wrong, caplog) -> None:  # noqa: ANN001
+    args = {"job_id": job.pk, **wrong}
+    report(job, secret=SECRET, sealed_secret=sealed(settings, **args))  # a clear secret beside it changes nothing
+    assert not SessionEndpoint.objects.exists()
+    assert "sealed_secret" in caplog.text and SECRET not in caplog.text
 
 
 def test_a_batch_job_or_an_ended_session_stores_nothing(job, no_triggers) -> None:  # noqa: ANN001

@@ -24,14 +24,17 @@ def test_launch_fields_carry_the_stored_user_and_the_requested_limits(settings) 
 
 
 @pytest.mark.django_db
-def test_a_session_launch_names_its_kind_in_the_env_and_a_batch_launch_has_no_env() -> None:
-    from cluster import protocol, session_contract
+def test_a_session_launch_names_its_kind_and_the_servers_sealing_key_in_the_env_and_a_batch_launch_has_no_env(
+        settings) -> None:  # noqa: ANN001
+    from cluster import protocol, session_contract, session_seal
 
     owner = User.objects.create_user("alice")
     session = Job.objects.create(owner=owner, name="s", command="jupyter lab", num_gpus=1, session_kind="jupyter")
     batch = Job.objects.create(owner=owner, name="b", command="true", num_gpus=1)
     fields = confinement.launch_fields([session.pk, batch.pk])
-    assert fields[session.pk]["env"] == {session_contract.ENV_SESSION: "jupyter"}
+    assert fields[session.pk]["env"] == {session_contract.ENV_SESSION: "jupyter",
+                                         session_contract.ENV_SESSION_REPORT_KEY: session_seal.public_key_text(
+                                             settings.SECRET_KEY)}
     assert "env" not in fields[batch.pk]
     cmd = protocol.LaunchCommand(job_id=session.pk, attempt=1, command="x", **fields[session.pk])
     assert session_contract.session_kind(protocol.LaunchCommand.from_kwargs(cmd.to_kwargs()).env) == "jupyter"

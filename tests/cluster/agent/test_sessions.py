@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from cluster import protocol, session_contract as contract
+from cluster import protocol, session_contract as contract, session_seal
 from cluster.agent.sessions import Sessions, accepts, free_port
 from tests.cluster.agent.agent_testlib import PY, Harness
 
@@ -50,6 +50,33 @@ def test_the_report_waits_for_the_port_to_answer_and_is_sent_once() -> None:
     sessions.poll(live, 3.0, lambda task, kw: sent.append((task, kw)))
     assert sent == [(contract.REPORT_SESSION, {"job_id": 7, "attempt": 1, "host": "127.0.0.1", "port": port,
                                                "secret": env[contract.ENV_SESSION_SECRET]})]
+
+
+def test_with_the_servers_key_the_report_carries_the_secret_sealed_for_this_node_job_and_attempt_only() -> None:
+    key = session_seal.public_key_text("server key")
+    sessions = Sessions("127.0.0.1", probe=lambda host, port: True, node="n1")
+    cmd = launch(7)
+    env = sessions.prepare(protocol.LaunchCommand(job_id=7, attempt=1, command="true",
+                                                  env={**cmd.env, contract.ENV_SESSION_REPORT_KEY: key})).env
+    assert contract.ENV_SESSION_REPORT_KEY not in env  # the job has no use for it
+    secret, sent = env[contract.ENV_SESSION_SECRET], []
+    assert sessions.to_state()[0]["report_key"] == key  # a restarted agent still seals
+    sessions.poll({("7", 1)}, 1.0, lambda task, kw: sent.append(kw))
+    (report,) = sent
+    assert "secret" not in report and secret not in repr(report)
+    assert session_seal.open_sealed(["server key"], report["sealed_secret"], session_seal.context("n1", 7, 1)) == secret
+    assert session_seal.open_sealed(["server key"], report["sealed_secret"], session_seal.context("n2", 7, 1)) is None
+    opener = lambda sealed: session_seal.open_sealed(["server key"], sealed, session_seal.context("n1", 7, 1))  # noqa: E731
+    assert contract.check_endpoint(report, opener)[2] == secret
+
+
+def test_a_malformed_key_fails_closed_the_session_is_never_reported(caplog) -> None:  # noqa: ANN001
+    sessions = Sessions("127.0.0.1", probe=lambda host, port: True, node="n1")
+    sessions.prepare(protocol.LaunchCommand(job_id=7, attempt=1, command="true",
+                                            env={contract.ENV_SESSION: "jupyter", contract.ENV_SESSION_REPORT_KEY: "x"}))
+    sent: list = []
+    sessions.poll({("7", 1)}, 1.0, lambda task, kw: sent.append(kw))
+    assert sent == [] and "malformed key" in caplog.text
 
 
 def test_an_attempt_that_ended_before_answering_is_forgotten() -> None:
