@@ -12,7 +12,7 @@ source, one per node, seeded), ``--rounds`` sampling intervals of every node, be
 is timed. Then, in this one process:
 
 * **ingestion**: every report goes through the report task as a worker runs it
-  (``gputelemetry.tasks.telemetry.apply``: per-node token check, version check, schema check,
+  (``gputelemetry.tasks.telemetry.apply``: per-node signature check, version check, schema check,
   one Redis pipeline); the process CPU time (user + system) it took, per report and as the
   share of one core that 1 report per node per ``--interval`` seconds costs. Then the same
   reports through the telemetry stream, drained in this process (``gputelemetry.drain``,
@@ -84,9 +84,22 @@ def make_cluster(nodes: int, gpus: int) -> list[str]:
     return names
 
 
-def make_reports(names: list[str], gpus: int, rounds: int, interval: float, workdir: Path) -> list[list[dict]]:
-    """``rounds`` lists of one report per node, from the agent's sampler over the simulated source."""
-    from cluster import auth, protocol
+def authenticated(report: dict, how: str) -> dict:
+    """``report`` as an agent sends it: signed with its node's token (``how`` "signature", as agents do), or
+    carrying the token ("token", as agents older than signing did)."""
+    from cluster import auth, protocol, report_signing
+
+    token = auth.node_token("bench-secret", report["node"])
+    if how == "token":
+        return {**report, "token": token}
+    return report_signing.signed(token, protocol.REPORT_TELEMETRY, report, time.time())
+
+
+def make_reports(names: list[str], gpus: int, rounds: int, interval: float, workdir: Path,
+                 how: str = "signature") -> list[list[dict]]:
+    """``rounds`` lists of one report per node, from the agent's sampler over the simulated source,
+    authenticated as ``authenticated`` says."""
+    from cluster import protocol
     from cluster.agent.attempt import TrackedAttempt
     from cluster.agent.gpu_sources import SimulatedSource
     from cluster.agent.telemetry import TelemetrySampler
@@ -97,11 +110,10 @@ def make_reports(names: list[str], gpus: int, rounds: int, interval: float, work
         sampler = TelemetrySampler(SimulatedSource(name, gpus, workdir / "none.json", seed=k), interval)
         held = [TrackedAttempt(job_id=k + 1, attempt=1, pgid=1, start_ticks=None, started_at=0.0, grace_period=1.0,
                                time_limit=None, job_dir="", checkpoint_dir="", gpu_indices=list(range(gpus // 2)))]
-        token = auth.node_token("bench-secret", name)
         for r in range(rounds):
             report = sampler.collect(start + r * interval, held)
             sampler.delivered()
-            out[r].append({"node": name, **report, "token": token, "protocol_version": protocol.PROTOCOL_VERSION})
+            out[r].append(authenticated({"node": name, **report, "protocol_version": protocol.PROTOCOL_VERSION}, how))
     return out
 
 
@@ -186,7 +198,7 @@ def time_worker(rounds: list[list[dict]], interval: float, conn, database_url: s
     process, from /proc) from the first report to the last one stored, per report and over that span."""
     import subprocess
 
-    from cluster import auth, protocol, telemetry_stream
+    from cluster import protocol, telemetry_stream
     from cluster.models import Node
     from gputelemetry import drain, store, tasks
     from portal.celery import app
@@ -195,8 +207,10 @@ def time_worker(rounds: list[list[dict]], interval: float, conn, database_url: s
     Node.objects.get_or_create(name=sentinel, defaults={"gpus": 1, "cpus": 1, "mem_gb": 1})
     conn.delete(store.latest_key(sentinel), telemetry_stream.STREAM_KEY)
     drain._group_ready.clear()
-    last = dict(rounds[-1][0], node=sentinel, token=auth.node_token("bench-secret", sentinel), jobs=[],
-                gpus=rounds[-1][0]["gpus"][:1])
+    first = rounds[-1][0]
+    how = "token" if "token" in first else "signature"
+    content = {k: v for k, v in first.items() if k not in ("token", "signature", "signed_at")}
+    last = authenticated(dict(content, node=sentinel, jobs=[], gpus=first["gpus"][:1]), how)
     env = {**os.environ, "DATABASE_URL": database_url, "CELERY_LOG_LEVEL": "WARNING"}
     worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", "WARNING",
                                "--queues", protocol.REPORT_QUEUE, "--concurrency", "1", "--pool", pool,
@@ -307,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-path", nargs="+", default=["stream", "task"], choices=("stream", "task"),
                         help="for --worker: through the telemetry stream (agents with a Redis broker), as one "
                              "Celery task per report (other agents), or both, one after the other")
+    parser.add_argument("--auth", default="signature", choices=("signature", "token"),
+                        help="reports signed with the node's token, as agents send them (default), or carrying the "
+                             "token, as agents older than signing did")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     args = parser.parse_args(argv)
     url = bench_url()
@@ -326,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
 
         GpuPolicy.objects.create(pk=1, idle_after_s=600 if args.idle_reclaim else 0)
         with tempfile.TemporaryDirectory() as tmp:
-            rounds = make_reports(names, args.gpus, args.rounds, args.interval, Path(tmp))
+            rounds = make_reports(names, args.gpus, args.rounds, args.interval, Path(tmp), args.auth)
         result = {
             "nodes": args.nodes, "gpus_per_node": args.gpus, "interval_s": args.interval,
-            "idle_reclaim": args.idle_reclaim,
+            "idle_reclaim": args.idle_reclaim, "auth": args.auth,
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "ingestion": time_ingestion(rounds, args.interval, conn),
             "memory": measure_memory(conn, args.gpus),

@@ -13,6 +13,11 @@ Chosen by settings:
   for all agents (any holder may report for any node), or no check at all
   when that is empty too. Test stacks and a single developer's machine only.
 
+Agents sign each report with their token instead of sending it (``cluster.report_signing``), so no
+token crosses the broker; a report carrying the token itself (an agent older than signing) is still
+accepted. Once every agent signs, changing ``AGENT_SECRET`` revokes any token an old agent's reports
+left in Redis's files.
+
 A refusal is logged and recorded in the audit log by the caller.
 """
 
@@ -20,8 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
+
+from cluster import report_signing
 
 _CONTEXT = "gpusched-agent-node:"
 
@@ -58,12 +67,28 @@ class AgentAuthError(Exception):
     """A report did not carry the configured agent token."""
 
 
-def check_token(node: str, token: object) -> None:
-    """Raise AgentAuthError unless ``token`` is the token of ``node`` (see cluster/auth.py:
-    the node's own token when AGENT_SECRET is set, else AGENT_TOKEN; no check when neither is)."""
-    if not token_matches(node, token):
+def report_authentic(node: str, task: str, kwargs: Mapping[str, Any]) -> bool:
+    """Whether the ``task`` report ``kwargs`` naming ``node`` is signed with ``node``'s token (or, from
+    an agent older than signing, carries it); True when the settings check nothing."""
+    expected = expected_token(node)
+    if expected is None:
+        return True
+    if expected == REFUSE_ALL:
+        return False
+    if report_signing.SIGNATURE_FIELD in kwargs:
+        return report_signing.verifies(expected, task, kwargs)
+    return token_matches(node, kwargs.get(report_signing.TOKEN_FIELD, ""))
+
+
+def check_report(node: str, task: str, kwargs: Mapping[str, Any]) -> None:
+    """Raise AgentAuthError unless ``report_authentic`` (see cluster/auth.py: the node's own token when
+    AGENT_SECRET is set, else AGENT_TOKEN; no check when neither is)."""
+    if not report_authentic(node, task, kwargs):
         if expected_token(node) == REFUSE_ALL:
             raise AgentAuthError(f"report from node {node!r} refused: no GPUSCHED_AGENT_SECRET is set, so only "
                                  "per-node tokens could be accepted (GPUSCHED_AGENT_DEV_MODE=true accepts the "
                                  "shared token, for development only)")
+        if report_signing.SIGNATURE_FIELD in kwargs:
+            raise AgentAuthError(f"report from node {node!r} refused: its signature does not verify with the "
+                                 "node's token (another node's token, or the report was altered)")
         raise AgentAuthError(f"report from node {node!r} refused: wrong or missing agent token")

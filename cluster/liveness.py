@@ -111,7 +111,7 @@ def ask_to_register(name: str, why: str) -> None:
     node's registration; the agent registers only when it starts or reconnects to the broker), or
     one naming another database's cluster (an agent that has not yet learned this one's): ask its
     agent to register again once such heartbeats have come for ``REGISTRATION_IN_FLIGHT_S`` (a
-    later heartbeat), then at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's token was
+    later heartbeat), then at most every ``REGISTER_AGAIN_INTERVAL_S``. The heartbeat's signature was
     checked for that node name, so only its own agent is asked."""
     now = time.monotonic()
     if now - _unknown_since.setdefault(name, now) < REGISTRATION_IN_FLIGHT_S:

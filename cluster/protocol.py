@@ -35,18 +35,19 @@ AGENT_RECONCILE = "agent.reconcile"  # kwargs: keep=[[job_id, attempt], ...]; ki
 AGENT_REGISTER_AGAIN = "agent.register-again"  # no kwargs: the server does not know the node; send REPORT_REGISTER
 
 # Reports, agent -> server.
-REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, token, agent_version, address
-REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, token, exited (recent_exits.py)
-REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, token
-REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, token, reason,
+REPORT_REGISTER = "cluster.register"  # kwargs: node, gpus, cpus, mem_gb, gpu_models, signature, agent_version, address
+REPORT_HEARTBEAT = "cluster.heartbeat"  # kwargs: node, running=[[job_id, attempt], ...], sent_at, signature, exited (recent_exits.py)
+REPORT_STARTED = "cluster.started"  # kwargs: node, job_id, attempt, pid, started_at, signature
+REPORT_EXITED = "cluster.exited"  # kwargs: node, job_id, attempt, exit_code, signal, ended_at, notice_at, checkpointed, signature, reason,
 #                                   message, peak_mem_bytes, cpu_seconds
-REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], token
-REPORT_PROGRESS = "cluster.progress"  # kwargs: node, job_id, attempt, token, cluster/progress_schema.py's fields
-REPORT_TELEMETRY = "cluster.telemetry"  # kwargs: node, token, sampled_at, gpus, jobs: cluster/telemetry_schema.py
+REPORT_LOG = "cluster.log"  # kwargs: node, job_id, attempt, lines=[str, ...], signature
+REPORT_PROGRESS = "cluster.progress"  # kwargs: node, job_id, attempt, signature, cluster/progress_schema.py's fields
+REPORT_TELEMETRY = "cluster.telemetry"  # kwargs: node, signature, sampled_at, gpus, jobs: cluster/telemetry_schema.py
 # Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
 # seconds as floats. exit_code is None when the process died from a signal;
-# signal is None when it exited by itself. token is the node's shared secret
-# ("" when none is configured). agent_version, reason and address were added
+# signal is None when it exited by itself. signature and signed_at: the report
+# signed with the node's token (cluster/report_signing.py; an agent older than
+# that sends token instead, "" when none is configured). agent_version, reason and address were added
 # after the first version of this contract, so a receiver must tolerate their
 # absence (a register without an address: other nodes reach it by its name).
 # REPORT_EXITED's message (str, "" when none), peak_mem_bytes (int) and

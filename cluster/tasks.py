@@ -1,4 +1,4 @@
-"""Celery tasks for the agents' REPORT_* messages: check the token, parse, call one service.
+"""Celery tasks for the agents' REPORT_* messages: check the signature, parse, call one service.
 
 A malformed report is logged with the field at fault and dropped (raising
 would only make Celery log a traceback; the agent cannot fix a message it
@@ -113,11 +113,11 @@ def mark_stored(request: Any) -> None:
 
 
 #: Fields of every report that are about its sender, not its content.
-_ENVELOPE = ("node", "token", server_identity.FIELD)
+_ENVELOPE = ("node", "token", "signature", "signed_at", server_identity.FIELD)
 
 
 def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any]], Any]:
-    """A REPORT_* task: token checked, ProtocolError/AgentAuthError logged and dropped, retried
+    """A REPORT_* task: signature checked, ProtocolError/AgentAuthError logged and dropped, retried
     while the database cannot be reached (reports are idempotent, so a retry is harmless),
     acknowledged only once handled. ``once``: the report is not idempotent (a log batch), so a
     message handled before is not handled again."""
@@ -134,7 +134,7 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
                 log.info("%s from node %r already stored; delivered again, ignored", name, node)
                 return None
             try:
-                node = check_sender(kwargs)
+                node = check_sender(name, kwargs)
                 other = server_identity.names_another(kwargs) if name not in server_identity.ANY_CLUSTER else None
                 if other is not None:
                     server_identity.log_ignored(name, node, other)
@@ -192,14 +192,15 @@ def audit_refusal(task: str, node: Any, why: str) -> None:
     audit.record(Action.AGENT_REFUSED, target=f"node {node}", actor_name=f"node {node}", detail=f"{task}: {why}")
 
 
-def check_sender(kwargs: dict[str, Any]) -> str:
-    """The node a report comes from, once its name, token and protocol version are checked.
+def check_sender(task: str, kwargs: dict[str, Any]) -> str:
+    """The node a ``task`` report comes from, once its name, signature (or token) and protocol version
+    are checked.
 
-    Raises ProtocolError (malformed name or version), auth.AgentAuthError (wrong token) or
+    Raises ProtocolError (malformed name or version), auth.AgentAuthError (wrong signature or token) or
     protocol_versions.UnsupportedVersion.
     """
     node = parse_node(kwargs.get("node"))
-    auth.check_token(node, kwargs.get("token", ""))
+    auth.check_report(node, task, kwargs)
     protocol_versions.check_version(protocol_versions.message_version(kwargs), commands.server_protocol_version(),
                                     f"the agent of node {node}")
     return node

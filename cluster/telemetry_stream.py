@@ -5,7 +5,7 @@ the one report every node sends every few seconds, and at a thousand nodes
 Celery's per-message work (receive, decode, trace, acknowledge) cost the
 worker about twenty times what storing the report costs. So an agent whose
 broker is Redis appends its telemetry report to a Redis stream instead
-(``XADD``, the same JSON fields as ``protocol.REPORT_TELEMETRY``'s kwargs, token
+(``XADD``, the same JSON fields as ``protocol.REPORT_TELEMETRY``'s kwargs, signature
 included), and the server reads it in batches of hundreds through a consumer
 group (``gputelemetry.drain``): one round trip, one authentication check per
 report, one pipeline of writes per batch.

@@ -154,7 +154,7 @@ def accept(entry_id: bytes, fields: dict | None) -> tuple[str, TelemetryReport] 
         kwargs = json.loads(raw)
         if not isinstance(kwargs, dict):
             raise ProtocolError("report", "must be a JSON object")
-        node = check_sender(kwargs)
+        node = check_sender(protocol.REPORT_TELEMETRY, kwargs)
         return node, telemetry_schema.check_report(kwargs.get("sampled_at"), kwargs.get("gpus", ()),
                                                    kwargs.get("jobs", ()))
     except auth.AgentAuthError as exc:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster import protocol, protocol_versions
+from cluster import protocol, protocol_versions, report_signing
 from cluster.agent import __version__, cluster_switch, confinement, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
@@ -155,8 +155,8 @@ class Agent:
         except Exception:  # a failing GPU reading must not stop the agent
             log.exception("GPU telemetry not sampled")
             return
-        kwargs = {"node": self.config.name, **report, "token": self.config.token,
-                  protocol_versions.PROTOCOL_FIELD: self.protocol_version}
+        kwargs = {"node": self.config.name, **report, protocol_versions.PROTOCOL_FIELD: self.protocol_version}
+        kwargs = report_signing.signed(self.config.token, protocol.REPORT_TELEMETRY, kwargs, time.time())
         try:
             self.broker.publish_telemetry(kwargs)
         except BrokerDown as exc:
@@ -248,10 +248,10 @@ class Agent:
     # ----- reports -----------------------------------------------------------
 
     def report(self, task: str, kwargs: dict[str, Any], *, first: bool = False) -> None:
-        """Queue a report (at the head if ``first``); node, token and cluster are added here."""
+        """Queue a report (at the head if ``first``); node and cluster are added here, the signature when sent."""
         if self.cluster.mutes(task, kwargs):
             return
-        item = [task, self.cluster.tag({"node": self.config.name, **kwargs, "token": self.config.token,
+        item = [task, self.cluster.tag({"node": self.config.name, **kwargs,
                                         protocol_versions.PROTOCOL_FIELD: self.protocol_version})]
         self.outbox.insert(0, item) if first else self.outbox.append(item)
         if task == protocol.REPORT_EXITED:
@@ -270,12 +270,12 @@ class Agent:
 
     def _heartbeat(self, now: float) -> None:
         kwargs = self.cluster.tag({"node": self.config.name, "running": self.supervisor.running(), "sent_at": now,
-                                   "token": self.config.token, protocol_versions.PROTOCOL_FIELD: self.protocol_version})
+                                   protocol_versions.PROTOCOL_FIELD: self.protocol_version})
         exited = self.recent_exits.current(now)
         if exited:
             kwargs["exited"] = exited
         try:
-            self.broker.publish(protocol.REPORT_HEARTBEAT, kwargs)
+            self.broker.publish(protocol.REPORT_HEARTBEAT, report_signing.signed(self.config.token, protocol.REPORT_HEARTBEAT, kwargs, now))
         except BrokerDown as exc:
             log.warning("heartbeat not sent: %s", exc)
             self._broker_lost()
@@ -287,7 +287,7 @@ class Agent:
         while self.outbox and self.broker.connected:
             task, kwargs = self.outbox[0]
             try:
-                self.broker.publish(task, kwargs)
+                self.broker.publish(task, report_signing.signed(self.config.token, task, kwargs, time.time()))
             except BrokerDown as exc:
                 log.warning("report %s kept for later: %s", task, exc)
                 self._broker_lost()

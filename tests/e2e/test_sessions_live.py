@@ -15,6 +15,7 @@ from interactive.models import SessionEndpoint
 from scheduler.models import Job, JobEvent, JobState
 from tests.e2e.conftest import train_command, wait_until
 from tests.support.live_helpers import make_user, submit
+from tests.support.livestack import TOKEN as AGENT_TOKEN
 
 
 class BrokerTraffic:
@@ -77,3 +78,4 @@ def test_a_notebook_on_a_full_cluster_preempts_be_work_and_its_server_answers_on
     assert reports, "the session's report was not seen on the broker"
     assert any("sealed_secret" in text for text in reports)
     assert not [text for text in seen if endpoint.secret in text], "the session's secret crossed the broker in clear"
+    assert not [text for text in seen if AGENT_TOKEN in text], "the agent's token crossed the broker"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cluster import protocol
+from cluster import protocol, report_signing
 from cluster.agent.supervisor import Supervisor
 from tests.support.procs import group_alive, kill_group  # noqa: F401 - re-exported to the agent tests
 
@@ -44,13 +44,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, interval: fl
 class ReportReader:
     """Reads REPORT_* task messages from ``queue_name``, keeping those of one node.
 
-    Reports of other nodes (left by earlier tests) are consumed and dropped.
+    Reports of other nodes (left by earlier tests) are consumed and dropped. Each kept report's
+    signature is checked with ``token`` and replaced by ``signed`` (whether it verified; ``signed_at``
+    is dropped), so two sends of the same report compare equal.
     """
 
-    def __init__(self, url: str, node: str, queue_name: str) -> None:
+    def __init__(self, url: str, node: str, queue_name: str, token: str = "") -> None:
         from kombu import Connection, Exchange, Queue
 
         self.node = node
+        self.token = token
         self.queue_name = queue_name
         self.conn = Connection(url)
         queue = Queue(queue_name, Exchange(queue_name, type="direct"), routing_key=queue_name)
@@ -68,7 +71,9 @@ class ReportReader:
             message.ack()
             assert args == [], f"{task} carried positional args {args!r}"
             if kwargs.get("node") == self.node:
-                self.reports.append((task, kwargs))
+                signed = report_signing.verifies(self.token, task, kwargs)
+                kept = {k: v for k, v in kwargs.items() if k not in ("signature", "signed_at")}
+                self.reports.append((task, {**kept, "signed": signed}))
 
     def all(self, task: str, **match: Any) -> list[dict[str, Any]]:
         self.pump()
@@ -119,7 +124,7 @@ class Node:
         self.token = "node-secret"
         self.report_queue = protocol.REPORT_QUEUE if default_queue else f"reports.{self.name}"
         self.extra_args = extra_args if default_queue else [*extra_args, "--report-queue", self.report_queue]
-        self.reports = ReportReader(url, self.name, self.report_queue)
+        self.reports = ReportReader(url, self.name, self.report_queue, self.token)
         self.app = Celery("agent-tests", broker=url, set_as_current=False)
         self.agent: subprocess.Popen | None = None
         # These tests are about supervision, not confinement (tests/adversarial/test_adv_isolation.py).

@@ -22,19 +22,19 @@ from cluster.agent.config import default_advertise_address
 pytestmark = pytest.mark.redis
 
 
-def test_register_and_heartbeats_carry_node_capacity_running_attempts_and_token(node):
+def test_register_and_heartbeats_carry_node_capacity_running_attempts_and_the_nodes_signature(node):
     reg = node.reports.wait(protocol.REPORT_REGISTER)
     assert reg["gpus"] == 2
     assert reg["gpu_models"] == ["virtual", "virtual"]
     assert reg["cpus"] > 0 and reg["mem_gb"] > 0
-    assert reg["token"] == node.token
+    assert reg["signed"] and "token" not in reg  # signed with the token, which never travels
     assert reg["agent_version"] == __version__
     assert reg["address"] == default_advertise_address(node.name)  # no --advertise-address
 
     node.launch("hb-job", 1, "sleep 30", gpu_indices=[0])
     node.reports.wait(protocol.REPORT_STARTED, job_id="hb-job")
     hb = node.reports.wait_heartbeat(lambda hb: hb["running"] == [["hb-job", 1]], "hb-job running")
-    assert hb["token"] == node.token
+    assert hb["signed"] and "token" not in hb
     assert isinstance(hb["sent_at"], float)
 
 
@@ -78,7 +78,7 @@ def test_training_job_runs_to_completion_and_streams_its_log(node):
     node.launch("train-1", 1, train_command(TRAIN_STEPS=25, TRAIN_SLEEP=0, TRAIN_EVAL_EVERY=0), gpu_indices=[1], grace_period=5)
 
     started = node.reports.wait(protocol.REPORT_STARTED, job_id="train-1", attempt=1)
-    assert started["pid"] > 0 and started["token"] == node.token
+    assert started["pid"] > 0 and started["signed"]
     exited = node.reports.wait(protocol.REPORT_EXITED, job_id="train-1", attempt=1)
     assert (exited["exit_code"], exited["signal"], exited["reason"], exited["notice_at"]) == (0, None, None, None)
     assert exited["ended_at"] >= started["started_at"]

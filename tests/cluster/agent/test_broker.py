@@ -86,10 +86,10 @@ def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_re
     n.reports.wait(protocol.REPORT_EXITED, job_id="after", exit_code=0)
 
 
-def test_telemetry_is_appended_to_the_stream_with_the_nodes_token(make_node, agent_broker_url):
+def test_telemetry_is_appended_to_the_stream_signed_with_the_nodes_token(make_node, agent_broker_url):
     import redis
 
-    from cluster import telemetry_stream
+    from cluster import report_signing, telemetry_stream
 
     conn = redis.Redis.from_url(agent_broker_url)
     conn.delete(telemetry_stream.STREAM_KEY)
@@ -104,7 +104,8 @@ def test_telemetry_is_appended_to_the_stream_with_the_nodes_token(make_node, age
 
         wait_until(lambda: len(sent()) >= 2, what="two telemetry reports in the stream")
         first = sent()[0]
-        assert [g["i"] for g in first["gpus"]] == [0, 1] and first["token"] == n.token
+        assert [g["i"] for g in first["gpus"]] == [0, 1] and "token" not in first
+        assert report_signing.verifies(n.token, protocol.REPORT_TELEMETRY, first)
         assert first["protocol_version"] == protocol.PROTOCOL_VERSION
     finally:
         conn.delete(telemetry_stream.STREAM_KEY)
