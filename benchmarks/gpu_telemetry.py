@@ -87,12 +87,12 @@ def make_cluster(nodes: int, gpus: int) -> list[str]:
 def authenticated(report: dict, how: str) -> dict:
     """``report`` as an agent sends it: signed with its node's token (``how`` "signature", as agents do), or
     carrying the token ("token", as agents older than signing did)."""
-    from cluster import auth, protocol, report_signing
+    from cluster import auth, protocol, message_signing
 
     token = auth.node_token("bench-secret", report["node"])
     if how == "token":
         return {**report, "token": token}
-    return report_signing.signed(token, protocol.REPORT_TELEMETRY, report, time.time())
+    return message_signing.signed(token, protocol.REPORT_TELEMETRY, report, time.time())
 
 
 def make_reports(names: list[str], gpus: int, rounds: int, interval: float, workdir: Path,

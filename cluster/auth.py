@@ -13,7 +13,7 @@ Chosen by settings:
   for all agents (any holder may report for any node), or no check at all
   when that is empty too. Test stacks and a single developer's machine only.
 
-Agents sign each report with their token instead of sending it (``cluster.report_signing``), so no
+Agents sign each report with their token instead of sending it (``cluster.message_signing``), so no
 token crosses the broker; a report carrying the token itself (an agent older than signing) is still
 accepted. Once every agent signs, changing ``AGENT_SECRET`` revokes any token an old agent's reports
 left in Redis's files.
@@ -30,7 +30,7 @@ from typing import Any
 
 from django.conf import settings
 
-from cluster import report_signing
+from cluster import message_signing
 
 _CONTEXT = "gpusched-agent-node:"
 
@@ -75,9 +75,9 @@ def report_authentic(node: str, task: str, kwargs: Mapping[str, Any]) -> bool:
         return True
     if expected == REFUSE_ALL:
         return False
-    if report_signing.SIGNATURE_FIELD in kwargs:
-        return report_signing.verifies(expected, task, kwargs)
-    return token_matches(node, kwargs.get(report_signing.TOKEN_FIELD, ""))
+    if message_signing.SIGNATURE_FIELD in kwargs:
+        return message_signing.verifies(expected, task, kwargs)
+    return token_matches(node, kwargs.get(message_signing.TOKEN_FIELD, ""))
 
 
 def check_report(node: str, task: str, kwargs: Mapping[str, Any]) -> None:
@@ -88,7 +88,7 @@ def check_report(node: str, task: str, kwargs: Mapping[str, Any]) -> None:
             raise AgentAuthError(f"report from node {node!r} refused: no GPUSCHED_AGENT_SECRET is set, so only "
                                  "per-node tokens could be accepted (GPUSCHED_AGENT_DEV_MODE=true accepts the "
                                  "shared token, for development only)")
-        if report_signing.SIGNATURE_FIELD in kwargs:
+        if message_signing.SIGNATURE_FIELD in kwargs:
             raise AgentAuthError(f"report from node {node!r} refused: its signature does not verify with the "
                                  "node's token (another node's token, or the report was altered)")
         raise AgentAuthError(f"report from node {node!r} refused: wrong or missing agent token")

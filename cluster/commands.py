@@ -11,12 +11,13 @@ agents treat repeats as no-ops, so re-sending is always safe.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
 
-from cluster import protocol, protocol_versions, server_identity
+from cluster import auth, message_signing, protocol, protocol_versions, server_identity
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +27,17 @@ _RETRY_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "i
 
 
 def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
-    """Publish ``task`` with ``kwargs`` on ``node``'s queue; False (logged) if the broker refused."""
+    """Publish ``task`` with ``kwargs`` on ``node``'s queue, signed with the node's token (its agent runs
+    nothing else; ``cluster.message_signing``); False (logged) if the broker refused."""
     from cluster.broker import app
 
     kwargs = {**kwargs, protocol_versions.PROTOCOL_FIELD: server_protocol_version()}
     cluster = server_identity.known_id()
     if cluster is not None:
         kwargs[server_identity.FIELD] = cluster
+    token = auth.expected_token(node)
+    if token:  # None or REFUSE_ALL: no token to sign with (a development stack's agents take unsigned commands)
+        kwargs = message_signing.signed(token, task, kwargs, time.time())
     try:
         app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(node), retry=True, retry_policy=_RETRY_POLICY)
     except Exception:  # the broker is down; the tick re-sends what is overdue

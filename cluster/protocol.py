@@ -46,7 +46,7 @@ REPORT_TELEMETRY = "cluster.telemetry"  # kwargs: node, signature, sampled_at, g
 # Times in reports (sent_at, started_at, ended_at, notice_at) are Unix epoch
 # seconds as floats. exit_code is None when the process died from a signal;
 # signal is None when it exited by itself. signature and signed_at: the report
-# signed with the node's token (cluster/report_signing.py; an agent older than
+# signed with the node's token (cluster/message_signing.py; an agent older than
 # that sends token instead, "" when none is configured). agent_version, reason and address were added
 # after the first version of this contract, so a receiver must tolerate their
 # absence (a register without an address: other nodes reach it by its name).

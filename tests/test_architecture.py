@@ -191,7 +191,7 @@ def test_the_node_agent_needs_no_server(house: House) -> None:
     wrong += sorted((m, t) for m in house.paths if _in(m, "cluster.agent")
                     for t in house.imports[m]
                     if not _in(t, "cluster.agent", "cluster.protocol", "cluster.progress_schema",
-                               "cluster.protocol_versions", "cluster.report_signing", "cluster.session_contract", "cluster.session_seal",
+                               "cluster.protocol_versions", "cluster.message_signing", "cluster.session_contract", "cluster.session_seal",
                                "cluster.telemetry_stream")
                     and t != "cluster")
     assert wrong == []

@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster import protocol, protocol_versions, report_signing
+from cluster import protocol, protocol_versions
 from cluster.agent import __version__, cluster_switch, confinement, procs, statefile
 from cluster.agent.broker import BrokerDown, BrokerLink
 from cluster.agent.config import AgentConfig, default_advertise_address
 from cluster.agent.gpu_sources import CONTROL_FILE, open_source
 from cluster.agent.jobenv import DEFAULT_PATH, PRIVATE_VARS
-from cluster.agent.messages import decode_task, is_expired
+from cluster.agent.messages import check_signed, decode_task, is_expired
 from cluster.agent.recent_exits import RecentExits
 from cluster.agent.resources import NodeResources
 from cluster.agent.shim import ENV_FENCE_AFTER, ENV_LEASE
@@ -70,7 +70,7 @@ class Agent:
             confinement=confine,
             log_limits=config.log_limits,
         )
-        self.broker = BrokerLink(config.broker, config.name, self._on_message, report_queue=config.report_queue)
+        self.broker = BrokerLink(config.broker, config.name, self._on_message, config.report_queue, config.token)
         self.telemetry: TelemetrySampler | None = None
         self._stopping = False
         self._next_connect = 0.0
@@ -156,7 +156,6 @@ class Agent:
             log.exception("GPU telemetry not sampled")
             return
         kwargs = {"node": self.config.name, **report, protocol_versions.PROTOCOL_FIELD: self.protocol_version}
-        kwargs = report_signing.signed(self.config.token, protocol.REPORT_TELEMETRY, kwargs, time.time())
         try:
             self.broker.publish_telemetry(kwargs)
         except BrokerDown as exc:
@@ -275,7 +274,7 @@ class Agent:
         if exited:
             kwargs["exited"] = exited
         try:
-            self.broker.publish(protocol.REPORT_HEARTBEAT, report_signing.signed(self.config.token, protocol.REPORT_HEARTBEAT, kwargs, now))
+            self.broker.publish(protocol.REPORT_HEARTBEAT, kwargs)
         except BrokerDown as exc:
             log.warning("heartbeat not sent: %s", exc)
             self._broker_lost()
@@ -287,7 +286,7 @@ class Agent:
         while self.outbox and self.broker.connected:
             task, kwargs = self.outbox[0]
             try:
-                self.broker.publish(task, report_signing.signed(self.config.token, task, kwargs, time.time()))
+                self.broker.publish(task, kwargs)
             except BrokerDown as exc:
                 log.warning("report %s kept for later: %s", task, exc)
                 self._broker_lost()
@@ -372,6 +371,7 @@ class Agent:
         """Decode and run one command; bad ones are logged (naming the field) and dropped."""
         try:
             task, kwargs = decode_task(headers, body)
+            check_signed(self.config.token, task, kwargs)
             if is_expired(headers, body):
                 log.warning("dropping expired %s %s", task, kwargs)
                 return

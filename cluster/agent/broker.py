@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from celery import Celery
 from kombu import Consumer, Exchange, Queue
 from kombu.exceptions import EncodeError
 
-from cluster import telemetry_stream
+from cluster import message_signing, telemetry_stream
 from cluster.protocol import REPORT_QUEUE, REPORT_TELEMETRY, node_queue
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,11 @@ OnMessage = Callable[[dict[str, Any] | None, Any, Any], None]
 
 
 class BrokerLink:
-    """One node's command queue and report publisher on one broker URL."""
+    """One node's command queue and report publisher on one broker URL. Reports go signed with the
+    node's ``token`` (``cluster.message_signing``), which is never sent."""
 
-    def __init__(self, url: str, node: str, on_message: OnMessage, report_queue: str = REPORT_QUEUE) -> None:
+    def __init__(self, url: str, node: str, on_message: OnMessage, report_queue: str = REPORT_QUEUE,
+                 token: str = "") -> None:
         self.app = Celery("gpusched-agent", broker=url, set_as_current=False)
         self.app.conf.update(
             task_serializer="json",
@@ -58,6 +61,7 @@ class BrokerLink:
         # The same declaration Celery makes for a missing queue named in send_task(queue=...).
         self.queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
         self.report_queue = report_queue
+        self.token = token
         self.on_message = on_message
         self._conn = None
         self._consumer = None
@@ -103,12 +107,20 @@ class BrokerLink:
             raise BrokerDown(f"lost the broker while consuming: {exc}") from exc
 
     def publish(self, task: str, kwargs: dict[str, Any]) -> bool:
-        """Send one report; False if it can never be sent (it is dropped).
+        """Send one report, signed now; False if it can never be sent (it is dropped).
 
         Raises BrokerDown when the broker is unreachable (the caller keeps the
         report and retries; publishing itself never retries so the loop does
         not stall while the broker is away).
         """
+        try:
+            signed = message_signing.signed(self.token, task, kwargs, time.time())
+        except (TypeError, ValueError):
+            log.exception("dropping unencodable %s report", task)
+            return False
+        return self._send(task, signed)
+
+    def _send(self, task: str, kwargs: dict[str, Any]) -> bool:
         try:
             self.app.send_task(task, kwargs=kwargs, queue=self.report_queue, retry=False)
         except EncodeError:
@@ -128,6 +140,7 @@ class BrokerLink:
             self.publish(REPORT_TELEMETRY, kwargs)
             return
         try:
+            kwargs = message_signing.signed(self.token, REPORT_TELEMETRY, kwargs, time.time())
             if self._stream is None:
                 self._stream = redis.Redis.from_url(self._stream_url, socket_timeout=SOCKET_TIMEOUT,
                                                     socket_connect_timeout=CONNECT_TIMEOUT)

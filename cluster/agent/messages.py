@@ -1,4 +1,5 @@
-"""Decoding Celery task messages (protocol 2, and 1 for old senders) into commands."""
+"""Decoding Celery task messages (protocol 2, and 1 for old senders) into commands, and checking that
+the server signed them for this node (``cluster.message_signing``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from cluster import message_signing
 from cluster.protocol import ProtocolError
 
 
@@ -52,3 +54,14 @@ def is_expired(headers: Mapping[str, Any] | None, body: Any, now: datetime | Non
     """True if the sender set ``expires`` and it has passed."""
     when = expires_at(headers, body)
     return when is not None and when <= (now or datetime.now(timezone.utc))
+
+
+def check_signed(token: str, task: str, kwargs: Mapping[str, Any]) -> None:
+    """Raise ProtocolError unless the command is signed with this node's ``token`` (an agent without a
+    token, in a development stack, takes unsigned commands). Anyone holding the broker's password can
+    write into this node's queue; only the server, which derives the node's token, can sign for it."""
+    if token and not message_signing.verifies(token, task, kwargs):
+        what = "carries no signature" if message_signing.SIGNATURE_FIELD not in kwargs else "has a signature that " \
+            "does not verify with this node's token"
+        raise ProtocolError("signature", f"{task} {what}: not sent by this node's server (or altered on the way); "
+                                         "not run")

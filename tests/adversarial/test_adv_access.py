@@ -16,7 +16,7 @@ from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from cluster import protocol, report_signing, tasks as report_tasks
+from cluster import protocol, message_signing, tasks as report_tasks
 from cluster.auth import node_token
 from cluster.models import Gpu, Node
 from portal.dashboard.models import RunState, SimulationRun
@@ -193,17 +193,17 @@ def test_per_node_tokens_authenticate_each_agent_and_no_other(secured, roles, se
 
 def test_a_signed_report_passes_only_for_the_node_and_report_it_was_signed_for(secured, roles, sent, no_triggers,
                                                                                caplog) -> None:  # noqa: ANN001
-    """Agents sign their reports instead of sending their tokens (cluster/report_signing.py): what a reader of
+    """Agents sign their reports instead of sending their tokens (cluster/message_signing.py): what a reader of
     the broker sees lets it report for no node, and n1's token signs for n1 alone."""
     n1, n2 = node_token(SECRET, "n1"), node_token(SECRET, "n2")
     fields = {"gpus": 2, "cpus": 8.0, "mem_gb": 32.0, "gpu_models": ["Virtual GPU"] * 2, "agent_version": "test"}
     reg = protocol.REPORT_REGISTER
-    report_tasks.register(**report_signing.signed(n1, reg, {"node": "n1", **fields}, 1.0))
+    report_tasks.register(**message_signing.signed(n1, reg, {"node": "n1", **fields}, 1.0))
     assert set(Node.objects.values_list("name", flat=True)) == {"n1"}
 
-    seen_on_the_broker = report_signing.signed(n2, reg, {"node": "n2", **fields}, 1.0)
+    seen_on_the_broker = message_signing.signed(n2, reg, {"node": "n2", **fields}, 1.0)
     assert n2 not in repr(seen_on_the_broker)
-    report_tasks.register(**report_signing.signed(n1, reg, {"node": "n2", **fields}, 1.0))  # n1's key, n2's name
+    report_tasks.register(**message_signing.signed(n1, reg, {"node": "n2", **fields}, 1.0))  # n1's key, n2's name
     report_tasks.register(**{**seen_on_the_broker, "node": "n3"})  # n2's signed report, renamed
     report_tasks.register(**{**seen_on_the_broker, "gpus": 8})  # altered
     report_tasks.heartbeat(**{"node": "n2", "running": [], "signed_at": 1.0,

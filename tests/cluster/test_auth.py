@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import auth, report_signing
+from cluster import auth, message_signing
 
 
 @pytest.fixture
@@ -40,17 +40,17 @@ HEARTBEAT = {"node": "n1", "running": [[7, 1]], "sent_at": 1.5, "protocol_versio
 def test_a_report_signed_with_the_nodes_own_token_passes_and_carries_no_token(production) -> None:  # noqa: ANN001
     production.AGENT_SECRET = "s3cret"
     own = auth.node_token("s3cret", "n1")
-    sent = report_signing.signed(own, "cluster.heartbeat", {**HEARTBEAT, "token": own}, 100.0)
+    sent = message_signing.signed(own, "cluster.heartbeat", {**HEARTBEAT, "token": own}, 100.0)
     assert "token" not in sent and own not in repr(sent) and sent["signed_at"] == 100.0
     auth.check_report("n1", "cluster.heartbeat", sent)
 
 
 @pytest.mark.parametrize("forged", [
-    lambda s, own: report_signing.signed(auth.node_token("s3cret", "n2"), "cluster.heartbeat", s, 1.0),  # n2's token
-    lambda s, own: report_signing.signed(own, "cluster.exited", s, 1.0),  # signed for another report
-    lambda s, own: {**report_signing.signed(own, "cluster.heartbeat", s, 1.0), "running": []},  # altered
-    lambda s, own: {**report_signing.signed(own, "cluster.heartbeat", s, 1.0), "signed_at": 2.0},
-    lambda s, own: {**report_signing.signed(own, "cluster.heartbeat", s, 1.0), "extra": "added"},
+    lambda s, own: message_signing.signed(auth.node_token("s3cret", "n2"), "cluster.heartbeat", s, 1.0),  # n2's token
+    lambda s, own: message_signing.signed(own, "cluster.exited", s, 1.0),  # signed for another report
+    lambda s, own: {**message_signing.signed(own, "cluster.heartbeat", s, 1.0), "running": []},  # altered
+    lambda s, own: {**message_signing.signed(own, "cluster.heartbeat", s, 1.0), "signed_at": 2.0},
+    lambda s, own: {**message_signing.signed(own, "cluster.heartbeat", s, 1.0), "extra": "added"},
     lambda s, own: {**s, "signature": "0" * 64},
     lambda s, own: {**s, "signature": None, "token": own},  # a signature field always wins over a token
     lambda s, own: {**s, "signature": ["not", "hex"]},

@@ -143,3 +143,23 @@ def test_the_first_failure_decides_over_later_reports(
     job.refresh_from_db()
     attempt = Attempt.objects.get(job=job, number=1)
     assert (job.state, attempt.exit_code) == (JobState.FAILED, 3)
+
+
+def test_every_command_is_signed_with_its_nodes_token_which_it_does_not_carry(settings, monkeypatch) -> None:  # noqa: ANN001
+    from cluster import auth, commands, message_signing
+    from cluster.broker import app
+
+    published: list[tuple[str, dict, str]] = []
+    monkeypatch.setattr(app, "send_task", lambda task, kwargs, queue, **_: published.append((task, kwargs, queue)))
+    settings.GPUSCHED_AGENT_DEV_MODE = False
+    settings.AGENT_SECRET = "s3cret"
+    assert commands.send("n1", protocol.AGENT_KILL, {"job_id": 7, "attempt": 1, "reason": "cancel"})
+    (task, kwargs, queue), = published
+    n1 = auth.node_token("s3cret", "n1")
+    assert queue == protocol.node_queue("n1") and n1 not in repr(kwargs) and "token" not in kwargs
+    assert message_signing.verifies(n1, task, kwargs)
+    assert not message_signing.verifies(auth.node_token("s3cret", "n2"), task, kwargs)
+
+    settings.AGENT_SECRET = ""  # no secret outside development mode: no token to sign with, agents refuse it
+    commands.send("n1", protocol.AGENT_KILL, {"job_id": 7, "attempt": 1, "reason": "cancel"})
+    assert "signature" not in published[-1][1]

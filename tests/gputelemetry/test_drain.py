@@ -187,14 +187,14 @@ def test_consumers_long_gone_with_nothing_pending_are_forgotten(stream, monkeypa
 
 
 def test_signed_reports_are_stored_and_one_signed_for_another_node_or_altered_is_dropped(stream, settings) -> None:  # noqa: ANN001
-    from cluster import auth, report_signing
+    from cluster import auth, message_signing
 
     settings.GPUSCHED_AGENT_DEV_MODE = False
     settings.AGENT_SECRET = "s3cret"
 
     def signed(node: str, key_of: str) -> dict:
         content = {k: v for k, v in report(node).items() if k != "token"}
-        return report_signing.signed(auth.node_token("s3cret", key_of), protocol.REPORT_TELEMETRY, content, 1.0)
+        return message_signing.signed(auth.node_token("s3cret", key_of), protocol.REPORT_TELEMETRY, content, 1.0)
 
     telemetry_stream.publish(stream, signed("n1", "n1"))
     telemetry_stream.publish(stream, signed("n2", "n1"))  # n1's token signing for n2

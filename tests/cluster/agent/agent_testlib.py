@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cluster import protocol, report_signing
+from cluster import protocol, message_signing
 from cluster.agent.supervisor import Supervisor
 from tests.support.procs import group_alive, kill_group  # noqa: F401 - re-exported to the agent tests
 
@@ -71,7 +71,7 @@ class ReportReader:
             message.ack()
             assert args == [], f"{task} carried positional args {args!r}"
             if kwargs.get("node") == self.node:
-                signed = report_signing.verifies(self.token, task, kwargs)
+                signed = message_signing.verifies(self.token, task, kwargs)
                 kept = {k: v for k, v in kwargs.items() if k not in ("signature", "signed_at")}
                 self.reports.append((task, {**kept, "signed": signed}))
 
@@ -167,6 +167,10 @@ class Node:
     # ----- commands ----------------------------------------------------------
 
     def send(self, task: str, **kwargs: Any) -> None:
+        """Send a command as the server does: signed with the node's token (``send_unsigned``: as anyone else)."""
+        self.send_unsigned(task, **message_signing.signed(self.token, task, kwargs, time.time()))
+
+    def send_unsigned(self, task: str, **kwargs: Any) -> None:
         self.app.send_task(task, kwargs=kwargs, queue=protocol.node_queue(self.name))
 
     def launch(self, job_id: Any, attempt: int, command: str, **fields: Any) -> None:

@@ -30,3 +30,22 @@ def test_reports_carry_the_version_and_a_command_too_new_is_refused_not_misread(
     assert node.reports.all(protocol.REPORT_STARTED, job_id="newer") == []
     assert not node.job_dir("newer").exists()
     assert all(hb[PROTOCOL_FIELD] == PROTOCOL_VERSION for hb in node.reports.all(protocol.REPORT_HEARTBEAT))
+
+
+def test_a_command_the_server_did_not_sign_for_this_node_is_refused_and_not_run(node) -> None:
+    """Anyone with the broker's password can write into a node's queue; the agent runs only what its
+    server signed with this node's token."""
+    from cluster import message_signing
+
+    node.reports.wait(protocol.REPORT_REGISTER)
+    cmd = protocol.LaunchCommand(job_id="forged", attempt=1, command="echo must-not-run").to_kwargs()
+    node.send_unsigned(protocol.AGENT_LAUNCH, **cmd)
+    node.send_unsigned(protocol.AGENT_LAUNCH, **message_signing.signed("another node's token", protocol.AGENT_LAUNCH,
+                                                                       {**cmd, "attempt": 2}, time.time()))
+    node.launch("marker", 1, "true")  # signed as the server signs: commands are handled in order
+    node.reports.wait(protocol.REPORT_EXITED, job_id="marker")
+    output = node.agent_output()
+    assert "agent.launch carries no signature: not sent by this node's server" in output
+    assert "agent.launch has a signature that does not verify with this node's token" in output
+    assert node.reports.all(protocol.REPORT_STARTED, job_id="forged") == []
+    assert not node.job_dir("forged").exists()

@@ -89,7 +89,7 @@ def test_reports_made_while_the_broker_is_down_are_kept_and_delivered_when_it_re
 def test_telemetry_is_appended_to_the_stream_signed_with_the_nodes_token(make_node, agent_broker_url):
     import redis
 
-    from cluster import report_signing, telemetry_stream
+    from cluster import message_signing, telemetry_stream
 
     conn = redis.Redis.from_url(agent_broker_url)
     conn.delete(telemetry_stream.STREAM_KEY)
@@ -105,7 +105,7 @@ def test_telemetry_is_appended_to_the_stream_signed_with_the_nodes_token(make_no
         wait_until(lambda: len(sent()) >= 2, what="two telemetry reports in the stream")
         first = sent()[0]
         assert [g["i"] for g in first["gpus"]] == [0, 1] and "token" not in first
-        assert report_signing.verifies(n.token, protocol.REPORT_TELEMETRY, first)
+        assert message_signing.verifies(n.token, protocol.REPORT_TELEMETRY, first)
         assert first["protocol_version"] == protocol.PROTOCOL_VERSION
     finally:
         conn.delete(telemetry_stream.STREAM_KEY)
@@ -144,3 +144,11 @@ def test_a_report_without_health_events_carries_none(report):
     from cluster import telemetry_stream
 
     assert telemetry_stream.carries_events(report) is False
+
+
+def test_a_report_that_cannot_be_signed_is_dropped_before_reaching_the_broker(caplog) -> None:  # noqa: ANN001
+    from cluster.agent.broker import BrokerLink
+
+    link = BrokerLink("redis://127.0.0.1:1/0", "n1", lambda headers, body: None, token="node-secret")
+    assert link.publish(protocol.REPORT_LOG, {"node": "n1", "lines": [float("nan")]}) is False  # no BrokerDown: never sent
+    assert "dropping unencodable cluster.log report" in caplog.text

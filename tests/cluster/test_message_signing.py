@@ -7,28 +7,28 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from cluster import report_signing
+from cluster import message_signing
 
 KWARGS = {"node": "n1", "running": ((7, 1),), "gpus": {0: {"util": 0.5}, 10: {"util": 1e-7}}, "name": "é"}
 
 
 def test_a_signature_survives_the_brokers_json_round_trip_and_only_its_token_verifies_it() -> None:
-    sent = report_signing.signed("tok", "cluster.telemetry", {**KWARGS, "token": "tok"}, 3.25)
+    sent = message_signing.signed("tok", "cluster.telemetry", {**KWARGS, "token": "tok"}, 3.25)
     assert "token" not in sent and sent["signed_at"] == 3.25
     received = json.loads(json.dumps(sent))
-    assert report_signing.verifies("tok", "cluster.telemetry", received)
-    assert not report_signing.verifies("tok2", "cluster.telemetry", received)
-    assert not report_signing.verifies("tok", "cluster.heartbeat", received)
-    assert not report_signing.verifies("", "cluster.telemetry", received)
+    assert message_signing.verifies("tok", "cluster.telemetry", received)
+    assert not message_signing.verifies("tok2", "cluster.telemetry", received)
+    assert not message_signing.verifies("tok", "cluster.heartbeat", received)
+    assert not message_signing.verifies("", "cluster.telemetry", received)
 
 
 def test_without_a_token_nothing_is_signed_and_no_token_field_is_sent() -> None:
-    assert report_signing.signed("", "cluster.log", {**KWARGS, "token": ""}, 1.0) == KWARGS
+    assert message_signing.signed("", "cluster.log", {**KWARGS, "token": ""}, 1.0) == KWARGS
 
 
 def test_values_that_are_not_json_never_verify() -> None:
-    assert not report_signing.verifies("tok", "cluster.log", {"signature": "ab", "x": float("nan")})
-    assert not report_signing.verifies("tok", "cluster.log", {"signature": "ab", "x": object()})
+    assert not message_signing.verifies("tok", "cluster.log", {"signature": "ab", "x": float("nan")})
+    assert not message_signing.verifies("tok", "cluster.log", {"signature": "ab", "x": object()})
 
 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
@@ -41,10 +41,10 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
                               max_size=5),
        key=st.text(min_size=1, max_size=6), value=_json)
 def test_any_report_verifies_after_the_round_trip_and_any_changed_field_does_not(fields, key, value) -> None:  # noqa: ANN001
-    sent = json.loads(json.dumps(report_signing.signed("tok", "t", fields, 1.0)))
-    assert report_signing.verifies("tok", "t", sent)
+    sent = json.loads(json.dumps(message_signing.signed("tok", "t", fields, 1.0)))
+    assert message_signing.verifies("tok", "t", sent)
     if key in ("signature", "token"):
         return
     changed = {**sent, key: value}
     if json.dumps(changed.get(key), sort_keys=True) != json.dumps(sent.get(key), sort_keys=True) or key not in sent:
-        assert not report_signing.verifies("tok", "t", changed)
+        assert not message_signing.verifies("tok", "t", changed)
