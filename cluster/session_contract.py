@@ -5,7 +5,7 @@ A session is a job whose launch carries ``ENV_SESSION`` (its kind, e.g.
 port on the node and a secret, gives them to the job with the address to
 listen on and the URL prefix the portal proxies (``ENV_SESSION_*``), and once
 that port accepts connections sends ``REPORT_SESSION`` (kwargs: node, job_id,
-attempt, host, port, sealed_secret, token) over the authenticated report channel.
+attempt, host, port, sealed_secret, signature) over the authenticated report channel.
 The secret is kept on the server and in the agent's root-only files; it is
 never logged, and the portal adds it to every request it forwards.
 
