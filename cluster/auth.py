@@ -64,7 +64,7 @@ def token_matches(node: str, token: object) -> bool:
 
 
 class AgentAuthError(Exception):
-    """A report did not carry the configured agent token."""
+    """A report was not signed with (nor, from an older agent, carried) the configured agent token."""
 
 
 def report_authentic(node: str, task: str, kwargs: Mapping[str, Any]) -> bool:

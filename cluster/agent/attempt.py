@@ -42,6 +42,7 @@ class TrackedAttempt:
     kill_at: float | None = None
     killed_at: float | None = None
     reason: str | None = None
+    ordered_at: float | None = None  # when the server signed its launch (server clock); None: unknown
     handle: procs.ProcessHandle | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -82,9 +82,11 @@ class Launcher:
         except ValueError as exc:
             raise LaunchError(protocol.EXIT_LAUNCH_FAILED, str(exc)) from None
 
-    def spawn(self, cmd: protocol.LaunchCommand, cluster_id: str | None = None) -> TrackedAttempt:
+    def spawn(self, cmd: protocol.LaunchCommand, cluster_id: str | None = None,
+              ordered_at: float | None = None) -> TrackedAttempt:
         """Start ``cmd`` confined under its shim; raises LaunchError or OSError if it cannot start.
-        ``cluster_id``: the server's that sent it, whose job the checkpoint directory is claimed for."""
+        ``cluster_id``: the server's that sent it, whose job the checkpoint directory is claimed for;
+        ``ordered_at``: when the server signed the launch (``messages.signed_time``)."""
         who = self.identity(cmd)
         rootfs = self._image(cmd)
         job = str(cmd.job_id)
@@ -122,7 +124,7 @@ class Launcher:
             job_id=cmd.job_id, attempt=cmd.attempt, pgid=handle.pid, start_ticks=stat[1] if stat else None,
             started_at=started_at, grace_period=cmd.grace_period, time_limit=cmd.time_limit,
             job_dir=str(job_dir), checkpoint_dir=str(checkpoint_dir), gpu_indices=list(cmd.gpu_indices),
-            marker_before=marker_before, handle=handle,
+            marker_before=marker_before, handle=handle, ordered_at=ordered_at,
         )
 
     def _image(self, cmd: protocol.LaunchCommand) -> Path | None:

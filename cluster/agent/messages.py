@@ -3,6 +3,7 @@ the server signed them for this node (``cluster.message_signing``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -65,3 +66,19 @@ def check_signed(token: str, task: str, kwargs: Mapping[str, Any]) -> None:
             "does not verify with this node's token"
         raise ProtocolError("signature", f"{task} {what}: not sent by this node's server (or altered on the way); "
                                          "not run")
+
+
+def signed_time(kwargs: Mapping[str, Any]) -> float | None:
+    """When the server signed a command (its clock), or None for an unsigned one."""
+    at = kwargs.get(message_signing.SIGNED_AT_FIELD)
+    signed = message_signing.SIGNATURE_FIELD in kwargs
+    return float(at) if signed and isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) else None
+
+
+def ordered_before(ordered_at: float | None, command: Mapping[str, Any]) -> bool:
+    """Whether something the server ordered at ``ordered_at`` (a launch's ``signed_time``) came before
+    ``command`` was signed; True when either time is unknown. AGENT_RECONCILE stops only what was
+    launched before it: its ``keep`` list says nothing of later launches, and a reconcile replayed
+    from the broker, or delivered late, must not stop them."""
+    at = signed_time(command)
+    return ordered_at is None or at is None or ordered_at < at

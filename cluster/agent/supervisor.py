@@ -36,6 +36,7 @@ from cluster.agent.attempt import TrackedAttempt, Key, marker_identity, read_exi
 from cluster.agent.image_prep import PendingLaunches
 from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import LogLimits, flush_final_log, log_report, stream_new_lines
+from cluster.agent.messages import ordered_before, signed_time
 from cluster.agent.orphans import orphan_attempt
 from cluster.agent.progress import ProgressReader
 from cluster.agent.sessions import Sessions
@@ -174,7 +175,7 @@ class Supervisor:
             return "waiting"
         job = str(cmd.job_id)
         try:
-            att = self.launcher.spawn(self.sessions.prepare(cmd), kwargs.get(CLUSTER_ID_FIELD))
+            att = self.launcher.spawn(self.sessions.prepare(cmd), kwargs.get(CLUSTER_ID_FIELD), signed_time(kwargs))
         except LaunchError as exc:
             self._launch_failed(cmd, str(exc), exc.reason)
             return "failed"
@@ -228,20 +229,19 @@ class Supervisor:
         return True
 
     def reconcile(self, kwargs: Mapping[str, Any]) -> list[Key]:
-        """Handle AGENT_RECONCILE: stop every attempt not in ``keep``; return their keys.
-
-        ``grace_period`` (optional, default 0: SIGTERM then SIGKILL at once)
-        bounds how long a stale attempt may take to exit.
-        """
+        """Handle AGENT_RECONCILE: stop every attempt not in ``keep`` that was launched before it (``ordered_before``);
+        return their keys. ``grace_period`` (optional, default 0: SIGTERM then SIGKILL at once) bounds how long a
+        stale attempt may take to exit."""
         if "keep" not in kwargs:
             raise protocol.ProtocolError("keep", "is required")
         keep = {(str(job), attempt) for job, attempt in protocol.check_keep(kwargs["keep"])}
         grace = protocol.check_seconds(kwargs.get("grace_period", 0.0), "grace_period")
-        stale = [a for key, a in self.attempts.items() if key not in keep]
+        stale = [a for key, a in self.attempts.items() if key not in keep and ordered_before(a.ordered_at, kwargs)]
         for att in stale:
             log.warning("reconcile: %s attempt %d is not expected here; stopping it", att.job_id, att.attempt)
             self._stop(att, protocol.EXIT_STALE, grace)
-        waiting = [key for key in self.pending.keys() if key not in keep]
+        waiting = [key for key, (_, kw) in self.pending.waiting.items() if key not in keep
+                   and ordered_before(signed_time(kw), kwargs)]
         for job, attempt in waiting:
             self._drop_waiting({"job_id": job, "attempt": attempt}, protocol.EXIT_STALE)
         return [a.key for a in stale] + waiting

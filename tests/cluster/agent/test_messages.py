@@ -57,3 +57,14 @@ def test_only_a_command_signed_with_this_nodes_token_passes_and_a_tokenless_agen
                    message_signing.signed("n1-token", protocol.AGENT_KILL, kwargs, 1.0)):  # another command's
         with pytest.raises(protocol.ProtocolError, match="does not verify with this node's token"):
             messages.check_signed("n1-token", protocol.AGENT_LAUNCH, forged)
+
+
+def test_signed_time_is_read_only_from_a_signed_command_and_orders_reconciles_after_launches() -> None:
+    assert messages.signed_time({"signed_at": 5.0, "signature": "x"}) == 5.0
+    for unsigned in ({"signed_at": 5.0}, {"signature": "x"}, {"signature": "x", "signed_at": "5"},
+                     {"signature": "x", "signed_at": True}, {"signature": "x", "signed_at": float("nan")}):
+        assert messages.signed_time(unsigned) is None
+    reconcile_at_10 = {"signed_at": 10.0, "signature": "x"}
+    assert messages.ordered_before(9.0, reconcile_at_10)
+    assert not messages.ordered_before(10.0, reconcile_at_10) and not messages.ordered_before(11.0, reconcile_at_10)
+    assert messages.ordered_before(None, reconcile_at_10) and messages.ordered_before(11.0, {"keep": []})

@@ -123,6 +123,27 @@ def test_reconcile_stops_only_attempts_not_kept(h):
     assert sorted(map(str, h.sup.running())) == sorted(map(str, [["keep", 1], [17, 2]]))
 
 
+def test_a_reconcile_signed_before_a_launch_does_not_stop_it_and_one_signed_after_does(h, tmp_path):
+    """A reconcile's keep list says nothing of later launches: one replayed from the broker by anyone
+    who read it there, or delivered late, must not stop them (the agent has checked both signatures)."""
+    from cluster import message_signing
+
+    def signed(task, kwargs, at):
+        return message_signing.signed("secret", task, kwargs, at)
+
+    cmd = lambda job: protocol.LaunchCommand(job_id=job, attempt=1, command="sleep 60").to_kwargs()  # noqa: E731
+    h.sup.launch(signed(protocol.AGENT_LAUNCH, cmd("old"), 100.0))
+    h.sup.launch(signed(protocol.AGENT_LAUNCH, cmd("new"), 300.0))
+    h.sup.launch(cmd("unsigned"))
+    assert h.sup.reconcile(signed(protocol.AGENT_RECONCILE, {"keep": []}, 200.0)) == [("old", 1), ("unsigned", 1)]
+    assert h.sup.reconcile(signed(protocol.AGENT_RECONCILE, {"keep": []}, 250.0)) == [("old", 1), ("unsigned", 1)]
+    assert ("new", 1) in h.sup.attempts
+    state = h.sup.to_state()  # a restarted agent still knows when the launch was signed
+    assert {a["job_id"]: a["ordered_at"] for a in state["attempts"]}["new"] == 300.0
+    assert ("new", 1) in h.sup.reconcile(signed(protocol.AGENT_RECONCILE, {"keep": []}, 301.0))
+    assert h.exited("new")["reason"] == protocol.EXIT_STALE
+
+
 @pytest.mark.parametrize(
     ("method", "kwargs", "field"),
     [
