@@ -124,7 +124,7 @@ def forget_previous(agent: AgentParts, previous: str) -> None:
     queued = [item for item in agent.outbox if item[0] in ATTEMPT_REPORTS]
     log.warning("node %s: the server's database is now cluster %s, not %s: stopping the %d job attempt(s) of "
                 "the previous one, forgetting %d remembered job(s), %d recent exit(s) and %d undelivered report(s)",
-                agent.config.name, agent.cluster.known, previous, len(running), len(supervisor.newest),
+                agent.config.name, agent.cluster.known, previous, len(running), len(supervisor.launches.newest),
                 len(agent.recent_exits.current(time.time())), len(queued))
     agent.cluster.muted.update(running)
     supervisor.pending.waiting.clear()  # launches of the previous cluster waiting for an image: never started
@@ -135,7 +135,7 @@ def forget_previous(agent: AgentParts, previous: str) -> None:
         supervisor.tick()
         time.sleep(0.02)
     _move_files_aside(agent, previous)
-    supervisor.newest.clear()
+    supervisor.launches.clear()
     supervisor.dirty = True
     agent.recent_exits = RecentExits()
     agent.outbox = [item for item in agent.outbox if item[0] not in ATTEMPT_REPORTS]

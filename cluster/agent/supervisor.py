@@ -10,7 +10,8 @@ Idempotency by (job_id, attempt):
 
 * a launch of the attempt already running starts nothing and reports its start
   again; a launch of an attempt not newer than the newest one seen for the job
-  is refused;
+  is refused, and so is a repeat of a launch of a job forgotten since
+  (``launch_memory``: the floor under the time the server signed launches);
 * a launch of a newer attempt while an older one still runs here kills the
   older one (the server has moved on, so it is stale);
 * a preempt or kill of an attempt that is not running does nothing; repeating
@@ -34,6 +35,7 @@ from cluster import protocol
 from cluster.agent import attempt_cgroups, procs, stopping
 from cluster.agent.attempt import TrackedAttempt, Key, marker_identity, read_exit_file
 from cluster.agent.image_prep import PendingLaunches
+from cluster.agent.launch_memory import LaunchMemory
 from cluster.agent.launcher import Confinement, LaunchError, Launcher
 from cluster.agent.logstream import LogLimits, flush_final_log, log_report, stream_new_lines
 from cluster.agent.messages import ordered_before, signed_time
@@ -47,9 +49,6 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[str, dict[str, Any]], None]
 
-# Newest attempt number remembered per job (for refusing old launches); the
-# oldest entries are forgotten beyond this many jobs.
-MAX_REMEMBERED_JOBS = 10_000
 _KILL_REASON_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 
 
@@ -85,7 +84,7 @@ class Supervisor:
         self.base_env = self.launcher.base_env
         self.log_limits = log_limits
         self.attempts: dict[Key, TrackedAttempt] = {}
-        self.newest: dict[str, int] = {}
+        self.launches = LaunchMemory()  # the newest attempt of each job seen here, and the floor under repeats
         confined = self.launcher.confinement
         self.pending = PendingLaunches(confined.images if confined.runtime is not None else None)
         self.dirty = False
@@ -93,7 +92,7 @@ class Supervisor:
     # ----- state -------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        return {"attempts": [a.to_state() for a in self.attempts.values()], "newest": dict(self.newest),
+        return {"attempts": [a.to_state() for a in self.attempts.values()], **self.launches.to_state(),
                 "sessions": self.sessions.to_state(), "awaiting_image": self.pending.to_state()}
 
     def restore(self, state: Mapping[str, Any]) -> list[Key]:
@@ -103,7 +102,7 @@ class Supervisor:
         while no agent was watching is reported by the next ``tick()`` from its
         shim's exit file. Returns the adopted keys.
         """
-        self.newest.update({str(k): int(v) for k, v in state.get("newest", {}).items()})
+        self.launches.restore(state)
         for kwargs in state.get("awaiting_image", []):  # unpacked again (a half-done unpack is never used)
             self._start_or_wait(protocol.LaunchCommand.from_kwargs(kwargs), kwargs)
         self.sessions.restore(state.get("sessions", []))
@@ -151,13 +150,13 @@ class Supervisor:
         """
         cmd = protocol.LaunchCommand.from_kwargs(kwargs)
         job = str(cmd.job_id)
-        seen = self._seen(cmd)
+        seen = self._seen(cmd, kwargs)
         if seen is not None:
             return seen
         for older in [a for a in self.attempts.values() if str(a.job_id) == job]:
             log.warning("launch of %s attempt %d: killing older attempt %d still running here", job, cmd.attempt, older.attempt)
             self._stop(older, protocol.EXIT_STALE, 0.0)
-        self._remember(job, cmd.attempt)
+        self._remember(job, cmd.attempt, kwargs)
         bad = [i for i in cmd.gpu_indices if i >= self.gpu_count]
         if bad:
             self._launch_failed(cmd, f"gpu_indices {bad} do not exist: node {self.node} has {self.gpu_count} GPUs")
@@ -199,10 +198,10 @@ class Supervisor:
         ``launch()`` answers it. Raises protocol.ProtocolError for malformed kwargs.
         """
         cmd = protocol.LaunchCommand.from_kwargs(kwargs)
-        seen = self._seen(cmd)
+        seen = self._seen(cmd, kwargs)
         if seen is not None:
             return seen
-        self._remember(str(cmd.job_id), cmd.attempt)
+        self._remember(str(cmd.job_id), cmd.attempt, kwargs)
         log.warning("launch of %s attempt %d declined: %s", cmd.job_id, cmd.attempt, why)
         self._report_unstarted(cmd, why, reason)
         return "declined"
@@ -304,8 +303,9 @@ class Supervisor:
         self._report_unstarted(cmd, f"stopped ({reason}) while its image {cmd.image!r} was unpacked: it never ran", reason)
         return True
 
-    def _seen(self, cmd: protocol.LaunchCommand) -> str | None:
-        """"duplicate" if the attempt runs here, "refused" if it is not newer than one seen here, else None.
+    def _seen(self, cmd: protocol.LaunchCommand, kwargs: Mapping[str, Any]) -> str | None:
+        """"duplicate" if the attempt runs here, "refused" if it is not newer than one seen here or is a repeat
+        (``LaunchMemory``), else None.
 
         A duplicate is answered with the attempt's REPORT_STARTED again: the server re-sends a launch
         whose start it has not heard of (cluster/overdue.py), so that report was lost or is late, and
@@ -320,17 +320,14 @@ class Supervisor:
             self.emit(protocol.REPORT_STARTED,
                       {"job_id": cmd.job_id, "attempt": cmd.attempt, "pid": att.pgid, "started_at": att.started_at})
             return "duplicate"
-        newest = self.newest.get(job)
-        if newest is not None and cmd.attempt <= newest:
-            log.warning("launch of %s attempt %d refused: attempt %d was already seen here", job, cmd.attempt, newest)
+        refused = self.launches.refusal(job, cmd.attempt, signed_time(kwargs))
+        if refused:
+            log.warning("launch of %s attempt %d refused: %s", job, cmd.attempt, refused)
             return "refused"
         return None
 
-    def _remember(self, job: str, attempt: int) -> None:
-        self.newest.pop(job, None)
-        self.newest[job] = attempt
-        while len(self.newest) > MAX_REMEMBERED_JOBS:
-            del self.newest[next(iter(self.newest))]
+    def _remember(self, job: str, attempt: int, kwargs: Mapping[str, Any]) -> None:
+        self.launches.remember(job, attempt, signed_time(kwargs))
         self.dirty = True
 
     def _warn_shared_gpus(self, cmd: protocol.LaunchCommand) -> None:

@@ -144,6 +144,20 @@ def test_a_reconcile_signed_before_a_launch_does_not_stop_it_and_one_signed_afte
     assert h.exited("new")["reason"] == protocol.EXIT_STALE
 
 
+def test_a_launch_of_a_forgotten_job_replayed_is_refused_and_nothing_starts(h):
+    from cluster import message_signing
+
+    h.sup.launches.limit = 1
+    cmd = lambda job: protocol.LaunchCommand(job_id=job, attempt=1, command="true").to_kwargs()  # noqa: E731
+    first = message_signing.signed("secret", protocol.AGENT_LAUNCH, cmd("a"), 100.0)
+    assert h.sup.launch(first) == "started"
+    h.exited("a")
+    assert h.sup.launch(message_signing.signed("secret", protocol.AGENT_LAUNCH, cmd("b"), 200.0)) == "started"
+    assert "a" not in h.sup.launches.newest  # forgotten
+    assert h.sup.launch(first) == "refused"  # the same message again
+    assert len(h.of(protocol.REPORT_STARTED, job_id="a")) == 1
+
+
 @pytest.mark.parametrize(
     ("method", "kwargs", "field"),
     [
