@@ -227,13 +227,27 @@ start service beat "$ROOT/scripts/serve.sh" beat
 # Local node agents with virtual GPUs, once the agent is part of the checkout.
 agents="${GPUSCHED_LOCAL_AGENTS:-2}"
 if [ -f cluster/agent/__main__.py ]; then
+    # Each agent gets a Redis user of its own that reaches only its command queue and appends
+    # reports (docs/security.md, "Another node"); a Redis that cannot (before 7, or a connection
+    # not allowed ACL) leaves the agents on the shared password, said here.
+    nodes=()
+    for i in $(seq 1 "$agents"); do nodes+=("local-$i"); done
+    node_urls=()
+    if "$VENV/bin/python" manage.py broker_acl --apply "${nodes[@]}" >/dev/null 2>var/broker_acl.log; then
+        mapfile -t node_urls < <("$VENV/bin/python" manage.py broker_acl --url "${nodes[@]}")
+        say "Redis: a user of its own for each agent (${nodes[*]})"
+    else
+        say "Redis: the agents share the password ($(tail -1 var/broker_acl.log))"
+    fi
     for i in $(seq 1 "$agents"); do
+        broker=()
+        [ "${#node_urls[@]}" -ge "$i" ] && broker=(-u REDIS_PASSWORD_FILE -u CELERY_BROKER_URL "REDIS_URL=${node_urls[$((i - 1))]}")
         # --kill-jobs-on-exit: Ctrl-C stops the agents' jobs too (after their grace period).
         # --single-user: a laptop has no per-user accounts for jobs; every job runs as
         # this user, unconfined between jobs (the agent's log says so; docs/agent.md).
         # PATH: single-user jobs get the agent's; the venv's bin holds JupyterLab for notebook sessions.
         token="$("$VENV/bin/python" manage.py agent_token "local-$i")"
-        start_agent "local-$i" env -u GPUSCHED_AGENT_SECRET -u SECRET_KEY GPUSCHED_AGENT_TOKEN="$token" \
+        start_agent "local-$i" env -u GPUSCHED_AGENT_SECRET -u SECRET_KEY "${broker[@]}" GPUSCHED_AGENT_TOKEN="$token" \
             PATH="$VENV/bin:$PATH" \
             "$ROOT/scripts/serve.sh" agent "local-$i" "${GPUSCHED_AGENT_GPUS:-4}" \
             --kill-jobs-on-exit --single-user

@@ -184,15 +184,16 @@ def test_the_node_agent_needs_no_server(house: House) -> None:
     (it reads and sends Celery messages as a client, so Celery itself is allowed), with the progress
     report's contract (cluster.progress_schema, pure: what a job may report, checked on both sides), the
     interactive sessions' contract (cluster.session_contract, stdlib only) and the sealing of their
-    secrets (cluster.session_seal, with the cryptography package) and the telemetry stream's
-    (cluster.telemetry_stream, stdlib only: its key and entry format)."""
+    secrets (cluster.session_seal, with the cryptography package), the telemetry stream's
+    (cluster.telemetry_stream, stdlib only: its key and entry format) and the per-node broker users'
+    keys (cluster.broker_acl, stdlib only: which keys a node's consumer uses)."""
     wrong = sorted((m, x) for m in house.paths if _in(m, "cluster.agent")
                    for x in house.outside[m] if x in (WEB_FRAMEWORKS - {"celery"}) | {"portal", "scheduler"})
     wrong += sorted((m, t) for m in house.paths if _in(m, "cluster.agent")
                     for t in house.imports[m]
                     if not _in(t, "cluster.agent", "cluster.protocol", "cluster.progress_schema",
                                "cluster.protocol_versions", "cluster.message_signing", "cluster.session_contract", "cluster.session_seal",
-                               "cluster.telemetry_stream")
+                               "cluster.telemetry_stream", "cluster.broker_acl")
                     and t != "cluster")
     assert wrong == []
 

@@ -22,7 +22,7 @@ from celery import Celery
 from kombu import Consumer, Exchange, Queue
 from kombu.exceptions import EncodeError
 
-from cluster import message_signing, telemetry_stream
+from cluster import broker_acl, message_signing, telemetry_stream
 from cluster.protocol import REPORT_QUEUE, REPORT_TELEMETRY, node_queue
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,21 @@ log = logging.getLogger(__name__)
 PREFETCH = 16
 CONNECT_TIMEOUT = 2.0  # seconds
 SOCKET_TIMEOUT = 2.0  # seconds a broker command may take; above kombu's 1 s BRPOP wait
+
+
+# A command this agent took but did not ack (it died while handling it) is put back in its queue
+# after this long, by the agent itself once it runs again: the same delay as the server's workers
+# (BROKER_VISIBILITY_TIMEOUT), which restored such commands while every consumer shared kombu's keys.
+VISIBILITY_TIMEOUT = 10.0  # seconds
+
+
+def _own_keys(node: str) -> dict[str, Any]:
+    """Transport options that keep this node's broker traffic on keys of its own, so that a per-node
+    Redis user (``cluster.broker_acl``) can do all of it: its unacked messages under its own keys
+    rather than kombu's shared ones (which every consumer could read), restored by itself, and one
+    priority level, since the server sends commands without priorities and each level is a key."""
+    return {**broker_acl.unacked_keys(node), "priority_steps": [0], "visibility_timeout": VISIBILITY_TIMEOUT,
+            "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
 
 
 class BrokerDown(ConnectionError):
@@ -55,7 +70,8 @@ class BrokerLink:
             broker_connection_timeout=CONNECT_TIMEOUT,
             # A broker cut off without closing the connection (a network partition) makes a
             # publish fail after this long instead of blocking the loop until TCP gives up.
-            broker_transport_options={"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT},
+            broker_transport_options={"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT,
+                                      **_own_keys(node)},
         )
         name = node_queue(node)
         # The same declaration Celery makes for a missing queue named in send_task(queue=...).
@@ -122,7 +138,9 @@ class BrokerLink:
 
     def _send(self, task: str, kwargs: dict[str, Any]) -> bool:
         try:
-            self.app.send_task(task, kwargs=kwargs, queue=self.report_queue, retry=False)
+            # Celery sends to a plain queue through the anonymous exchange (a LPUSH); declaring
+            # the queue as well would write its routing table, which a node's broker user may not.
+            self.app.send_task(task, kwargs=kwargs, queue=self.report_queue, retry=False, declare=[])
         except EncodeError:
             log.exception("dropping unencodable %s report", task)
             return False

@@ -83,8 +83,9 @@ def stop_group(process: subprocess.Popen | None, sig: int = signal.SIGTERM, time
 class RedisServer:
     """A private redis-server; ``restart()`` keeps the port (and, having no persistence, loses data)."""
 
-    def __init__(self, tmp: Path, persist: bool = False) -> None:
+    def __init__(self, tmp: Path, persist: bool = False, args: tuple[str, ...] = ()) -> None:
         self.persist = persist  # append-only file, fsync on every write: a restart keeps queued messages
+        self.args = args  # more redis-server options, such as --aclfile
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
@@ -103,7 +104,8 @@ class RedisServer:
         log = open(self.dir / "redis.log", "ab")
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always", "--dir", str(self.dir)],
+             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always", "--dir", str(self.dir),
+             *self.args],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.adversarial.conftest import private_redis, test_database_url  # noqa: F401 - fixtures
 from tests.adversarial.stack import free_port
@@ -101,7 +102,7 @@ def up_stack(tmp_path, private_redis, test_database_url, settings):  # noqa: ANN
                 pass
 
 
-def test_a_sigkilled_agent_is_restarted_and_the_rest_of_the_stack_keeps_running(up_stack) -> None:
+def test_a_sigkilled_agent_is_restarted_and_the_rest_of_the_stack_keeps_running(up_stack, private_redis) -> None:  # noqa: ANN001
     from cluster.models import Node, NodeState
     from scheduler.models import Attempt, AttemptState, Job, JobState
     from tests.support.live_helpers import make_user, submit
@@ -116,6 +117,10 @@ def test_a_sigkilled_agent_is_restarted_and_the_rest_of_the_stack_keeps_running(
     assert process.poll() is None, log()[-4000:]
     wait_until(lambda: Node.objects.filter(name__in=["local-1", "local-2"], state=NodeState.UP).count() == 2,
                "both local agents to register", timeout=WAIT)
+    # Each agent reaches Redis as a user of its own (manage.py broker_acl), not as the server does.
+    assert "Redis: a user of its own for each agent (local-1 local-2)" in log()
+    users = {client["user"] for client in redis.Redis.from_url(private_redis.url).client_list()}
+    assert {"gpusched-node-local-1", "gpusched-node-local-2", "default"} <= users
 
     job = submit(make_user("alice"), "survivor", command="sleep 8; echo finished", grace_period=1)
     wait_until(lambda: Attempt.objects.filter(job=job, state=AttemptState.RUNNING).exists(), "the job to run",

@@ -135,6 +135,9 @@ class NetnsCluster:
             self.start_portal()
             self.start_worker()
             self.start_beat()
+            # Each agent reaches Redis as a user of its own (docs/security.md, "Another node"); the
+            # users are saved to Redis's aclfile, so a restarted Redis keeps them.
+            self._run_manage("broker_acl", "--apply", *self.node_names, *spares)
             for name in self.node_names:
                 self.start_agent(name, code=self.agent_code)
             self.wait_nodes_up(self.node_names)
@@ -155,9 +158,11 @@ class NetnsCluster:
         if redis_server is None:
             raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
         (self.tmp / "redis").mkdir(exist_ok=True)
+        (self.tmp / "redis" / "users.acl").touch()
         proc = self._spawn("redis", "db", [redis_server, "--bind", self.net.address("db"), "--port", str(REDIS_PORT),
                                            "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-                                           "--protected-mode", "no", "--dir", str(self.tmp / "redis")])
+                                           "--protected-mode", "no", "--dir", str(self.tmp / "redis"),
+                                           "--aclfile", str(self.tmp / "redis" / "users.acl")])
         wait_for(self._redis_answers, "redis-server on host db")
         return proc
 
@@ -230,13 +235,16 @@ class NetnsCluster:
     def start_agent(self, name: str, *extra_args: str, code: Path | None = None, **env: str) -> Proc:
         """Start (or restart, on the same work dir) the agent of host ``name``, from the checkout
         ``code`` (whose ``cluster`` package it imports; default this repository's), with extra ``env``."""
+        from cluster import broker_acl
         from cluster.auth import node_token
 
         existing = self.procs.get(name)
         if existing is not None and existing.alive():
             raise RuntimeError(f"agent {name} is already running")
-        if code is not None:
+        if code is not None:  # an agent of another version: on the shared credentials, as it was deployed
             env = {"PYTHONPATH": str(code), **env}
+        else:
+            env = {"REDIS_URL": broker_acl.node_url(self.redis_url, SECRET, name), **env}
         argv = ["env", "-C", str(code or REPO), PY, "-m", "cluster.agent", "--name", name, "--gpus", str(self.gpus),
                 "--workdir", str(self.tmp / "agents" / name), "--checkpoint-root", str(self.checkpoints),
                 "--heartbeat", f"{self.heartbeat:g}", "--fence-after", f"{self.fence_after:g}",

@@ -1,0 +1,84 @@
+"""Create, print or revoke the per-node Redis users of the agents (``cluster.broker_acl``)."""
+
+from __future__ import annotations
+
+import redis
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from cluster import broker_acl
+
+
+class Command(BaseCommand):
+    help = ("Give each NODE's agent a Redis user of its own that reaches only its command queue and appends "
+            "reports (Redis 7 or later). --apply creates the users on the broker, --url prints the broker URL "
+            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users.")
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("nodes", nargs="*", metavar="NODE", help="node names, as the agents' --name")
+        parser.add_argument("--all", action="store_true", help="every node the database knows, besides NODEs")
+        action = parser.add_mutually_exclusive_group(required=True)
+        action.add_argument("--apply", action="store_true", help="create or replace the users on the broker")
+        action.add_argument("--url", action="store_true", help="print each node's broker URL")
+        action.add_argument("--acl-file", action="store_true", help="print each user as an aclfile line")
+        action.add_argument("--revoke", action="store_true", help="delete the users from the broker")
+        parser.add_argument("--broker-url", default="",
+                            help="the broker as the agents reach it, for --url (default: CELERY_BROKER_URL)")
+
+    def handle(self, *args: object, **options: object) -> None:
+        secret = settings.AGENT_SECRET
+        try:
+            nodes = self._nodes(list(options["nodes"]), bool(options["all"]))
+            if options["url"]:
+                base = str(options["broker_url"] or settings.CELERY_BROKER_URL)
+                for node in nodes:
+                    self.stdout.write(broker_acl.node_url(base, secret, node))
+            elif options["acl_file"]:
+                for node in nodes:
+                    self.stdout.write(broker_acl.acl_file_line(secret, node))
+            else:
+                self._change_broker(nodes, secret, revoke=bool(options["revoke"]))
+        except broker_acl.BrokerAclError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _nodes(self, named: list[str], every: bool) -> list[str]:
+        if every:
+            from cluster.models import Node
+
+            named += [name for name in Node.objects.order_by("name").values_list("name", flat=True)
+                      if name not in named]
+        if not named:
+            raise CommandError("nodes: name at least one NODE, or give --all")
+        for node in named:
+            broker_acl.user_name(node)  # refuses a name no user can be made for, naming it
+        return named
+
+    def _change_broker(self, nodes: list[str], secret: str, revoke: bool) -> None:
+        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            for node in nodes:
+                if revoke:
+                    client.execute_command("ACL", "DELUSER", broker_acl.user_name(node))
+                    self.stdout.write(f"revoked {broker_acl.user_name(node)}")
+                else:
+                    client.execute_command("ACL", "SETUSER", *broker_acl.setuser_args(secret, node))
+                    self.stdout.write(f"applied {broker_acl.user_name(node)}")
+            self._persist(client)
+        except redis.ResponseError as exc:
+            raise CommandError(f"the broker refused the ACL change ({exc}); per-node users need Redis 7 or "
+                               "later and a connection allowed to run ACL") from exc
+        except redis.RedisError as exc:
+            raise CommandError(f"cannot reach the broker: {exc}") from exc
+        finally:
+            client.close()
+
+    def _persist(self, client: redis.Redis) -> None:
+        """Save the users to Redis's aclfile when it has one; otherwise say that they last only until
+        Redis restarts (and how to keep them)."""
+        try:
+            client.execute_command("ACL", "SAVE")
+        except redis.ResponseError:
+            self.stderr.write("the broker has no aclfile: these users last until Redis restarts; put the lines "
+                              "of --acl-file in its aclfile, or run --apply again after each restart")
+            return
+        self.stdout.write("saved to the broker's aclfile")
