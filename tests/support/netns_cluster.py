@@ -5,8 +5,8 @@ on the host's address only; host ``app`` runs the portal (daphne), a Celery
 worker and Celery beat, as separate processes; hosts ``node1`` ... run one node
 agent each with virtual GPUs. Every one is a real process started with
 ``ip netns exec``, configured only through the environment and options a real
-deployment uses (``DATABASE_URL``, ``REDIS_URL``, per-node agent tokens, the
-agent's ``--advertise-address``), so the processes reach each other only over
+deployment uses (``DATABASE_URL``, ``REDIS_URL`` over TLS, per-node agent tokens and
+Redis users, the agent's ``--advertise-address``), so the processes reach each other only over
 the bridge, by address. The file system is shared, as NFS would be between real
 machines: the checkpoint root is one directory every agent is given.
 
@@ -37,6 +37,7 @@ import pytest
 from tests.adversarial.stack import PY, REPO, PostgresServer, Proc, ServiceUnavailable, wait_for
 from tests.support.procs import RUN_MARKER
 from tests.support.netns import Network, NetnsUnavailable, remove_leftovers
+from tests.support.tls import make_certificates
 
 BIN = Path(PY).parent
 SECRET = "netns-cluster-agent-secret-not-for-deployment"
@@ -103,7 +104,9 @@ class NetnsCluster:
 
     @property
     def redis_url(self) -> str:
-        return f"redis://{self.net.address('db')}:{REDIS_PORT}/0"
+        """Over TLS, checked against the cluster's own CA, as traffic between real hosts should be."""
+        return (f"rediss://{self.net.address('db')}:{REDIS_PORT}/0"
+                f"?ssl_cert_reqs=required&ssl_ca_certs={self.tmp / 'tls' / 'ca.pem'}")
 
     @property
     def base_url(self) -> str:
@@ -153,13 +156,20 @@ class NetnsCluster:
 
     def start_redis(self) -> Proc:
         """redis-server on host db with an append-only file, as production runs it (a restart keeps
-        the queued messages)."""
+        the queued messages), serving TLS only, with a certificate of the cluster's own CA for the
+        host's address."""
         redis_server = shutil.which("redis-server")
         if redis_server is None:
             raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
         (self.tmp / "redis").mkdir(exist_ok=True)
         (self.tmp / "redis" / "users.acl").touch()
-        proc = self._spawn("redis", "db", [redis_server, "--bind", self.net.address("db"), "--port", str(REDIS_PORT),
+        tls = self.tmp / "tls"
+        if not (tls / "ca.pem").exists():
+            make_certificates(tls, self.net.address("db"))
+        proc = self._spawn("redis", "db", [redis_server, "--bind", self.net.address("db"), "--port", "0",
+                                           "--tls-port", str(REDIS_PORT), "--tls-cert-file", str(tls / "server.pem"),
+                                           "--tls-key-file", str(tls / "server.key"),
+                                           "--tls-ca-cert-file", str(tls / "ca.pem"), "--tls-auth-clients", "no",
                                            "--save", "", "--appendonly", "yes", "--appendfsync", "always",
                                            "--protected-mode", "no", "--dir", str(self.tmp / "redis"),
                                            "--aclfile", str(self.tmp / "redis" / "users.acl")])
