@@ -255,3 +255,18 @@ def test_every_service_restarted_one_at_a_time_under_load_loses_and_doubles_noth
     counts = tally(cluster.sql, cluster.checkpoints, stored)
     assert counts["ran_twice_at_once"] == 0 and counts["lost"] == 0 and counts["finished"] == len(stored)
     report("restarts", {**counts, "refused_while_down": refused[0], "unanswered": unanswered[0]}, restarts=restarts)
+    assert_restarted_services_take_tls_only_and_agents_their_own_users(cluster)
+
+
+def assert_restarted_services_take_tls_only_and_agents_their_own_users(cluster: NetnsCluster) -> None:
+    """After their restarts, Redis and PostgreSQL still refuse a client speaking in clear, and the agents
+    came back as their own Redis users (kept in Redis's aclfile)."""
+    import psycopg
+    import redis
+
+    with pytest.raises(psycopg.OperationalError, match="no encryption"):
+        psycopg.connect(cluster.database_url.split("?")[0] + "?sslmode=disable", connect_timeout=5)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        redis.Redis.from_url(cluster.redis_url.split("?")[0].replace("rediss://", "redis://"), socket_timeout=3).ping()
+    users = {client["user"] for client in redis.Redis.from_url(cluster.redis_url).client_list()}
+    assert {f"gpusched-node-{name}" for name in cluster.node_names} <= users

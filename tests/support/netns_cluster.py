@@ -37,7 +37,7 @@ import pytest
 from tests.adversarial.stack import PY, REPO, PostgresServer, Proc, ServiceUnavailable, wait_for
 from tests.support.procs import RUN_MARKER
 from tests.support.netns import Network, NetnsUnavailable, remove_leftovers
-from tests.support.tls import make_certificates
+from tests.support.tls import TlsFiles, make_certificates
 
 BIN = Path(PY).parent
 SECRET = "netns-cluster-agent-secret-not-for-deployment"
@@ -48,21 +48,31 @@ REDIS_PORT, POSTGRES_PORT = 6379, 5432
 
 class NetnsPostgres(PostgresServer):
     """The private PostgreSQL cluster of tests/adversarial/stack.py, run inside host ``db``,
-    listening on that host's address and trusting the cluster's subnet."""
+    listening on that host's address and trusting the cluster's subnet over TLS only (``tls``: the
+    host's certificate and the CA clients check it against)."""
 
-    def __init__(self, tmp: Path, net: Network, host: str) -> None:
+    def __init__(self, tmp: Path, net: Network, host: str, tls: TlsFiles) -> None:
         super().__init__(tmp)
         self.address, self.subnet, self.port = net.address(host), str(net.subnet), POSTGRES_PORT
         self.run_as = net.argv(host, self.run_as)
+        self.tls = tls
 
     def url(self, dbname: str) -> str:
-        return f"postgres://postgres@{self.address}:{self.port}/{dbname}"
+        return (f"postgres://postgres@{self.address}:{self.port}/{dbname}"
+                f"?sslmode=verify-full&sslrootcert={self.tls.ca}")
 
     def init(self) -> NetnsPostgres:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                   "--no-sync")
-        with open(self.data / "pg_hba.conf", "a") as hba:
-            hba.write(f"host all all {self.subnet} trust\n")
+        for source, name in ((self.tls.cert, "server.crt"), (self.tls.key, "server.key")):
+            shutil.copyfile(source, self.data / name)
+            os.chmod(self.data / name, 0o600)
+            if self.user is not None:
+                os.chown(self.data / name, self.user.pw_uid, self.user.pw_gid)
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
+        with open(self.data / "pg_hba.conf", "a") as hba:  # no line for the subnet without TLS: refused
+            hba.write(f"hostssl all all {self.subnet} trust\n")
         return self.start()
 
     def start(self) -> NetnsPostgres:
@@ -100,13 +110,23 @@ class NetnsCluster:
 
     @property
     def database_url(self) -> str:
-        return f"postgres://postgres@{self.net.address('db')}:{POSTGRES_PORT}/gpusched"
+        """Over TLS, the server's certificate checked against the cluster's own CA and address."""
+        return (f"postgres://postgres@{self.net.address('db')}:{POSTGRES_PORT}/gpusched"
+                f"?sslmode=verify-full&sslrootcert={self.tls.ca}")
+
+    @property
+    def tls(self) -> TlsFiles:
+        """The db host's certificate and the CA every client checks it against (made once)."""
+        directory = self.tmp / "tls"
+        if not (directory / "ca.pem").exists():
+            make_certificates(directory, self.net.address("db"))
+        return TlsFiles(directory / "ca.pem", directory / "server.pem", directory / "server.key")
 
     @property
     def redis_url(self) -> str:
         """Over TLS, checked against the cluster's own CA, as traffic between real hosts should be."""
         return (f"rediss://{self.net.address('db')}:{REDIS_PORT}/0"
-                f"?ssl_cert_reqs=required&ssl_ca_certs={self.tmp / 'tls' / 'ca.pem'}")
+                f"?ssl_cert_reqs=required&ssl_ca_certs={self.tls.ca}")
 
     @property
     def base_url(self) -> str:
@@ -151,7 +171,7 @@ class NetnsCluster:
 
     def _start_data_services(self) -> None:
         self.start_redis()
-        self.postgres = NetnsPostgres(self.tmp, self.net, "db").init()
+        self.postgres = NetnsPostgres(self.tmp, self.net, "db", self.tls).init()
         self.postgres.create_database("gpusched")
 
     def start_redis(self) -> Proc:
@@ -163,13 +183,11 @@ class NetnsCluster:
             raise ServiceUnavailable("redis-server is not installed (apt-get install redis-server)")
         (self.tmp / "redis").mkdir(exist_ok=True)
         (self.tmp / "redis" / "users.acl").touch()
-        tls = self.tmp / "tls"
-        if not (tls / "ca.pem").exists():
-            make_certificates(tls, self.net.address("db"))
+        tls = self.tls
         proc = self._spawn("redis", "db", [redis_server, "--bind", self.net.address("db"), "--port", "0",
-                                           "--tls-port", str(REDIS_PORT), "--tls-cert-file", str(tls / "server.pem"),
-                                           "--tls-key-file", str(tls / "server.key"),
-                                           "--tls-ca-cert-file", str(tls / "ca.pem"), "--tls-auth-clients", "no",
+                                           "--tls-port", str(REDIS_PORT), "--tls-cert-file", str(tls.cert),
+                                           "--tls-key-file", str(tls.key), "--tls-ca-cert-file", str(tls.ca),
+                                           "--tls-auth-clients", "no",
                                            "--save", "", "--appendonly", "yes", "--appendfsync", "always",
                                            "--protected-mode", "no", "--dir", str(self.tmp / "redis"),
                                            "--aclfile", str(self.tmp / "redis" / "users.acl")])
