@@ -21,7 +21,8 @@ without ``--single-user`` and launches every job as ``USER`` with a cgroup
 that root filesystem tarball under bubblewrap. The first launch of an image
 unpacks it; it is a warm-up sample reported apart (``image_cold_launch_ms``),
 so the percentiles are those of a cached image. Without ``--confined`` the agent
-runs in single-user mode, as before.
+runs in single-user mode, as before. ``--node-user`` gives the agent a Redis user of its own, as
+``manage.py broker_acl`` does (docs/security.md), deleted afterwards.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ sys.path.insert(0, str(REPO))
 from celery import Celery  # noqa: E402
 from kombu import Connection, Exchange, Queue  # noqa: E402
 
-from cluster import protocol  # noqa: E402
+from cluster import broker_acl, protocol  # noqa: E402
 
 
 class Reports:
@@ -88,16 +89,29 @@ def confinement_fields(user: str, image: Path | None) -> dict[str, Any]:
     return fields
 
 
-def run(url: str, samples: int, user: str = "", image: Path | None = None) -> dict[str, Any]:
+def node_user_url(url: str, node: str, report_queue: str) -> str:
+    """Create ``node``'s own Redis user (``cluster.broker_acl``'s rules, reporting to ``report_queue``)
+    on the broker at ``url``, with a throwaway secret; the URL its agent connects with."""
+    import redis
+
+    secret = uuid.uuid4().hex
+    client = redis.Redis.from_url(url)
+    client.execute_command("ACL", "SETUSER", *broker_acl.setuser_args(secret, node, report_queue))
+    client.close()
+    return broker_acl.node_url(url, secret, node)
+
+
+def run(url: str, samples: int, user: str = "", image: Path | None = None, node_user: bool = False) -> dict[str, Any]:
     node = f"bench-{uuid.uuid4().hex[:8]}"
     app = Celery("agent-bench", broker=url, set_as_current=False)
     report_queue = f"reports.{node}"  # its own queue: nothing else can take its reports
     reports = Reports(url, node, report_queue)
+    agent_url = node_user_url(url, node, report_queue) if node_user else url
     with tempfile.TemporaryDirectory() as workdir:
         os.chmod(workdir, 0o711)  # a confined job's user passes through to its own directories
         env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "REDIS_URL")}
         agent = subprocess.Popen(
-            [sys.executable, "-m", "cluster.agent", "--name", node, "--gpus", "1", "--broker", url,
+            [sys.executable, "-m", "cluster.agent", "--name", node, "--gpus", "1", "--broker", agent_url,
              "--workdir", workdir, "--heartbeat", "5", *([] if user else ["--single-user"]),
              "--report-queue", report_queue, "--log-level", os.environ.get("AGENT_LOG_LEVEL", "WARNING")],
             cwd=REPO, env=env,
@@ -133,9 +147,13 @@ def run(url: str, samples: int, user: str = "", image: Path | None = None) -> di
             client = redis.Redis.from_url(url)
             for name in (report_queue, protocol.node_queue(node)):
                 client.delete(name, f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}")
+            client.delete(*broker_acl.unacked_keys(node).values())
+            if node_user:
+                client.execute_command("ACL", "DELUSER", broker_acl.user_name(node))
             client.close()
     return {
         "samples": samples,
+        "node_user": node_user,
         "confined_as": user or None,
         "image": str(image) if image is not None else None,
         "image_cold_launch_ms": round(cold[0] * 1000, 1) if cold else None,
@@ -153,12 +171,14 @@ def main() -> int:
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--confined", metavar="USER", default="", help="run the agent as root confining jobs, each as USER")
     p.add_argument("--image", type=Path, help="with --confined: run every job in this root filesystem tarball")
+    p.add_argument("--node-user", action="store_true",
+                   help="the agent reaches Redis as a user of its own (manage.py broker_acl's rules; Redis 7)")
     args = p.parse_args()
     if args.samples < 2:
         p.error("--samples must be >= 2")
     if args.image is not None and not args.confined:
         p.error("--image needs --confined USER")
-    result = run(args.broker, args.samples, args.confined, args.image)
+    result = run(args.broker, args.samples, args.confined, args.image, args.node_user)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
