@@ -18,6 +18,12 @@ token crosses the broker; a report carrying the token itself (an agent older tha
 accepted. Once every agent signs, changing ``AGENT_SECRET`` revokes any token an old agent's reports
 left in Redis's files.
 
+**Rotating** ``AGENT_SECRET`` without losing a node: the old secret goes into
+``AGENT_SECRET_FALLBACKS`` while agents get their new tokens one by one. Reports signed under either
+are accepted, and each command is signed with the token the node's agent last signed with
+(``cluster.agent_secret_in_use``), so an agent still on its old token keeps running its commands.
+Emptying the fallbacks ends the rotation: old tokens are refused from then on.
+
 A refusal is logged and recorded in the audit log by the caller.
 """
 
@@ -30,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 
-from cluster import message_signing
+from cluster import agent_secret_in_use, message_signing
 
 _CONTEXT = "gpusched-agent-node:"
 
@@ -54,13 +60,45 @@ def expected_token(node: str) -> str | None:
     return settings.AGENT_TOKEN or None
 
 
+def accepted_secrets() -> list[str]:
+    """The secrets whose tokens are accepted: ``AGENT_SECRET``, then its fallbacks (a rotation); none
+    without ``AGENT_SECRET``."""
+    if not settings.AGENT_SECRET:
+        return []
+    fallbacks = getattr(settings, "AGENT_SECRET_FALLBACKS", ())
+    return [settings.AGENT_SECRET, *(s for s in fallbacks if s and s != settings.AGENT_SECRET)]
+
+
+def signing_token(node: str) -> str | None:
+    """The token to sign a command to ``node`` with: ``expected_token``, except during a rotation, when
+    it is the token under the secret the node's agent last signed a report with."""
+    secrets = accepted_secrets()
+    if len(secrets) > 1:
+        return node_token(agent_secret_in_use.secret_of(node, secrets), node)
+    return expected_token(node)
+
+
 def token_matches(node: str, token: object) -> bool:
+    """Whether ``token`` (sent by an agent older than signing) is ``node``'s token."""
     expected = expected_token(node)
     if expected is None:
         return True
-    if expected == REFUSE_ALL:
+    if expected == REFUSE_ALL or not isinstance(token, str):
         return False
-    return isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())
+    if not settings.AGENT_SECRET:
+        return hmac.compare_digest(token.encode(), expected.encode())
+    return any(_authenticates(secret, node, lambda mine: hmac.compare_digest(token.encode(), mine.encode()))
+               for secret in accepted_secrets())
+
+
+def _authenticates(secret: str, node: str, check) -> bool:  # noqa: ANN001 - a test of the node's token
+    """Whether ``check`` passes with ``node``'s token under ``secret``; during a rotation, the secret
+    that passed is noted so that commands to the node go signed with the same token."""
+    if not check(node_token(secret, node)):
+        return False
+    if len(accepted_secrets()) > 1:
+        agent_secret_in_use.note(node, secret)
+    return True
 
 
 class AgentAuthError(Exception):
@@ -75,9 +113,12 @@ def report_authentic(node: str, task: str, kwargs: Mapping[str, Any]) -> bool:
         return True
     if expected == REFUSE_ALL:
         return False
-    if message_signing.SIGNATURE_FIELD in kwargs:
+    if message_signing.SIGNATURE_FIELD not in kwargs:
+        return token_matches(node, kwargs.get(message_signing.TOKEN_FIELD, ""))
+    if not settings.AGENT_SECRET:
         return message_signing.verifies(expected, task, kwargs)
-    return token_matches(node, kwargs.get(message_signing.TOKEN_FIELD, ""))
+    return any(_authenticates(secret, node, lambda token: message_signing.verifies(token, task, kwargs))
+               for secret in accepted_secrets())
 
 
 def check_report(node: str, task: str, kwargs: Mapping[str, Any]) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from cluster.protocol import REPORT_QUEUE, node_queue
@@ -92,17 +93,24 @@ def rules(node: str, report_queue: str = REPORT_QUEUE) -> list[str]:
     ]
 
 
-def setuser_args(secret: str, node: str, report_queue: str = REPORT_QUEUE) -> list[str]:
-    """The arguments of ``ACL SETUSER`` that create or replace ``node``'s user with its password."""
-    return [user_name(node), *rules(node, report_queue), ">" + password(secret, node)]
+def setuser_args(secret: str, node: str, report_queue: str = REPORT_QUEUE, fallbacks: Sequence[str] = ()) -> list[str]:
+    """The arguments of ``ACL SETUSER`` that create or replace ``node``'s user with its password, and
+    during a rotation of the agent secret also the password under each of ``fallbacks`` (Redis
+    accepts any of a user's passwords), so that an agent not yet given its new URL keeps working."""
+    return [user_name(node), *rules(node, report_queue), *(">" + p for p in _passwords(secret, node, fallbacks))]
 
 
-def acl_file_line(secret: str, node: str, report_queue: str = REPORT_QUEUE) -> str:
-    """``node``'s user as a line of a Redis ACL file (``aclfile``), its password given as its
+def acl_file_line(secret: str, node: str, report_queue: str = REPORT_QUEUE, fallbacks: Sequence[str] = ()) -> str:
+    """``node``'s user as a line of a Redis ACL file (``aclfile``), its passwords given as their
     SHA-256 so the file holds no password."""
-    digest = hashlib.sha256(password(secret, node).encode()).hexdigest()
+    digests = ["#" + hashlib.sha256(p.encode()).hexdigest() for p in _passwords(secret, node, fallbacks)]
     kept = [rule for rule in rules(node, report_queue) if rule != "reset"]
-    return " ".join(["user", user_name(node), "reset", *kept, "#" + digest])
+    return " ".join(["user", user_name(node), "reset", *kept, *digests])
+
+
+def _passwords(secret: str, node: str, fallbacks: Sequence[str]) -> list[str]:
+    secrets = dict.fromkeys([secret, *(s for s in fallbacks if s)])  # the current first, each once
+    return [password(s, node) for s in secrets]
 
 
 def node_url(broker_url: str, secret: str, node: str) -> str:

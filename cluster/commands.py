@@ -35,7 +35,7 @@ def send(node: str, task: str, kwargs: dict[str, Any]) -> bool:
     cluster = server_identity.known_id()
     if cluster is not None:
         kwargs[server_identity.FIELD] = cluster
-    token = auth.expected_token(node)
+    token = auth.signing_token(node)
     if token:  # None or REFUSE_ALL: no token to sign with (a development stack's agents take unsigned commands)
         kwargs = message_signing.signed(token, task, kwargs, time.time())
     try:

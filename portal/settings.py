@@ -278,11 +278,11 @@ AGENT_HEARTBEAT_SECONDS = env_float("AGENT_HEARTBEAT_SECONDS", 5.0, positive=Tru
 NODE_LOST_HEARTBEATS = env_int("NODE_LOST_HEARTBEATS", 3, minimum=1)
 # Shared secret every agent report must carry (the agents' GPUSCHED_AGENT_TOKEN); empty: not checked.
 AGENT_TOKEN = env_str("GPUSCHED_AGENT_TOKEN", "") or ""
-# Server-side key of per-node agent tokens (cluster/auth.py): when set, a report naming
-# node N must carry N's own token (manage.py agent_token N) and AGENT_TOKEN is not accepted.
+# Key of per-node agent tokens (cluster/auth.py: node N's reports must be signed with N's token, manage.py
+# agent_token N; AGENT_TOKEN is not accepted); keys being rotated out stay accepted as fallbacks meanwhile.
 AGENT_SECRET = env_str("GPUSCHED_AGENT_SECRET", "") or ""
-# Without AGENT_SECRET every agent report is refused, unless this development mode is on: then the shared
-# AGENT_TOKEN (or nothing, when it is empty) is accepted. For test stacks and one developer's machine.
+AGENT_SECRET_FALLBACKS = env_list("GPUSCHED_AGENT_SECRET_FALLBACKS", [])
+# Without AGENT_SECRET every report is refused, unless in this development mode (shared AGENT_TOKEN, or none).
 GPUSCHED_AGENT_DEV_MODE = env_bool("GPUSCHED_AGENT_DEV_MODE", default=False)
 # Single-user mode (docs/security.md): jobs run as the agents' own user; for a laptop without root.
 GPUSCHED_SINGLE_USER = env_bool("GPUSCHED_SINGLE_USER", default=False)

@@ -61,3 +61,50 @@ def test_a_forged_moved_or_altered_signature_is_refused(production, forged) -> N
     with pytest.raises(auth.AgentAuthError, match="signature does not verify"):
         auth.check_report("n1", "cluster.heartbeat", forged(dict(HEARTBEAT), own))
 
+
+
+@pytest.fixture
+def rotating(production, settings, redis_url):  # noqa: ANN001, ANN201
+    """A rotation: AGENT_SECRET is the new secret, the old one a fallback; the secrets in use in Redis."""
+    from cluster import agent_secret_in_use
+
+    production.AGENT_SECRET, production.AGENT_SECRET_FALLBACKS = "new-secret", ["old-secret"]
+    settings.REDIS_URL = redis_url
+    agent_secret_in_use._client = None
+    agent_secret_in_use.forget_cache()
+    import redis
+
+    redis.Redis.from_url(redis_url).delete(agent_secret_in_use.KEY)
+    yield production
+    agent_secret_in_use._client = None
+    agent_secret_in_use.forget_cache()
+
+
+@pytest.mark.redis
+def test_during_a_rotation_reports_under_either_secret_pass_and_commands_follow_the_agent(rotating) -> None:  # noqa: ANN001
+    old, new = auth.node_token("old-secret", "n1"), auth.node_token("new-secret", "n1")
+    assert auth.signing_token("n1") == new  # nothing heard yet: the new token
+    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(old, "cluster.heartbeat", HEARTBEAT, 1.0))
+    assert auth.signing_token("n1") == old  # the agent still signs with its old token: so do its commands
+    assert auth.signing_token("n2") == auth.node_token("new-secret", "n2")
+    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(new, "cluster.heartbeat", HEARTBEAT, 2.0))
+    assert auth.signing_token("n1") == new
+    auth.check_report("n1", "cluster.heartbeat", {**HEARTBEAT, "token": old})  # an agent older than signing
+    assert auth.signing_token("n1") == old
+    with pytest.raises(auth.AgentAuthError, match="does not verify"):
+        auth.check_report("n1", "cluster.heartbeat", message_signing.signed(
+            auth.node_token("another-secret", "n1"), "cluster.heartbeat", HEARTBEAT, 3.0))
+
+
+def test_once_the_fallbacks_are_emptied_old_tokens_are_refused(production) -> None:  # noqa: ANN001
+    production.AGENT_SECRET, production.AGENT_SECRET_FALLBACKS = "new-secret", []
+    old = auth.node_token("old-secret", "n1")
+    with pytest.raises(auth.AgentAuthError, match="does not verify"):
+        auth.check_report("n1", "cluster.heartbeat", message_signing.signed(old, "cluster.heartbeat", HEARTBEAT, 1.0))
+    assert not auth.token_matches("n1", old)
+    assert auth.signing_token("n1") == auth.node_token("new-secret", "n1")
+
+
+def test_a_fallback_equal_to_the_secret_or_empty_is_no_rotation(production) -> None:  # noqa: ANN001
+    production.AGENT_SECRET, production.AGENT_SECRET_FALLBACKS = "s", ["s", ""]
+    assert auth.accepted_secrets() == ["s"]

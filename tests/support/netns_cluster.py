@@ -260,26 +260,29 @@ class NetnsCluster:
         return self._spawn("beat", "app", [PY, "-m", "celery", "-A", "portal", "beat", "--loglevel", "INFO",
                                            "--schedule", str(self.tmp / "beat-schedule")])
 
-    def start_agent(self, name: str, *extra_args: str, code: Path | None = None, **env: str) -> Proc:
+    def start_agent(self, name: str, *extra_args: str, code: Path | None = None, secret: str = SECRET,
+                    **env: str) -> Proc:
         """Start (or restart, on the same work dir) the agent of host ``name``, from the checkout
-        ``code`` (whose ``cluster`` package it imports; default this repository's), with extra ``env``."""
+        ``code`` (whose ``cluster`` package it imports; default this repository's), with its token and
+        Redis user under the agent ``secret`` and extra ``env``; it gets none of the server's secrets."""
         from cluster import broker_acl
         from cluster.auth import node_token
 
         existing = self.procs.get(name)
         if existing is not None and existing.alive():
             raise RuntimeError(f"agent {name} is already running")
-        if code is not None:  # an agent of another version: on the shared credentials, as it was deployed
-            env = {"PYTHONPATH": str(code), **env}
-        else:
-            env = {"REDIS_URL": broker_acl.node_url(self.redis_url, SECRET, name), **env}
-        argv = ["env", "-C", str(code or REPO), PY, "-m", "cluster.agent", "--name", name, "--gpus", str(self.gpus),
-                "--workdir", str(self.tmp / "agents" / name), "--checkpoint-root", str(self.checkpoints),
-                "--heartbeat", f"{self.heartbeat:g}", "--fence-after", f"{self.fence_after:g}",
-                "--log-interval", "0.2", "--advertise-address", self.net.address(name), *extra_args]
         # Single-user mode: jobs run as the agent's user, unconfined (no per-user accounts or cgroups here).
-        return self._spawn(name, name, argv, GPUSCHED_AGENT_TOKEN=node_token(SECRET, name), GPUSCHED_SINGLE_USER="1",
-                           **env)
+        own = {"GPUSCHED_AGENT_TOKEN": node_token(secret, name), "GPUSCHED_SINGLE_USER": "1"}
+        if code is not None:  # an agent of another version: on the shared credentials, as it was deployed
+            own["PYTHONPATH"] = str(code)
+        else:
+            own["REDIS_URL"] = broker_acl.node_url(self.redis_url, secret, name)
+        argv = ["env", "-C", str(code or REPO), "-u", "GPUSCHED_AGENT_SECRET", "-u", "GPUSCHED_AGENT_SECRET_FALLBACKS",
+                "-u", "SECRET_KEY", "-u", "DATABASE_URL", PY, "-m", "cluster.agent", "--name", name,
+                "--gpus", str(self.gpus), "--workdir", str(self.tmp / "agents" / name), "--checkpoint-root",
+                str(self.checkpoints), "--heartbeat", f"{self.heartbeat:g}", "--fence-after", f"{self.fence_after:g}",
+                "--log-interval", "0.2", "--advertise-address", self.net.address(name), *extra_args]
+        return self._spawn(name, name, argv, **{**own, **env})
 
     def wait_nodes_up(self, names: list[str]) -> None:
         wait_for(lambda: self.sql("SELECT count(*) FROM cluster_node WHERE name = ANY(%s) AND state = 'UP'",

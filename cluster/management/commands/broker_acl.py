@@ -12,7 +12,9 @@ from cluster import broker_acl
 class Command(BaseCommand):
     help = ("Give each NODE's agent a Redis user of its own that reaches only its command queue and appends "
             "reports (Redis 7 or later). --apply creates the users on the broker, --url prints the broker URL "
-            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users.")
+            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users. "
+            "While GPUSCHED_AGENT_SECRET_FALLBACKS is set (a rotation), users also take their old passwords; "
+            "--url prints the new one.")
 
     def add_arguments(self, parser) -> None:  # noqa: ANN001
         parser.add_argument("nodes", nargs="*", metavar="NODE", help="node names, as the agents' --name")
@@ -35,7 +37,7 @@ class Command(BaseCommand):
                     self.stdout.write(broker_acl.node_url(base, secret, node))
             elif options["acl_file"]:
                 for node in nodes:
-                    self.stdout.write(broker_acl.acl_file_line(secret, node))
+                    self.stdout.write(broker_acl.acl_file_line(secret, node, fallbacks=settings.AGENT_SECRET_FALLBACKS))
             else:
                 self._change_broker(nodes, secret, revoke=bool(options["revoke"]))
         except broker_acl.BrokerAclError as exc:
@@ -61,7 +63,8 @@ class Command(BaseCommand):
                     client.execute_command("ACL", "DELUSER", broker_acl.user_name(node))
                     self.stdout.write(f"revoked {broker_acl.user_name(node)}")
                 else:
-                    client.execute_command("ACL", "SETUSER", *broker_acl.setuser_args(secret, node))
+                    client.execute_command("ACL", "SETUSER", *broker_acl.setuser_args(
+                        secret, node, fallbacks=settings.AGENT_SECRET_FALLBACKS))
                     self.stdout.write(f"applied {broker_acl.user_name(node)}")
             self._persist(client)
         except redis.ResponseError as exc:

@@ -111,3 +111,20 @@ def test_an_unreachable_broker_is_named(settings) -> None:  # noqa: ANN001
 def test_exactly_one_action_is_required(broker) -> None:  # noqa: ANN001
     with pytest.raises(CommandError, match="one of the arguments --apply --url --acl-file --revoke is required"):
         run("n1")
+
+
+def test_during_a_rotation_a_user_takes_its_old_and_new_password_and_afterwards_the_new_only(broker, settings) -> None:  # noqa: ANN001
+    run("--apply", "n1")  # under the old secret
+    settings.AGENT_SECRET, settings.AGENT_SECRET_FALLBACKS = "rotated-secret", [SECRET]
+    run("--apply", "n1")
+    old = broker_acl.node_url(broker.url, SECRET, "n1")
+    new = run("--url", "n1")[0].strip()
+    assert new == broker_acl.node_url(broker.url, "rotated-secret", "n1")
+    assert redis.Redis.from_url(old).ping() and redis.Redis.from_url(new).ping()
+    assert run("--acl-file", "n1")[0].count(" #") == 2
+
+    settings.AGENT_SECRET_FALLBACKS = []  # the rotation is over
+    run("--apply", "n1")
+    assert redis.Redis.from_url(new).ping()
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(old).ping()
