@@ -77,17 +77,22 @@ def unacked_keys(node: str) -> dict[str, str]:
             "unacked_mutex_key": f"{base}:unacked_mutex"}
 
 
+def own_keys(node: str) -> list[str]:
+    """Every key ``node``'s user may touch outside the report queue and the telemetry stream: its queue,
+    its unacked bookkeeping, its queue's routing tables (what ``--revoke`` removes with the user)."""
+    queue = node_queue(_checked(node))
+    return [queue, *unacked_keys(node).values(), *(prefix + queue for prefix in _BINDING_PREFIXES)]
+
+
 def rules(node: str, report_queue: str = REPORT_QUEUE) -> list[str]:
     """The ``ACL SETUSER`` rules of ``node``'s user, password excluded, starting from ``reset``.
 
     The root rules reach only the node's own keys; two selectors (Redis 7) grant one command each
     on the report queue and the telemetry stream.
     """
-    queue = node_queue(_checked(node))
-    own = [queue, *unacked_keys(node).values(), *(prefix + queue for prefix in _BINDING_PREFIXES)]
     return [
         "reset", "on", "resetchannels", "-@all", *_SESSION, *_SCRIPTS, *_OWN_KEYS,
-        *(f"~{key}" for key in own),
+        *(f"~{key}" for key in own_keys(node)),
         f"(%W~{report_queue} +lpush)",
         f"(%W~{STREAM_KEY} +xadd)",
     ]

@@ -151,3 +151,29 @@ def redis_url() -> str:
     if _service_problems[key]:
         unavailable(_service_problems[key])
     return url
+
+
+@pytest.fixture
+def private_redis(tmp_path, request):  # noqa: ANN001, ANN201
+    """A redis-server of this test alone (skipped, or failed under CI, without the binary), for tests
+    that restart it or change server-wide state such as ACL users; with the persistent_redis mark it
+    runs with an append-only file, as a production Redis should. ``private_redis.start_another(args,
+    where)`` starts one more with extra redis-server options (stopped with the test)."""
+    from tests.adversarial.stack import RedisServer, ServiceUnavailable
+
+    persist = request.node.get_closest_marker("persistent_redis") is not None
+    servers: list[RedisServer] = []
+
+    def start(args: tuple[str, ...] = (), where: str = "redis") -> RedisServer:
+        try:
+            server = RedisServer(tmp_path / where, persist=persist, args=args).start()
+        except ServiceUnavailable as exc:
+            unavailable(str(exc))
+        servers.append(server)
+        return server
+
+    first = start()
+    first.start_another = start  # type: ignore[attr-defined]
+    yield first
+    for server in servers:
+        server.stop()

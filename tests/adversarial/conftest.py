@@ -3,7 +3,7 @@
 The portal tests' users, clients, jobs and nodes (tests/portal/conftest.py),
 the dashboard tests' WebSocket helpers (tests/portal/dashboard/conftest.py) and
 the recorded agent commands (tests/support/live_helpers.py) are reused as they are.
-The live tests get a private Redis (``private_redis``) and the system's own
+The live tests get a private Redis (``private_redis``, tests/conftest.py) and the system's own
 processes on the test database (``live_stack``, from ``tests/adversarial/stack.py``).
 """
 
@@ -21,19 +21,6 @@ from tests.support.websockets import memory_layer, ws_connect  # noqa: F401
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "persistent_redis: the test's private Redis keeps an append-only file")
     config.addinivalue_line("markers", "multihost: runs the system over network-namespace hosts (root, iproute2)")
-
-
-@pytest.fixture
-def private_redis(tmp_path, request):  # noqa: ANN001, ANN201
-    """A redis-server of this test alone (skipped, or failed under CI, without the binary); with
-    the persistent_redis mark it runs with an append-only file, as a production Redis should."""
-    persist = request.node.get_closest_marker("persistent_redis") is not None
-    try:
-        server = stack_module.RedisServer(tmp_path, persist=persist).start()
-    except stack_module.ServiceUnavailable as exc:
-        unavailable(str(exc))
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.adversarial.conftest import private_redis, test_database_url  # noqa: F401 - fixtures
+from tests.adversarial.conftest import test_database_url  # noqa: F401 - fixture
 from tests.adversarial.stack import free_port
 from tests.support.livestack import wait_until
 from tests.support.procs import RUN_MARKER, interruptible

@@ -10,20 +10,15 @@ from tests.support.tls import make_certificates
 
 
 @pytest.fixture
-def tls_redis(tmp_path):  # noqa: ANN001, ANN201
-    from tests.adversarial.stack import RedisServer, ServiceUnavailable, free_port
-    from tests.conftest import unavailable
+def tls_redis(private_redis, tmp_path):  # noqa: ANN001, ANN201
+    from tests.adversarial.stack import free_port
 
     files = make_certificates(tmp_path / "tls", "127.0.0.1")
     tls_port = free_port()
-    try:
-        server = RedisServer(tmp_path, args=("--tls-port", str(tls_port), "--tls-cert-file", str(files.cert),
-                                             "--tls-key-file", str(files.key), "--tls-ca-cert-file", str(files.ca),
-                                             "--tls-auth-clients", "no")).start()
-    except ServiceUnavailable as exc:
-        unavailable(str(exc))
-    yield server, tls_port, files
-    server.stop()
+    server = private_redis.start_another(("--tls-port", str(tls_port), "--tls-cert-file", str(files.cert),
+                                          "--tls-key-file", str(files.key), "--tls-ca-cert-file", str(files.ca),
+                                          "--tls-auth-clients", "no"), where="tls")
+    return server, tls_port, files
 
 
 @pytest.mark.redis

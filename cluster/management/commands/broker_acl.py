@@ -12,7 +12,7 @@ from cluster import broker_acl
 class Command(BaseCommand):
     help = ("Give each NODE's agent a Redis user of its own that reaches only its command queue and appends "
             "reports (Redis 7 or later). --apply creates the users on the broker, --url prints the broker URL "
-            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users. "
+            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users and the nodes' queued commands. "
             "While GPUSCHED_AGENT_SECRET_FALLBACKS is set (a rotation), users also take their old passwords; "
             "--url prints the new one.")
 
@@ -23,7 +23,8 @@ class Command(BaseCommand):
         action.add_argument("--apply", action="store_true", help="create or replace the users on the broker")
         action.add_argument("--url", action="store_true", help="print each node's broker URL")
         action.add_argument("--acl-file", action="store_true", help="print each user as an aclfile line")
-        action.add_argument("--revoke", action="store_true", help="delete the users from the broker")
+        action.add_argument("--revoke", action="store_true",
+                            help="delete the users, and the commands still queued for their nodes, from the broker")
         parser.add_argument("--broker-url", default="",
                             help="the broker as the agents reach it, for --url (default: CELERY_BROKER_URL)")
 
@@ -59,9 +60,10 @@ class Command(BaseCommand):
         client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
         try:
             for node in nodes:
-                if revoke:
+                if revoke:  # the user, and the commands still queued for the node (its jobs' environment)
                     client.execute_command("ACL", "DELUSER", broker_acl.user_name(node))
-                    self.stdout.write(f"revoked {broker_acl.user_name(node)}")
+                    removed = client.delete(*broker_acl.own_keys(node))
+                    self.stdout.write(f"revoked {broker_acl.user_name(node)}; removed {removed} key(s) of its queue")
                 else:
                     client.execute_command("ACL", "SETUSER", *broker_acl.setuser_args(
                         secret, node, fallbacks=settings.AGENT_SECRET_FALLBACKS))

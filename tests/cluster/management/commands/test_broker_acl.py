@@ -73,10 +73,15 @@ def test_acl_file_prints_lines_without_the_password(broker) -> None:  # noqa: AN
     assert broker_acl.password(SECRET, "n1") not in out
 
 
-def test_revoke_deletes_the_user(broker) -> None:  # noqa: ANN001
+def test_revoke_deletes_the_user_and_the_commands_still_queued_for_its_node(broker) -> None:  # noqa: ANN001
     run("--apply", "n1", "n2")
-    assert run("--revoke", "n1")[0].splitlines()[0] == "revoked gpusched-node-n1"
+    admin = redis.Redis.from_url(broker.url)
+    admin.lpush("node.n1", "a launch with its job's environment")
+    admin.hset("node.n1:unacked", "tag", "another")
+    admin.lpush("node.n2", "n2's")
+    assert run("--revoke", "n1")[0].splitlines()[0] == "revoked gpusched-node-n1; removed 2 key(s) of its queue"
     assert users(broker.url) == {"default", "gpusched-node-n2"}
+    assert admin.exists("node.n1", "node.n1:unacked") == 0 and admin.llen("node.n2") == 1
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis.from_url(broker_acl.node_url(broker.url, SECRET, "n1")).ping()
 
