@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -87,18 +87,20 @@ def token_matches(node: str, token: object) -> bool:
         return False
     if not settings.AGENT_SECRET:
         return hmac.compare_digest(token.encode(), expected.encode())
-    return any(_authenticates(secret, node, lambda mine: hmac.compare_digest(token.encode(), mine.encode()))
-               for secret in accepted_secrets())
+    return _passes_with_a_token(node, lambda mine: hmac.compare_digest(token.encode(), mine.encode()))
 
 
-def _authenticates(secret: str, node: str, check) -> bool:  # noqa: ANN001 - a test of the node's token
-    """Whether ``check`` passes with ``node``'s token under ``secret``; during a rotation, the secret
-    that passed is noted so that commands to the node go signed with the same token."""
-    if not check(node_token(secret, node)):
-        return False
-    if len(accepted_secrets()) > 1:
-        agent_secret_in_use.note(node, secret)
-    return True
+def _passes_with_a_token(node: str, check: Callable[[str], bool]) -> bool:
+    """Whether ``check`` passes with ``node``'s token under one of the accepted secrets (the current
+    first); during a rotation, the secret that passed is noted, so that commands to the node go
+    signed with the same token."""
+    secrets = accepted_secrets()
+    for secret in secrets:
+        if check(node_token(secret, node)):
+            if len(secrets) > 1:
+                agent_secret_in_use.note(node, secret)
+            return True
+    return False
 
 
 class AgentAuthError(Exception):
@@ -108,17 +110,12 @@ class AgentAuthError(Exception):
 def report_authentic(node: str, task: str, kwargs: Mapping[str, Any]) -> bool:
     """Whether the ``task`` report ``kwargs`` naming ``node`` is signed with ``node``'s token (or, from
     an agent older than signing, carries it); True when the settings check nothing."""
-    expected = expected_token(node)
-    if expected is None:
-        return True
-    if expected == REFUSE_ALL:
-        return False
     if message_signing.SIGNATURE_FIELD not in kwargs:
         return token_matches(node, kwargs.get(message_signing.TOKEN_FIELD, ""))
-    if not settings.AGENT_SECRET:
-        return message_signing.verifies(expected, task, kwargs)
-    return any(_authenticates(secret, node, lambda token: message_signing.verifies(token, task, kwargs))
-               for secret in accepted_secrets())
+    if settings.AGENT_SECRET:
+        return _passes_with_a_token(node, lambda token: message_signing.verifies(token, task, kwargs))
+    expected = expected_token(node)
+    return expected is None or (expected != REFUSE_ALL and message_signing.verifies(expected, task, kwargs))
 
 
 def check_report(node: str, task: str, kwargs: Mapping[str, Any]) -> None:
