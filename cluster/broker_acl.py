@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from cluster.protocol import REPORT_QUEUE, node_queue
@@ -52,6 +52,9 @@ _OWN_KEYS = ("+brpop", "+lpush", "+rpush", "+llen", "+hset", "+hget", "+hdel", "
              "+zrange", "+set", "+get", "+del", "+sadd", "+smembers", "+exists")
 
 
+CLIENT_NAME_PREFIX = "gpusched-agent:"
+
+
 class BrokerAclError(ValueError):
     """A node name that no ACL user can be made for."""
 
@@ -75,6 +78,23 @@ def unacked_keys(node: str) -> dict[str, str]:
     base = node_queue(_checked(node))
     return {"unacked_key": f"{base}:unacked", "unacked_index_key": f"{base}:unacked_index",
             "unacked_mutex_key": f"{base}:unacked_mutex"}
+
+
+def client_name(node: str) -> str:
+    """The name ``node``'s agent gives its Redis connections (``CLIENT SETNAME``), by which
+    ``agent_users`` finds them."""
+    return CLIENT_NAME_PREFIX + _checked(node)
+
+
+def agent_users(clients: Iterable[Mapping[str, str]]) -> dict[str, set[str]]:
+    """From ``CLIENT LIST`` (as redis-py parses it): each connected agent's node, and the Redis users
+    its connections are logged in as."""
+    users: dict[str, set[str]] = {}
+    for client in clients:
+        name = client.get("name", "")
+        if name.startswith(CLIENT_NAME_PREFIX):
+            users.setdefault(name[len(CLIENT_NAME_PREFIX):], set()).add(client.get("user", ""))
+    return users
 
 
 def own_keys(node: str) -> list[str]:

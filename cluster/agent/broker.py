@@ -46,7 +46,7 @@ def _own_keys(node: str) -> dict[str, Any]:
     rather than kombu's shared ones (which every consumer could read), restored by itself, and one
     priority level, since the server sends commands without priorities and each level is a key."""
     return {**broker_acl.unacked_keys(node), "priority_steps": [0], "visibility_timeout": VISIBILITY_TIMEOUT,
-            "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+            "unacked_restore_interval": 1, "unacked_restore_throttle": 1, "client_name": broker_acl.client_name(node)}
 
 
 class BrokerDown(ConnectionError):
@@ -73,6 +73,7 @@ class BrokerLink:
             broker_transport_options={"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT,
                                       **_own_keys(node)},
         )
+        self.node = node
         name = node_queue(node)
         # The same declaration Celery makes for a missing queue named in send_task(queue=...).
         self.queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
@@ -161,7 +162,8 @@ class BrokerLink:
             kwargs = message_signing.signed(self.token, REPORT_TELEMETRY, kwargs, time.time())
             if self._stream is None:
                 self._stream = redis.Redis.from_url(self._stream_url, socket_timeout=SOCKET_TIMEOUT,
-                                                    socket_connect_timeout=CONNECT_TIMEOUT)
+                                                    socket_connect_timeout=CONNECT_TIMEOUT,
+                                                    client_name=broker_acl.client_name(self.node))
             telemetry_stream.publish(self._stream, kwargs)
         except (TypeError, ValueError):
             log.exception("dropping unencodable telemetry report")

@@ -92,6 +92,13 @@ def test_a_node_url_needs_a_tcp_redis_url() -> None:
         broker_acl.node_url("unix:///run/redis.sock", SECRET, "n1")
 
 
+def test_agent_users_reads_the_agents_connections_from_client_list() -> None:
+    clients = [{"name": "gpusched-agent:n1", "user": "gpusched-node-n1"}, {"name": "gpusched-agent:n1", "user": "default"},
+               {"name": "", "user": "default"}, {"name": "celery-worker", "user": "default"},
+               {"name": broker_acl.client_name("n2"), "user": "gpusched-node-n2"}]
+    assert broker_acl.agent_users(clients) == {"n1": {"gpusched-node-n1", "default"}, "n2": {"gpusched-node-n2"}}
+
+
 # --- a real redis-server -------------------------------------------------------------------------
 
 

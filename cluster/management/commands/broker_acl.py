@@ -14,7 +14,7 @@ class Command(BaseCommand):
             "reports (Redis 7 or later). --apply creates the users on the broker, --url prints the broker URL "
             "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users and the nodes' queued commands. "
             "While GPUSCHED_AGENT_SECRET_FALLBACKS is set (a rotation), users also take their old passwords; "
-            "--url prints the new one.")
+            "--url prints the new one. --check says which connected agents are on their own user.")
 
     def add_arguments(self, parser) -> None:  # noqa: ANN001
         parser.add_argument("nodes", nargs="*", metavar="NODE", help="node names, as the agents' --name")
@@ -23,6 +23,8 @@ class Command(BaseCommand):
         action.add_argument("--apply", action="store_true", help="create or replace the users on the broker")
         action.add_argument("--url", action="store_true", help="print each node's broker URL")
         action.add_argument("--acl-file", action="store_true", help="print each user as an aclfile line")
+        action.add_argument("--check", action="store_true",
+                            help="say, for each node, whether its connected agent is on its own user or a shared one")
         action.add_argument("--revoke", action="store_true",
                             help="delete the users, and the commands still queued for their nodes, from the broker")
         parser.add_argument("--broker-url", default="",
@@ -36,6 +38,8 @@ class Command(BaseCommand):
                 base = str(options["broker_url"] or settings.CELERY_BROKER_URL)
                 for node in nodes:
                     self.stdout.write(broker_acl.node_url(base, secret, node))
+            elif options["check"]:
+                self._check(nodes)
             elif options["acl_file"]:
                 for node in nodes:
                     self.stdout.write(broker_acl.acl_file_line(secret, node, fallbacks=settings.AGENT_SECRET_FALLBACKS))
@@ -56,8 +60,27 @@ class Command(BaseCommand):
             broker_acl.user_name(node)  # refuses a name no user can be made for, naming it
         return named
 
+    def _check(self, nodes: list[str]) -> None:
+        """One line per node: its agent's connections and the Redis users they are logged in as."""
+        client = _admin()
+        try:
+            connected = broker_acl.agent_users(client.client_list())
+        except redis.RedisError as exc:
+            raise CommandError(f"cannot list the broker's clients: {exc}") from exc
+        finally:
+            client.close()
+        for node in nodes:
+            users = connected.get(node, set())
+            if not users:
+                state = "not connected"
+            elif users == {broker_acl.user_name(node)}:
+                state = "on its own user"
+            else:
+                state = f"on a shared user ({', '.join(sorted(users - {broker_acl.user_name(node)}))}): give it its own"
+            self.stdout.write(f"{node}: {state}")
+
     def _change_broker(self, nodes: list[str], secret: str, revoke: bool) -> None:
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
+        client = _admin()
         try:
             for node in nodes:
                 if revoke:  # the user, and the commands still queued for the node (its jobs' environment)
@@ -87,3 +110,8 @@ class Command(BaseCommand):
                               "of --acl-file in its aclfile, or run --apply again after each restart")
             return
         self.stdout.write("saved to the broker's aclfile")
+
+
+def _admin() -> redis.Redis:
+    """The server's own connection to the broker (its default user, allowed ACL and CLIENT LIST)."""
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)

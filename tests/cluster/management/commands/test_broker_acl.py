@@ -114,7 +114,7 @@ def test_an_unreachable_broker_is_named(settings) -> None:  # noqa: ANN001
 
 
 def test_exactly_one_action_is_required(broker) -> None:  # noqa: ANN001
-    with pytest.raises(CommandError, match="one of the arguments --apply --url --acl-file --revoke is required"):
+    with pytest.raises(CommandError, match="one of the arguments --apply --url --acl-file --check --revoke is required"):
         run("n1")
 
 
@@ -133,3 +133,20 @@ def test_during_a_rotation_a_user_takes_its_old_and_new_password_and_afterwards_
     assert redis.Redis.from_url(new).ping()
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis.from_url(old).ping()
+
+
+def test_check_says_which_connected_agents_are_on_their_own_user(broker) -> None:  # noqa: ANN001
+    from cluster.agent.broker import BrokerLink
+
+    run("--apply", "n1", "n2", "n3")
+    links = [BrokerLink(broker_acl.node_url(broker.url, SECRET, "n1"), "n1", lambda *a: None),
+             BrokerLink(broker.url, "n2", lambda *a: None)]  # n2's agent still on the shared password
+    for link in links:
+        link.connect()
+    try:
+        out, _ = run("--check", "n1", "n2", "n3")
+    finally:
+        for link in links:
+            link.close()
+    assert out.splitlines() == ["n1: on its own user", "n2: on a shared user (default): give it its own",
+                                "n3: not connected"]
