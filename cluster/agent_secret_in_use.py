@@ -52,19 +52,23 @@ def note(node: str, secret: str) -> None:
 
 
 def secret_of(node: str, candidates: Sequence[str]) -> str:
-    """The one of ``candidates`` (the current secret first) that ``node``'s agent last signed with;
-    the current one when none was noted, Redis cannot say, or the noted one is no longer accepted."""
+    """The one of ``candidates`` (the current secret first, then the fallbacks, the previous one first)
+    that ``node``'s agent last signed with. When nothing was noted for it, or the noted one is no
+    longer accepted, or Redis cannot say: the previous secret, since every report before the
+    rotation began was signed under it, and an agent given its new token reports (its registration)
+    before it is sent anything, which notes the new one."""
+    default = candidates[1] if len(candidates) > 1 else candidates[0]
     try:
         mark = _redis().hget(KEY, node)
     except redis.RedisError as exc:
-        log.warning("could not read the agent secret node %s signs with (signing with the current one): %s",
+        log.warning("could not read the agent secret node %s signs with (signing with the previous one): %s",
                     node, exc)
-        return candidates[0]
+        return default
     if mark is not None:
         for secret in candidates:
             if fingerprint(secret) == mark.decode():
                 return secret
-    return candidates[0]
+    return default
 
 
 def forget_cache() -> None:

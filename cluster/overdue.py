@@ -80,19 +80,34 @@ def _resend_doomed_stops(now: datetime, slack: timedelta, up: set[str]) -> list[
 
 
 def _resend_launches(now: datetime, slack: timedelta, up: set[str]) -> list[tuple[str, int, int]]:
+    return launch_again(_starting().filter(started_at__lt=now - slack), up)
+
+
+def resend_launches_to(node: str) -> list[tuple[str, int, int]]:
+    """Send ``node`` again the launches of every attempt still starting on it, at once: its agent has
+    just registered, and a launch it got before may have been lost with its previous run, or refused
+    (signed with the token it had before a rotation of the agent secret). Agents ignore a launch of an
+    attempt they have already started."""
+    return launch_again(_starting().filter(gpu_allocation__has_key=node), {node})
+
+
+def launch_again(starting, nodes: set[str]) -> list[tuple[str, int, int]]:  # noqa: ANN001 - Attempt queryset
+    """Send the launch of each of the ``starting`` attempts again to those of its nodes in ``nodes``, with the
+    same ranks, master, plan, user, limits and image as the first; ``(task, job_id, attempt)`` of each."""
     resent: list[tuple[str, int, int]] = []
-    starting = Attempt.objects.filter(
-        job__state=JobState.STARTING, state=AttemptState.STARTING, number=F("job__attempt_count"),
-        started_at__lt=now - slack,
-    ).select_related("job")
-    for att in starting:
+    for att in starting.select_related("job"):
         allocation = att.gpu_allocation or {}
         plan = elastic.attempt_launch_fields(att.job, att)  # the plan the first launch named
         plan.update(confinement.launch_fields([att.job_id])[att.job_id])  # its user, limits and image
         # The same ranks and master as the first launch: ranks follow the sorted node names.
         for name, cmd in commands.launches_for(att.job, att.number, allocation,
                                                commands.node_addresses(allocation), **plan):
-            if name in up:
+            if name in nodes:
                 commands.launch(name, cmd)
                 resent.append((protocol.AGENT_LAUNCH, att.job_id, att.number))
     return resent
+
+
+def _starting():  # noqa: ANN202 - an Attempt queryset
+    return Attempt.objects.filter(job__state=JobState.STARTING, state=AttemptState.STARTING,
+                                  number=F("job__attempt_count"))

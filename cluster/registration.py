@@ -10,7 +10,7 @@ from django.db import transaction
 
 from audit import services as audit
 from audit.models import Action
-from cluster import commands
+from cluster import commands, overdue
 from cluster.models import AGENT_VERSION_LENGTH, GPU_MODEL_LENGTH, Gpu, Node, NodeState
 from cluster.selectors import expected_attempts
 from scheduler import triggers
@@ -30,7 +30,8 @@ def register_node(
 
     The agent is then told to keep exactly the attempts the database has on
     the node (AGENT_RECONCILE): after a restart or a loss, anything else it
-    still runs is stale and is stopped.
+    still runs is stale and is stopped; and it is sent again the launches of
+    the attempts still starting there (``overdue.resend_launches_to``).
     """
     with transaction.atomic():
         node, created = Node.objects.select_for_update().get_or_create(
@@ -50,6 +51,7 @@ def register_node(
                      detail=f"{'new' if created else 'known'}: {gpus} GPUs, agent {agent_version or '?'}, "
                             f"address {node.address}")
         transaction.on_commit(lambda: commands.reconcile(name, expected_attempts(name)))
+        transaction.on_commit(lambda: overdue.resend_launches_to(name))
         transaction.on_commit(triggers.request_scheduling)
     log.info("node %s registered (%s): %d GPUs, protocol version %d%s%s", name, "new" if created else "known", gpus,
              protocol_version, " (older than this server's: upgrade its agent)"

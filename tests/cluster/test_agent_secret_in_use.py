@@ -25,19 +25,21 @@ def store(settings, redis_url):  # noqa: ANN001, ANN201
 
 
 def test_the_noted_secret_is_read_back_and_only_its_fingerprint_is_stored(store) -> None:  # noqa: ANN001
-    assert in_use.secret_of("n1", ["new", "old"]) == "new"  # nothing noted: the current one
-    in_use.note("n1", "old")
+    # Nothing noted: the previous secret, which signed every report before the rotation began.
     assert in_use.secret_of("n1", ["new", "old"]) == "old"
-    assert in_use.secret_of("n2", ["new", "old"]) == "new"
-    stored = store.hgetall(in_use.KEY)
-    assert stored == {b"n1": in_use.fingerprint("old").encode()} and b"old" not in b"".join(stored.values())
+    assert in_use.secret_of("n1", ["only"]) == "only"
     in_use.note("n1", "new")
     assert in_use.secret_of("n1", ["new", "old"]) == "new"
+    assert in_use.secret_of("n2", ["new", "old"]) == "old"
+    in_use.note("n1", "old")
+    assert in_use.secret_of("n1", ["new", "old"]) == "old"
+    stored = store.hgetall(in_use.KEY)
+    assert stored == {b"n1": in_use.fingerprint("old").encode()} and b"old" not in b"".join(stored.values())
 
 
-def test_a_secret_no_longer_accepted_falls_back_to_the_current_one(store) -> None:  # noqa: ANN001
-    in_use.note("n1", "older")
-    assert in_use.secret_of("n1", ["new", "old"]) == "new"
+def test_a_secret_no_longer_accepted_falls_back_to_the_previous_one(store) -> None:  # noqa: ANN001
+    in_use.note("n1", "oldest")
+    assert in_use.secret_of("n1", ["new", "old"]) == "old"
 
 
 def test_the_same_note_is_written_once_until_it_is_due_again(store, monkeypatch) -> None:  # noqa: ANN001
@@ -50,7 +52,7 @@ def test_the_same_note_is_written_once_until_it_is_due_again(store, monkeypatch)
     assert store.hget(in_use.KEY, "n1") == in_use.fingerprint("old").encode()
 
 
-def test_without_redis_the_current_secret_signs_and_noting_does_not_raise(settings, caplog) -> None:  # noqa: ANN001
+def test_without_redis_the_previous_secret_signs_and_noting_does_not_raise(settings, caplog) -> None:  # noqa: ANN001
     from tests.adversarial.stack import free_port
 
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
@@ -58,7 +60,7 @@ def test_without_redis_the_current_secret_signs_and_noting_does_not_raise(settin
     in_use.forget_cache()
     try:
         in_use.note("n1", "old")
-        assert in_use.secret_of("n1", ["new", "old"]) == "new"
+        assert in_use.secret_of("n1", ["new", "old"]) == "old"
         assert "could not note the agent secret" in caplog.text
     finally:
         in_use._client = None

@@ -83,11 +83,13 @@ def rotating(production, settings, redis_url):  # noqa: ANN001, ANN201
 @pytest.mark.redis
 def test_during_a_rotation_reports_under_either_secret_pass_and_commands_follow_the_agent(rotating) -> None:  # noqa: ANN001
     old, new = auth.node_token("old-secret", "n1"), auth.node_token("new-secret", "n1")
-    assert auth.signing_token("n1") == new  # nothing heard yet: the new token
-    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(old, "cluster.heartbeat", HEARTBEAT, 1.0))
-    assert auth.signing_token("n1") == old  # the agent still signs with its old token: so do its commands
-    assert auth.signing_token("n2") == auth.node_token("new-secret", "n2")
-    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(new, "cluster.heartbeat", HEARTBEAT, 2.0))
+    assert auth.signing_token("n1") == old  # nothing heard yet: every report so far was signed under the old
+    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(new, "cluster.heartbeat", HEARTBEAT, 1.0))
+    assert auth.signing_token("n1") == new  # its agent has its new token: so do its commands
+    assert auth.signing_token("n2") == auth.node_token("old-secret", "n2")
+    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(old, "cluster.heartbeat", HEARTBEAT, 2.0))
+    assert auth.signing_token("n1") == old
+    auth.check_report("n1", "cluster.heartbeat", message_signing.signed(new, "cluster.heartbeat", HEARTBEAT, 2.5))
     assert auth.signing_token("n1") == new
     auth.check_report("n1", "cluster.heartbeat", {**HEARTBEAT, "token": old})  # an agent older than signing
     assert auth.signing_token("n1") == old

@@ -40,3 +40,19 @@ def test_a_lost_node_that_registers_again_is_up(sent, no_triggers, django_captur
     with django_capture_on_commit_callbacks(execute=True):
         registration.register_node("n1", gpus=1, cpus=0, mem_gb=0, gpu_models=[], agent_version="", now=timezone.now())
     assert Node.objects.get(name="n1").state == NodeState.UP
+
+
+def test_a_node_registering_is_sent_again_the_launches_still_starting_on_it(owner, sent, no_triggers,
+                                                                             django_capture_on_commit_callbacks) -> None:
+    """Its agent may have lost them with its previous run, or refused them (signed with the token it had
+    before a rotation of the agent secret): they are sent at once, not after the node-lost delay."""
+    from scheduler.models import JobState
+
+    make_node("n1", 2)
+    make_node("n2", 1)
+    starting = placed_job(owner, {"n1": [0], "n2": [0]}, state=JobState.STARTING, started_ago=1.0)
+    placed_job(owner, {"n1": [1]})  # running: its agent has it
+    with django_capture_on_commit_callbacks(execute=True):
+        registration.register_node("n1", gpus=2, cpus=0, mem_gb=0, gpu_models=[], agent_version="", now=timezone.now())
+    assert [(node, kw["job_id"], kw["attempt"], kw["node_rank"]) for node, kw in sent.launches] == [
+        ("n1", starting.pk, 1, 0)]
