@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 
 import redis
-from django.conf import settings
+
+from scheduler.coordination import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ KEY = "gpusched:agent-secret-in-use"
 RENOTE_SECONDS = 30.0
 
 _noted: dict[str, tuple[str, float]] = {}
-_client: redis.Redis | None = None
 
 
 def fingerprint(secret: str) -> str:
@@ -44,7 +44,7 @@ def note(node: str, secret: str) -> None:
     if last is not None and last[0] == mark and now - last[1] < RENOTE_SECONDS:
         return
     try:
-        _redis().hset(KEY, node, mark)
+        redis_client().hset(KEY, node, mark)
     except redis.RedisError as exc:
         log.warning("could not note the agent secret node %s signs with: %s", node, exc)
         return
@@ -59,7 +59,7 @@ def secret_of(node: str, candidates: Sequence[str]) -> str:
     before it is sent anything, which notes the new one."""
     default = candidates[1] if len(candidates) > 1 else candidates[0]
     try:
-        mark = _redis().hget(KEY, node)
+        mark = redis_client().hget(KEY, node)
     except redis.RedisError as exc:
         log.warning("could not read the agent secret node %s signs with (signing with the previous one): %s",
                     node, exc)
@@ -75,9 +75,3 @@ def forget_cache() -> None:
     """Drop this process's memory of what it wrote (tests; a new Redis)."""
     _noted.clear()
 
-
-def _redis() -> redis.Redis:
-    global _client
-    if _client is None:
-        _client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-    return _client

@@ -80,7 +80,7 @@ def _resend_doomed_stops(now: datetime, slack: timedelta, up: set[str]) -> list[
 
 
 def _resend_launches(now: datetime, slack: timedelta, up: set[str]) -> list[tuple[str, int, int]]:
-    return launch_again(_starting().filter(started_at__lt=now - slack), up)
+    return _launch_again(_starting().filter(started_at__lt=now - slack), up)
 
 
 def resend_launches_to(node: str) -> list[tuple[str, int, int]]:
@@ -88,10 +88,10 @@ def resend_launches_to(node: str) -> list[tuple[str, int, int]]:
     just registered, and a launch it got before may have been lost with its previous run, or refused
     (signed with the token it had before a rotation of the agent secret). Agents ignore a launch of an
     attempt they have already started."""
-    return launch_again(_starting().filter(gpu_allocation__has_key=node), {node})
+    return _launch_again(_starting().filter(gpu_allocation__has_key=node), {node})
 
 
-def launch_again(starting, nodes: set[str]) -> list[tuple[str, int, int]]:  # noqa: ANN001 - Attempt queryset
+def _launch_again(starting, nodes: set[str]) -> list[tuple[str, int, int]]:  # noqa: ANN001 - Attempt queryset
     """Send the launch of each of the ``starting`` attempts again to those of its nodes in ``nodes``, with the
     same ranks, master, plan, user, limits and image as the first; ``(task, job_id, attempt)`` of each."""
     resent: list[tuple[str, int, int]] = []

@@ -70,13 +70,11 @@ def rotating(production, settings, redis_url):  # noqa: ANN001, ANN201
 
     production.AGENT_SECRET, production.AGENT_SECRET_FALLBACKS = "new-secret", ["old-secret"]
     settings.REDIS_URL = redis_url
-    agent_secret_in_use._client = None
     agent_secret_in_use.forget_cache()
     import redis
 
     redis.Redis.from_url(redis_url).delete(agent_secret_in_use.KEY)
     yield production
-    agent_secret_in_use._client = None
     agent_secret_in_use.forget_cache()
 
 

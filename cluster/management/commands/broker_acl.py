@@ -12,7 +12,8 @@ from cluster import broker_acl
 class Command(BaseCommand):
     help = ("Give each NODE's agent a Redis user of its own that reaches only its command queue and appends "
             "reports (Redis 7 or later). --apply creates the users on the broker, --url prints the broker URL "
-            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users and the nodes' queued commands. "
+            "to give that node's agent, --acl-file prints lines for Redis's aclfile, --revoke deletes the users "
+            "and the nodes' queued commands. "
             "While GPUSCHED_AGENT_SECRET_FALLBACKS is set (a rotation), users also take their old passwords; "
             "--url prints the new one. --check says which connected agents are on their own user.")
 
