@@ -34,6 +34,7 @@ class Action(models.TextChoices):
     JOB_PRIORITY_BY_STAFF = "job.priority-by-staff"
     AGENT_REGISTERED = "agent.registered"
     AGENT_REFUSED = "agent.refused"
+    TASK_REFUSED = "task.refused"
     SESSION_OPENED_BY_STAFF = "session.opened-by-staff"
     GPU_RETURNED = "gpu.returned-to-service"
     GPU_POLICY_CHANGED = "gpupolicy.changed"

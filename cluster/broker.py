@@ -9,6 +9,8 @@ background work. It lives at the bottom of the layers so that ``cluster/`` and
 Configuration comes from Django settings prefixed ``CELERY_``; tasks are found
 in every installed app's ``tasks`` module. Agents' queues (``node.<name>``) are
 not consumed here: a portal worker listens on the default queue only.
+Every message this app publishes beyond the nodes' queues is sealed with the
+server's key, and a worker runs none that is not (``cluster.task_seal``).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import os
 from celery import Celery
 from celery.signals import after_setup_logger
 
-from cluster import task_log
+from cluster import task_log, task_seal
 from cluster.worker_watchdog import ConsumerWatchdog
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-# Named "portal" as before the move: task routing and existing deployments know it by that name.
-app = Celery("portal")
+# Named "portal" as before the move: task routing and existing deployments know it by that name. Every
+# task is a SealedTask: a worker runs only the reports and the tasks a server process sealed.
+app = Celery("portal", task_cls=task_seal.SealedTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # A worker whose consumer stops taking messages (seen after Redis restarts) ends itself, to be restarted.

@@ -170,8 +170,9 @@ def report_task(name: str, *, once: bool = False) -> Callable[[Callable[..., Any
 
         task.__name__, task.__qualname__, task.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
         # typing=False: unknown kwargs from newer agents must not be refused by Celery.
+        # from_nodes: sent by agents, so not sealed by the server (cluster.task_seal); the signature checks it.
         return shared_task(name=name, ignore_result=True, typing=False, bind=True, acks_late=True,
-                           reject_on_worker_lost=True)(task)
+                           reject_on_worker_lost=True, from_nodes=True)(task)
 
     return wrap
 

@@ -3,7 +3,10 @@
 Variables (all optional unless noted):
 
 * ``DEBUG``: 1/0/true/false; default false. Any other value is an error.
-* ``SECRET_KEY``: required unless DEBUG is true.
+* ``SECRET_KEY``: required unless DEBUG is true; the same on every portal, worker and beat,
+  whose tasks it seals (cluster/task_seal.py). ``SECRET_KEY_FALLBACKS``: earlier keys, still
+  accepted. ``GPUSCHED_RUN_UNSEALED_TASKS`` (false): run tasks without a seal, only while
+  upgrading from a release before seals (docs/operations.md).
 * ``ALLOWED_HOSTS``: comma-separated; default ``localhost,127.0.0.1,[::1]``.
 * ``CSRF_TRUSTED_ORIGINS``: comma-separated origins (scheme://host[:port]).
 * ``DATABASE_URL``: any URL dj-database-url understands; default SQLite at
@@ -50,7 +53,6 @@ Variables (all optional unless noted):
 * ``SIMULATION_MAX_UPLOAD_BYTES`` (5 MiB), ``SIMULATION_MAX_JOBS`` (20000),
   ``SIMULATION_MAX_ACTIVE_RUNS`` (2 per user), ``SIMULATION_QUEUE`` (Celery
   queue of simulation runs; default ``celery``).
-
 * ``GPUSCHED_SINGLE_USER`` (false): single-user mode. Every job runs as the
   agents' own user and launches name nobody (``run_as`` empty); submissions
   need no POSIX identity. For a laptop without root (``scripts/up.sh``); every
@@ -90,6 +92,8 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is false")
     # A fixed key is acceptable only for a local debug run.
     SECRET_KEY = "insecure-debug-only-key-do-not-use-in-production"
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
+GPUSCHED_RUN_UNSEALED_TASKS = env_bool("GPUSCHED_RUN_UNSEALED_TASKS", default=False)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -219,12 +223,11 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = TIME_ZONE
-# Agent reports are acknowledged only once handled (cluster/tasks.py): a message a worker took and
-# never acknowledged (the worker died) goes back to the queue after this many seconds. A message
-# that merely waited longer than this inside a busy worker is delivered twice, which every task
-# tolerates. Kept well under twice the node-lost delay, so that an exit report whose worker died is
-# handled again before the server ends that attempt as lost; kombu looks for such messages every
-# tenth of it (its own default, every 100 s, would be far too slow for that).
+# Agent reports are acknowledged only once handled (cluster/tasks.py): a message a worker took and never
+# acknowledged (the worker died) goes back to the queue after this many seconds. A message that merely waited
+# longer inside a busy worker is delivered twice, which every task tolerates. Kept well under twice the
+# node-lost delay, so that an exit report whose worker died is handled again before the server ends that
+# attempt as lost; kombu looks every tenth of it (its own default, every 100 s, would be far too slow).
 BROKER_VISIBILITY_TIMEOUT = env_float("BROKER_VISIBILITY_TIMEOUT", 10.0, positive=True)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": BROKER_VISIBILITY_TIMEOUT,
@@ -242,8 +245,8 @@ CACHES = {
 }
 
 CHANNEL_LAYER_URL = env_url("CHANNEL_LAYER_URL", REDIS_URL, ("redis", "rediss", "unix"))
-# A receive waits up to 5 s in BRPOP (channels_redis), so its socket must wait longer than that: redis-py 8's
-# default of 5 s ended every quiet live websocket after 5 s. The stuck-connection timeout stays finite.
+# A receive waits up to 5 s in BRPOP (channels_redis), so its socket must wait longer: redis-py 8's default of
+# 5 s ended every quiet live websocket after 5 s. The stuck-connection timeout stays finite.
 CHANNEL_LAYER_HOST = {"address": CHANNEL_LAYER_URL, "socket_timeout": 15, "socket_connect_timeout": 5}
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [CHANNEL_LAYER_HOST]}}}
 
@@ -252,9 +255,8 @@ SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fitgpp") or "fitgpp"
 if not re.fullmatch(r"[a-z][a-z0-9_\-]*", SCHEDULER_POLICY):
     raise ImproperlyConfigured(f"SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy name")
 SCHEDULER_AUTORUN = env_bool("SCHEDULER_AUTORUN", default=True)
-# Fair share among projects on the live cluster (scheduler/fair_usage.py, docs/policies.md): off by
-# default; the usage half-life in seconds; the seconds one standing (fair_standing.py) serves every
-# viewer; the seconds a BE job must have run in its attempt before fair share may reclaim its GPUs.
+# Fair share among projects (scheduler/fair_usage.py, docs/policies.md): off by default; the usage half-life (s);
+# how long one standing (fair_standing.py) serves every viewer; a BE attempt's run (s) before its GPUs may go back.
 SCHEDULER_FAIR_SHARE = env_bool("SCHEDULER_FAIR_SHARE", default=False)
 SCHEDULER_FAIR_SHARE_HALF_LIFE = env_float("SCHEDULER_FAIR_SHARE_HALF_LIFE", 3600.0, positive=True)
 FAIR_STANDING_CACHE_SECONDS = env_int("FAIR_STANDING_CACHE_SECONDS", 10, minimum=0)
@@ -370,16 +372,14 @@ EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "") or ""
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpusched@localhost")
-# Celery queue of the notification tasks: a deployment gives them a worker of their own
-# (celery -A portal worker -Q notifications) so a slow mail server or webhook never holds a
-# worker the scheduling loop and the agents' reports need.
+# Celery queue of the notification tasks: a deployment gives them a worker of their own (celery -A portal
+# worker -Q notifications) so a slow mail server or webhook never holds a worker the loop and reports need.
 NOTIFICATIONS_QUEUE = env_str("NOTIFICATIONS_QUEUE", "celery") or "celery"
 
 SIMULATION_MAX_UPLOAD_BYTES = env_int("SIMULATION_MAX_UPLOAD_BYTES", 5 * 1024 * 1024, minimum=1024)
 SIMULATION_MAX_JOBS = env_int("SIMULATION_MAX_JOBS", 20000, minimum=1)
 SIMULATION_MAX_ACTIVE_RUNS = env_int("SIMULATION_MAX_ACTIVE_RUNS", 2, minimum=1)
-# Celery queue of simulation runs: give them their own worker (-Q simulations) so a long
-# run never delays a scheduling cycle on the default queue.
+# Celery queue of simulation runs: their own worker (-Q simulations) so no long run delays a cycle.
 SIMULATION_QUEUE = env_str("SIMULATION_QUEUE", "celery") or "celery"
 
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
