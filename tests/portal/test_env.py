@@ -82,6 +82,21 @@ def test_production_values_are_read(tmp_path) -> None:
                                      "'10.0.0.5']", "fifo", "redis://cache:6379/2"]
 
 
+def test_the_keys_being_rotated_out_and_the_upgrade_switch_for_unsealed_tasks_are_read(tmp_path) -> None:
+    code = "import portal.settings as s; print(s.SECRET_KEY_FALLBACKS, s.GPUSCHED_RUN_UNSEALED_TASKS)"
+    keep = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG"}}
+    base = {**keep, "SECRET_KEY": "new" * 20, "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+    run = [sys.executable, "-c", code]
+    read = subprocess.run(run, env={**base, "SECRET_KEY_FALLBACKS": "old1,old2", "GPUSCHED_RUN_UNSEALED_TASKS": "true"},
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert read.stdout.split() == ["['old1',", "'old2']", "True"], read.stderr
+    default = subprocess.run(run, env=base, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert default.stdout.split() == ["[]", "False"], default.stderr
+    bad = subprocess.run(run, env={**base, "GPUSCHED_RUN_UNSEALED_TASKS": "perhaps"}, cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and "GPUSCHED_RUN_UNSEALED_TASKS" in bad.stderr.strip().splitlines()[-1]
+
+
 def test_celery_app_reads_django_settings() -> None:
     from django.conf import settings
 
