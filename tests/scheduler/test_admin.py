@@ -109,6 +109,31 @@ def test_the_job_list_filters_by_any_pending_reason_and_by_submission_date(roles
     assert listed("") == {"waits-for-gpus", "waits-on-array", "last-month"}
 
 
+def test_a_job_id_in_the_search_finds_that_job_or_array_task_and_other_text_the_names(roles, browser_as,
+                                                                                         make_job) -> None:
+    """As squeue -j: ``ID`` is the job and the tasks of the array it heads, ``ID_INDEX`` one task; a number
+    is not looked for in names or commands, any other text is."""
+    head = make_job(roles.owner, name="sweep-head")
+    Job.objects.filter(pk=head.pk).update(array_id=head.pk, array_index=0)
+    task = make_job(roles.other, name="sweep-task", array_id=head.pk, array_index=1)
+    alone = make_job(roles.other, name="alone-job")
+    decoy = make_job(roles.other, name=f"decoy-{head.pk}", command=f"python train.py --seed {head.pk}_1")
+    client = browser_as(roles.staff)
+    names = ("sweep-head", "sweep-task", "alone-job", "decoy-")
+
+    def found(term: str) -> set[str]:
+        html = client.get("/admin/scheduler/job/", {"q": term}).content.decode()
+        return {name for name in names if f">{name}" in html}
+
+    assert found(str(head.pk)) == {"sweep-head", "sweep-task"}
+    assert found(f" {head.pk}_1 ") == {"sweep-task"}
+    assert found(str(alone.pk)) == {"alone-job"}
+    assert found(f"{head.pk}_7") == set() and found("999999999") == set()
+    assert found("decoy") == {"decoy-"} and found("sweep") == {"sweep-head", "sweep-task"}
+    assert found(f"--seed {head.pk}") == {"decoy-"} and decoy.pk
+    assert "as squeue -j" in client.get("/admin/scheduler/job/").content.decode()
+
+
 def test_jobs_are_read_only_in_the_admin(roles, browser_as, make_job) -> None:
     job = make_job(roles.owner)
     client = browser_as(roles.staff)
