@@ -133,3 +133,16 @@ class ServerIdentity(models.Model):
     class Meta:
         managed = False
         db_table = "cluster_server_identity"
+
+
+class BrokerUser(models.Model):
+    """A node whose agent has a Redis user of its own (``manage.py broker_acl --apply``; deleted by
+    ``--revoke``). Redis forgets its users when it restarts without an ``aclfile``; the safety tick
+    creates again those of the nodes listed here (``cluster.broker_users``), so the database, which is
+    backed up, is where the broker's per-node users are kept."""
+
+    node = models.CharField(max_length=63, unique=True, validators=[NODE_NAME_VALIDATOR])
+    applied_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"Redis user of node {self.node}"

@@ -1,4 +1,5 @@
-"""The periodic safety tick (Celery beat): node-loss detection, overdue commands re-sent, then a cycle.
+"""The periodic safety tick (Celery beat): node-loss detection, the agents' Redis users kept, overdue commands
+re-sent, then a cycle.
 
 Nodes are declared lost only if the server could have heard them: after a
 gap between two completed ticks longer than the node-lost delay (PostgreSQL
@@ -15,7 +16,7 @@ from datetime import datetime
 import redis
 from django.utils import timezone
 
-from cluster import liveness, overdue
+from cluster import broker_users, liveness, overdue
 from cluster.models import GpuPolicy
 from scheduler import coordination, idleness, loop, triggers
 from scheduler.models import Job, JobState
@@ -31,11 +32,12 @@ def tick() -> dict[str, object]:
     now = timezone.now()
     client = coordination.redis_client()
     lost = liveness.detect_lost_nodes(now) if _may_declare_nodes_lost(client, now) else []
+    restored = broker_users.keep()
     resent = overdue.resend_overdue_commands(now)
     _request_cycle_for_idle_jobs(client, now)
     cycles = loop.run_requested_cycles(client)
     client.set(LAST_TICK_KEY, now.timestamp())
-    return {"lost_nodes": lost, "resent": resent, "cycles": cycles}
+    return {"lost_nodes": lost, "resent": resent, "cycles": cycles, "broker_users_restored": restored}
 
 
 def _request_cycle_for_idle_jobs(client: redis.Redis, now: datetime) -> None:

@@ -6,7 +6,7 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from cluster import broker_acl
+from cluster import broker_acl, broker_users
 
 
 class Command(BaseCommand):
@@ -87,10 +87,12 @@ class Command(BaseCommand):
                 if revoke:  # the user, and the commands still queued for the node (its jobs' environment)
                     client.execute_command("ACL", "DELUSER", broker_acl.user_name(node))
                     removed = client.delete(*broker_acl.own_keys(node))
+                    broker_users.forget([node])
                     self.stdout.write(f"revoked {broker_acl.user_name(node)}; removed {removed} key(s) of its queue")
                 else:
                     client.execute_command("ACL", "SETUSER", *broker_acl.setuser_args(
                         secret, node, fallbacks=settings.AGENT_SECRET_FALLBACKS))
+                    broker_users.record([node])  # the safety tick creates it again should Redis lose it
                     self.stdout.write(f"applied {broker_acl.user_name(node)}")
             self._persist(client)
         except redis.ResponseError as exc:
@@ -107,8 +109,9 @@ class Command(BaseCommand):
         try:
             client.execute_command("ACL", "SAVE")
         except redis.ResponseError:
-            self.stderr.write("the broker has no aclfile: these users last until Redis restarts; put the lines "
-                              "of --acl-file in its aclfile, or run --apply again after each restart")
+            self.stderr.write("the broker has no aclfile: Redis forgets these users when it restarts, and the "
+                              "safety tick creates them again (within seconds, while a worker and beat run); "
+                              "put the lines of --acl-file in its aclfile to keep them across restarts anyway")
             return
         self.stdout.write("saved to the broker's aclfile")
 

@@ -36,7 +36,7 @@ def broker(private_redis, settings):  # noqa: ANN001, ANN201
 def test_apply_creates_users_that_authenticate_with_the_printed_urls(broker) -> None:  # noqa: ANN001
     out, err = run("--apply", "n1", "n2")
     assert out.splitlines() == ["applied gpusched-node-n1", "applied gpusched-node-n2"]
-    assert "last until Redis restarts" in err  # no aclfile: said, not hidden
+    assert "Redis forgets these users when it restarts" in err  # no aclfile: said, not hidden
     assert users(broker.url) == {"default", "gpusched-node-n1", "gpusched-node-n2"}
     urls, _ = run("--url", "n1", "n2")
     for node, url in zip(("n1", "n2"), urls.splitlines(), strict=True):
