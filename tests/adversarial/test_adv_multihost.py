@@ -192,7 +192,8 @@ def test_agents_upgraded_one_by_one_under_load_lose_no_job_and_a_too_new_agent_i
 def test_every_service_restarted_one_at_a_time_under_load_loses_and_doubles_nothing(netns_cluster) -> None:  # noqa: F811
     """A steady stream of API submissions while jobs run; one at a time, the portal (SIGTERM, then
     SIGKILL), the worker (SIGKILL), beat (SIGTERM), each agent (SIGKILL), Redis (SIGTERM; append-only
-    file) and PostgreSQL (fast shutdown) are stopped and started again. A submission the portal could
+    file; then SIGKILL with its aclfile emptied, so that it comes back without the agents' users) and
+    PostgreSQL (fast shutdown) are stopped and started again. A submission the portal could
     not take (it or the database was down) is refused, never half-stored; every stored job (the
     accepted ones, and any whose request got no answer) completes, none ran twice at once."""
     import threading
@@ -236,6 +237,10 @@ def test_every_service_restarted_one_at_a_time_under_load_loses_and_doubles_noth
         for name in cluster.node_names:
             restart(name, "SIGKILL", lambda name=name: cluster.start_agent(name))
         restart("redis", "SIGTERM", cluster.start_redis)
+        # Again, as a Redis without an aclfile comes back: without the agents' users, which the safety
+        # tick creates again from what broker_acl --apply recorded (cluster/broker_users.py).
+        (cluster.tmp / "redis" / "users.acl").write_text("")
+        restart("redis", "SIGKILL", cluster.start_redis)
         if not cluster.procs["worker"].alive():  # kombu may exit on a lost broker: its supervisor restarts it
             cluster.start_worker()
         time.sleep(2.0)
@@ -260,7 +265,7 @@ def test_every_service_restarted_one_at_a_time_under_load_loses_and_doubles_noth
 
 def assert_restarted_services_take_tls_only_and_agents_their_own_users(cluster: NetnsCluster) -> None:
     """After their restarts, Redis and PostgreSQL still refuse a client speaking in clear, and the agents
-    came back as their own Redis users (kept in Redis's aclfile)."""
+    came back as their own Redis users (kept in Redis's aclfile, or created again by the safety tick)."""
     import psycopg
     import redis
 
