@@ -86,9 +86,15 @@ def keep(now: float | None = None) -> list[str]:
     return lost
 
 
+def admin_client() -> redis.Redis:
+    """A new connection to the broker as the server's own user (its default user, allowed ACL and
+    CLIENT LIST)."""
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
+
+
 def _broker() -> redis.Redis:
-    """This process's connection to the broker as the server's own user (allowed ACL)."""
+    """This process's connection for ``keep``, made once."""
     global _client
     if _client is None:
-        _client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
+        _client = admin_client()
     return _client

@@ -63,7 +63,7 @@ class Command(BaseCommand):
 
     def _check(self, nodes: list[str]) -> None:
         """One line per node: its agent's connections and the Redis users they are logged in as."""
-        client = _admin()
+        client = broker_users.admin_client()
         try:
             connected = broker_acl.agent_users(client.client_list())
         except redis.RedisError as exc:
@@ -81,7 +81,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{node}: {state}")
 
     def _change_broker(self, nodes: list[str], secret: str, revoke: bool) -> None:
-        client = _admin()
+        client = broker_users.admin_client()
         try:
             for node in nodes:
                 if revoke:  # the user, and the commands still queued for the node (its jobs' environment)
@@ -114,8 +114,3 @@ class Command(BaseCommand):
                               "put the lines of --acl-file in its aclfile to keep them across restarts anyway")
             return
         self.stdout.write("saved to the broker's aclfile")
-
-
-def _admin() -> redis.Redis:
-    """The server's own connection to the broker (its default user, allowed ACL and CLIENT LIST)."""
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5, socket_connect_timeout=5)
